@@ -1,0 +1,32 @@
+-- mastra: Mastra Platform workspaces for Lua 5.4.
+--
+--   local mastra = require "mastra"
+--   local sb <close> = mastra.LocalSandbox.new{}
+--   print(sb:executeCommand("echo", { "hello" }).stdout)
+--
+-- Blocking-looking calls yield inside a task (mastra.spawn, mastra.run) and
+-- drive the event loop themselves outside one. See docs/api.md.
+local core = require "mastra.core"
+local task = require "mastra.task"
+
+local mastra = {
+  _NAME = "mastra",
+  _VERSION = core._VERSION,
+
+  errors = require "mastra.errors",
+  LocalSandbox = require "mastra.local_sandbox",
+
+  spawn = task.spawn,
+  all = task.all,
+  map = task.map,
+  sleep = task.sleep,
+  run = task.run,
+  step = task.step,
+  nextTimeout = task.nextTimeout,
+  currentTask = task.current,
+  isTask = task.isTask,
+  now = core.now,
+  quote = require("mastra.shell").quote,
+}
+
+return mastra

@@ -1,0 +1,267 @@
+-- LocalSandbox: the sandbox interface on the host, no platform
+-- (platform-protocol.md 7.5; conformance-cases.md SBX-EXEC/LIFE/PROC).
+--
+-- Commands run as `/bin/sh -c <command line>` in their own process group,
+-- in `workingDirectory`, with PATH plus the configured env (not the whole
+-- parent environment).
+local core = require "mastra.core"
+local errors = require "mastra.errors"
+local options = require "mastra.options"
+local process = require "mastra.process"
+local shell = require "mastra.shell"
+local task = require "mastra.task"
+
+local LocalSandbox = { __name = "mastra.LocalSandbox" }
+LocalSandbox.__index = LocalSandbox
+
+local DEFAULT_TIMEOUT = 30000
+local DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+local NEW_OPTS = {
+  id = options.string,
+  workingDirectory = options.string,
+  env = options.env,
+  timeout = options.ms,
+  instructions = options.string_or_function,
+}
+
+local EXEC_OPTS = {
+  cwd = options.string,
+  env = options.env,
+  timeout = options.ms,
+  onStdout = options.func,
+  onStderr = options.func,
+}
+
+local function random_suffix()
+  local digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+  local out = {}
+  for i = 1, 6 do
+    local n = math.random(1, 36)
+    out[i] = digits:sub(n, n)
+  end
+  return table.concat(out)
+end
+
+local function base36(n)
+  local digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+  local s = ""
+  repeat
+    local d = n % 36
+    s = digits:sub(d + 1, d + 1) .. s
+    n = n // 36
+  until n == 0
+  return s
+end
+
+local function cwd_or_fail(where)
+  local dir, err = core.getcwd()
+  if not dir then error(("%s: cannot read the current directory: %s"):format(where, err), 3) end
+  return dir
+end
+
+local function absolute(base, path)
+  if path:sub(1, 1) == "/" then return path end
+  return (base:gsub("/+$", "")) .. "/" .. path
+end
+
+-- mkdir -p
+local function mkdirs(path)
+  local prefix = ""
+  for part in path:gmatch("[^/]+") do
+    prefix = prefix .. "/" .. part
+    local ok, err = core.mkdir(prefix)
+    if not ok then return nil, err end
+  end
+  return true
+end
+
+local function copy_env(env)
+  local out = {}
+  for k, v in pairs(env or {}) do out[k] = tostring(v) end
+  return out
+end
+
+function LocalSandbox.new(opts)
+  opts = options.check("LocalSandbox.new", opts, NEW_OPTS)
+  local dir = opts.workingDirectory
+  if dir == nil then dir = ".sandbox" end
+  local self = setmetatable({
+    id = opts.id or ("local-sandbox-%s-%s"):format(base36(core.time()), random_suffix()),
+    name = "LocalSandbox",
+    provider = "local",
+    status = "pending",
+    workingDirectory = absolute(cwd_or_fail("LocalSandbox.new"), dir),
+    env = copy_env(opts.env),
+    timeout = opts.timeout or DEFAULT_TIMEOUT,
+    _instructions = opts.instructions,
+    _live = {}, -- handles of running executeCommand calls
+  }, LocalSandbox)
+  self.processes = process.newManager(self, function(command, o)
+    return self:_launch(command, o, o.timeout, true)
+  end)
+  return self
+end
+
+local function check_self(where, self)
+  return options.self(where, self, LocalSandbox, 4)
+end
+
+--- Start a process in this sandbox (shell text, already quoted).
+function LocalSandbox:_launch(command, opts, timeout, stdin)
+  local env = { PATH = os.getenv("PATH") or DEFAULT_PATH }
+  for k, v in pairs(self.env) do env[k] = v end
+  for k, v in pairs(opts.env or {}) do env[k] = tostring(v) end
+  local live = self._live
+  local ok, h = pcall(process.start, {
+    command = command,
+    cwd = opts.cwd and absolute(self.workingDirectory, opts.cwd) or self.workingDirectory,
+    env = env,
+    stdin = stdin,
+    timeout = timeout,
+    onStdout = opts.onStdout,
+    onStderr = opts.onStderr,
+    onExit = function(handle) live[handle] = nil end,
+  })
+  if not ok then
+    -- "spawn: cannot run in directory ...": a runtime failure, not a bug
+    error(("LocalSandbox: cannot run %q: %s"):format(command,
+      (tostring(h):gsub("^spawn: ", ""))), 0)
+  end
+  live[h] = true
+  return h
+end
+
+function LocalSandbox:start()
+  check_self("LocalSandbox:start", self)
+  if self.status == "destroyed" then
+    errors.SandboxNotReadyError:raise({
+      message = "Cannot start a destroyed sandbox: " .. self.id, id = self.id,
+    }, 2)
+  end
+  if self.status == "running" then return end
+  self.status = "starting"
+  local ok, err = mkdirs(self.workingDirectory)
+  if not ok then
+    self.status = "error"
+    error(("LocalSandbox:start: cannot create the working directory: %s"):format(err), 2)
+  end
+  self.createdAt = self.createdAt or core.time()
+  self.status = "running"
+end
+
+function LocalSandbox:_ensureRunning()
+  local s = self.status
+  if s == "destroyed" or s == "destroying" then
+    errors.SandboxNotReadyError:raise({
+      message = "Sandbox is not ready: " .. self.id .. " (it was destroyed)",
+      id = self.id,
+    }, 3)
+  end
+  if s ~= "running" and s ~= "stopping" then self:start() end
+end
+
+-- Kill what runs: background processes and commands in flight.
+local function kill_everything(self)
+  self.processes:killAll()
+  local running = {}
+  for h in pairs(self._live) do
+    if h:kill() then running[#running + 1] = h end
+  end
+  if task.canWait() then
+    for _, h in ipairs(running) do
+      while h.exitCode == nil and h._proc do task.wait(h._proc:id()) end
+    end
+  end
+end
+
+--- Stop: kill every running process. Files stay; start() runs again.
+function LocalSandbox:stop()
+  check_self("LocalSandbox:stop", self)
+  local s = self.status
+  if s ~= "running" and s ~= "starting" and s ~= "error" then return end
+  self.status = "stopping"
+  kill_everything(self)
+  self.status = "stopped"
+end
+
+--- Destroy: stop, and refuse to start again. The working directory stays
+-- (it is the user's directory, not ours).
+function LocalSandbox:destroy()
+  check_self("LocalSandbox:destroy", self)
+  if self.status == "destroyed" then return end
+  if self.status ~= "pending" then
+    self.status = "destroying"
+    kill_everything(self)
+  end
+  self.status = "destroyed"
+end
+
+LocalSandbox.__close = function(self) self:destroy() end
+
+function LocalSandbox.__tostring(self)
+  return ("mastra.LocalSandbox: %s (%s)"):format(self.id, self.status)
+end
+
+local function check_args(where, args)
+  if args == nil then return end
+  if type(args) ~= "table" then
+    error(("%s: argument #2 (args) must be a list of strings (got %s)")
+      :format(where, options.describe(args)), 3)
+  end
+  for i = 1, #args do
+    if type(args[i]) ~= "string" then
+      error(("%s: argument #2 (args) item %d must be a string (got %s)")
+        :format(where, i, options.describe(args[i])), 3)
+    end
+  end
+end
+
+--- Run `command` (shell text) with `args` (quoted, each one argument).
+-- Returns {stdout, stderr, exitCode, success, executionTimeMs, timedOut,
+-- killed, command, args}. A timeout kills the process group and returns
+-- exitCode 124 with the output received so far.
+function LocalSandbox:executeCommand(command, args, opts)
+  local where = "LocalSandbox:executeCommand"
+  check_self(where, self)
+  options.arg(where, 1, "command", command, options.string)
+  check_args(where, args)
+  opts = options.check(where, opts, EXEC_OPTS)
+  self:_ensureRunning()
+  local timeout = opts.timeout
+  if timeout == nil then timeout = self.timeout end
+  local h <close> = self:_launch(shell.commandLine(command, args), opts, timeout, false)
+  process.pump(h)
+  return h:result(args)
+end
+
+function LocalSandbox:getInfo()
+  check_self("LocalSandbox:getInfo", self)
+  return {
+    id = self.id,
+    name = self.name,
+    provider = self.provider,
+    status = self.status,
+    createdAt = self.createdAt or core.time(),
+    metadata = { workingDirectory = self.workingDirectory },
+  }
+end
+
+function LocalSandbox:getInstructions()
+  check_self("LocalSandbox:getInstructions", self)
+  local default = ('Local command execution. Working directory: "%s".')
+    :format(self.workingDirectory)
+  local custom = self._instructions
+  if type(custom) == "string" then return custom end
+  if type(custom) == "function" then
+    local text = custom{ defaultInstructions = default }
+    if type(text) ~= "string" then
+      error(("LocalSandbox:getInstructions: the instructions function must return"
+        .. " a string (got %s)"):format(options.describe(text)), 2)
+    end
+    return text
+  end
+  return default
+end
+
+return LocalSandbox

@@ -1,0 +1,290 @@
+-- Process handles and the `processes` manager of a sandbox
+-- (platform-protocol.md 7.3; conformance-cases.md SBX-PROC).
+--
+-- A handle wraps one child process of mastra.core. Its output is pumped
+-- into the handle as it arrives (and to onStdout/onStderr); `exitCode` is
+-- nil until the process has finished and all its output is in.
+local core = require "mastra.core"
+local task = require "mastra.task"
+local options = require "mastra.options"
+local errors = require "mastra.errors"
+
+local process = {}
+
+local Handle = { __name = "mastra.ProcessHandle" }
+process.Handle = Handle
+
+-- stdout and stderr are kept as chunk lists and joined when read.
+local function joined(h, stream)
+  local list = h._chunks[stream]
+  if #list > 1 then
+    local s = table.concat(list)
+    for i = #list, 2, -1 do list[i] = nil end
+    list[1] = s
+  end
+  return list[1] or ""
+end
+
+function Handle.__index(h, k)
+  if k == "stdout" or k == "stderr" then return joined(h, k) end
+  return Handle[k]
+end
+
+function Handle.__tostring(h)
+  return ("mastra.ProcessHandle: pid %s (%s)"):format(h.pid,
+    h.exitCode == nil and "running" or "exit " .. h.exitCode)
+end
+
+-- Let go of the C process: a process still running is killed (SIGTERM,
+-- then SIGKILL) and reaped by the loop. Runs once.
+local function release(h)
+  local proc = h._proc
+  if proc == nil then return end
+  h._proc = nil
+  proc:close()
+  if h._onExit then h._onExit(h) end
+end
+
+-- `local h <close> = ...`: leaving the scope early (an error, a
+-- cancellation) kills the process.
+function Handle.__close(h)
+  release(h)
+end
+
+--- Start `command` (shell text) and return its handle. spec: command,
+-- cwd, env (full map), stdin (boolean), timeout (ms, 0: none), onStdout,
+-- onStderr, onExit.
+function process.start(spec)
+  local proc = core.spawn{
+    command = spec.command,
+    cwd = spec.cwd,
+    env = spec.env,
+    stdin = spec.stdin,
+    timeout = spec.timeout and math.ceil(spec.timeout) or nil,
+  }
+  return setmetatable({
+    pid = tostring(proc:pid()),
+    command = spec.command,
+    exitCode = nil,
+    _proc = proc,
+    _chunks = { stdout = {}, stderr = {} },
+    _started = core.now(),
+    _onStdout = spec.onStdout,
+    _onStderr = spec.onStderr,
+    _onExit = spec.onExit,
+  }, Handle)
+end
+
+--- Move output into the handle until the process has finished. Runs in
+-- the caller's task; callbacks run there too.
+function process.pump(h)
+  local proc = h._proc
+  while true do
+    local out, err, done = proc:read()
+    if out then
+      local list = h._chunks.stdout
+      list[#list + 1] = out
+      if h._onStdout then h._onStdout(out) end
+    end
+    if err then
+      local list = h._chunks.stderr
+      list[#list + 1] = err
+      if h._onStderr then h._onStderr(err) end
+    end
+    if done then break end
+    task.wait(proc:id())
+  end
+  local code, signal, timedOut, killed = proc:result()
+  h.signal = signal
+  h.timedOut = timedOut
+  h.killed = killed
+  h.executionTimeMs = core.now() - h._started
+  h.exitCode = timedOut and 124 or code
+  release(h)
+end
+
+--- Pump in a background task (for processes.spawn).
+function process.background(h)
+  h._pump = task.spawn(function()
+    local ok, err = pcall(process.pump, h)
+    if not ok then
+      release(h) -- a callback failed: do not leave the process behind
+      error(err, 0)
+    end
+  end)
+  return h
+end
+
+--- The CommandResult of a finished process.
+function Handle:result(args)
+  return {
+    stdout = self.stdout,
+    stderr = self.stderr,
+    exitCode = self.exitCode,
+    success = self.exitCode == 0,
+    executionTimeMs = self.executionTimeMs,
+    timedOut = self.timedOut or false,
+    killed = self.killed or false,
+    command = self.command,
+    args = args,
+  }
+end
+
+--- Wait for the process to finish; returns its CommandResult. Repeatable.
+function Handle:wait()
+  options.self("ProcessHandle:wait", self, Handle)
+  if self._pump then self._pump:wait() end
+  return self:result()
+end
+
+--- Kill the process group (SIGTERM, then SIGKILL after a grace period).
+-- Returns true if it was running, false if it had already exited.
+function Handle:kill()
+  options.self("ProcessHandle:kill", self, Handle)
+  if self.exitCode ~= nil or self._proc == nil then return false end
+  return self._proc:kill()
+end
+
+--- Write data to the process's stdin; waits while the pipe is full.
+function Handle:sendStdin(data)
+  options.self("ProcessHandle:sendStdin", self, Handle)
+  options.arg("ProcessHandle:sendStdin", 1, "data", data, options.string)
+  while #data > 0 do
+    local proc = self._proc
+    if proc == nil or self.exitCode ~= nil then
+      error(("ProcessHandle:sendStdin: process %s has exited; its stdin is"
+        .. " closed"):format(self.pid), 2)
+    end
+    local n, err = proc:write(data)
+    if n == nil then
+      error(("ProcessHandle:sendStdin: cannot write to the stdin of process"
+        .. " %s: %s"):format(self.pid, err), 2)
+    end
+    data = data:sub(n + 1)
+    if #data > 0 then
+      proc:wantWrite()
+      task.wait(proc:id())
+    end
+  end
+end
+
+--- Close the process's stdin (the process then reads end of file).
+function Handle:closeStdin()
+  options.self("ProcessHandle:closeStdin", self, Handle)
+  if self._proc then self._proc:closeStdin() end
+end
+
+-- {====== the manager ======
+
+local Manager = { __name = "mastra.ProcessManager" }
+Manager.__index = Manager
+process.Manager = Manager
+
+local SPAWN_OPTS = {
+  cwd = options.string,
+  env = options.env,
+  timeout = options.ms,
+  onStdout = options.func,
+  onStderr = options.func,
+}
+
+--- sandbox: the owner (its _ensureRunning() runs before a spawn);
+-- launch(command, opts) -> a started handle.
+function process.newManager(sandbox, launch)
+  return setmetatable({
+    _sandbox = sandbox,
+    _launch = launch,
+    _tracked = {},   -- pid -> handle
+    _order = {},     -- pids in spawn order
+    _dismissed = {}, -- pids read once after exit
+  }, Manager)
+end
+
+-- Wait for a killed process; its own failure does not matter here, but a
+-- cancellation of the waiting task does.
+local function wait_killed(h)
+  local ok, err = pcall(h.wait, h)
+  if not ok and (errors.CancelledError:is(err)
+      or errors.InterruptedError:is(err)) then
+    error(err, 0)
+  end
+end
+
+local function untrack(m, pid)
+  m._tracked[pid] = nil
+  for i, p in ipairs(m._order) do
+    if p == pid then table.remove(m._order, i) break end
+  end
+end
+
+--- Start a background process running the shell text `command`.
+function Manager:spawn(command, opts)
+  options.self("processes:spawn", self, Manager)
+  options.arg("processes:spawn", 1, "command", command, options.string)
+  opts = options.check("processes:spawn", opts, SPAWN_OPTS)
+  self._sandbox:_ensureRunning()
+  local h = process.background(self._launch(command, opts))
+  self._tracked[h.pid] = h
+  self._order[#self._order + 1] = h.pid
+  self._dismissed[h.pid] = nil -- the OS may reuse a pid
+  return h
+end
+
+--- {pid, command, running, exitCode} for each tracked process.
+function Manager:list()
+  options.self("processes:list", self, Manager)
+  local out = {}
+  for _, pid in ipairs(self._order) do
+    local h = self._tracked[pid]
+    out[#out + 1] = {
+      pid = pid,
+      command = h.command,
+      running = h.exitCode == nil,
+      exitCode = h.exitCode,
+    }
+  end
+  return out
+end
+
+--- The handle of pid. After the process has exited it is returned once
+-- (with its output), then forgotten.
+function Manager:get(pid)
+  options.self("processes:get", self, Manager)
+  pid = tostring(pid)
+  if self._dismissed[pid] then return nil end
+  local h = self._tracked[pid]
+  if h ~= nil and h.exitCode ~= nil then
+    untrack(self, pid)
+    self._dismissed[pid] = true
+  end
+  return h
+end
+
+--- Kill pid and wait for it to end; true if it was running.
+function Manager:kill(pid)
+  options.self("processes:kill", self, Manager)
+  pid = tostring(pid)
+  local h = self:get(pid)
+  if h == nil or not h:kill() then return false end
+  wait_killed(h)
+  untrack(self, pid)
+  self._dismissed[pid] = true
+  return true
+end
+
+--- Kill every running process (the sandbox stops); wait for them to end
+-- when the caller can wait.
+function Manager:killAll()
+  local running = {}
+  for _, pid in ipairs(self._order) do
+    local h = self._tracked[pid]
+    if h:kill() then running[#running + 1] = h end
+  end
+  if task.canWait() then
+    for _, h in ipairs(running) do wait_killed(h) end
+  end
+end
+
+-- }======
+
+return process

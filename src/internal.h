@@ -1,0 +1,27 @@
+/*
+** Declarations shared by the C files of the runtime (prefix mastra__).
+*/
+#ifndef MASTRA_INTERNAL_H
+#define MASTRA_INTERNAL_H
+
+#include <stddef.h>
+
+#include <lua.h>
+
+#include "loop.h"
+
+/* The loop of L, or NULL if mastra.core was never opened in L. */
+mastra__loop *mastra__lua_loop(lua_State *L);
+
+/* The Lua sources of the facade, compiled into the library
+** (generated from lua/mastra/ by cmake/embed_lua.cmake). */
+typedef struct mastra__lua_module {
+  const char *name;      /* "mastra", "mastra.task", ... */
+  const char *chunkname; /* "@lua/mastra/init.lua", ... */
+  const char *source;
+  size_t len;
+} mastra__lua_module;
+
+extern const mastra__lua_module mastra__lua_modules[];
+
+#endif

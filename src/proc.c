@@ -1,0 +1,350 @@
+/*
+** Child processes on the loop (see proc.h for the lifetime rules).
+*/
+#define _GNU_SOURCE
+#include "proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/pidfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define READ_CHUNK 65536
+
+static void check_done(mastra__proc *p);
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+static void stop_io(mastra__io *io) {
+  mastra__io_stop(io);
+  close_fd(&io->fd);
+}
+
+static void notify(mastra__proc *p) {
+  if (!p->orphan) mastra__loop_signal(p->loop, p->id);
+}
+
+/* Read what the pipe has, up to the pending limit. */
+static void on_output(mastra__io *io, uint32_t revents) {
+  mastra__proc *p = io->data;
+  mastra__buf *b = io == &p->out_io ? &p->out : &p->err;
+  int got = 0;
+  (void)revents;
+  for (;;) {
+    ssize_t n;
+    if (b->len >= MASTRA__PROC_PENDING_MAX && !p->orphan) {
+      mastra__io_stop(io); /* resumed by mastra__proc_consumed */
+      break;
+    }
+    if (b->cap - b->len < READ_CHUNK) {
+      size_t cap = b->cap ? b->cap * 2 : READ_CHUNK * 2;
+      char *d;
+      while (cap - b->len < READ_CHUNK) cap *= 2;
+      d = realloc(b->data, cap);
+      if (d == NULL) break; /* try again on the next readiness */
+      b->data = d;
+      b->cap = cap;
+    }
+    n = read(io->fd, b->data + b->len, b->cap - b->len);
+    if (n > 0) {
+      b->len += (size_t)n;
+      got = 1;
+      if (p->orphan) b->len = 0; /* nobody will read it */
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    /* EOF or a read error: this stream is over */
+    stop_io(io);
+    if (io == &p->out_io) p->out_eof = 1; else p->err_eof = 1;
+    got = 1;
+    check_done(p);
+    break;
+  }
+  if (got) notify(p);
+}
+
+static void on_exit_ready(mastra__io *io, uint32_t revents) {
+  mastra__proc *p = io->data;
+  siginfo_t si;
+  (void)revents;
+  memset(&si, 0, sizeof si);
+  if (waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) < 0
+      || si.si_pid == 0)
+    return;
+  mastra__io_stop(io); /* keep the fd: the zombie is reaped in check_done */
+  p->exited = 1;
+  if (si.si_code == CLD_EXITED) {
+    p->exit_code = si.si_status;
+  } else {
+    p->term_signal = si.si_status;
+    p->exit_code = 128 + si.si_status;
+  }
+  check_done(p);
+  notify(p);
+}
+
+static void on_stdin_writable(mastra__io *io, uint32_t revents) {
+  mastra__proc *p = io->data;
+  (void)revents;
+  mastra__io_stop(io);
+  notify(p);
+}
+
+static void on_deadline(mastra__timer *t) {
+  mastra__proc *p = t->data;
+  p->timed_out = 1;
+  mastra__proc_kill(p);
+  notify(p);
+}
+
+static void on_grace(mastra__timer *t) {
+  mastra__proc *p = t->data;
+  if (!p->done) kill(-p->pid, SIGKILL);
+}
+
+static void reap(mastra__proc *p) {
+  siginfo_t si;
+  if (p->pidfd < 0) return;
+  while (waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED) < 0 && errno == EINTR)
+    ;
+  close_fd(&p->pidfd);
+}
+
+static void check_done(mastra__proc *p) {
+  if (p->done || !p->exited || !p->out_eof || !p->err_eof) return;
+  p->done = 1;
+  /* sweep what is left of the group while the zombie still holds its id */
+  if (p->kill_requested) kill(-p->pid, SIGKILL);
+  reap(p);
+  mastra__timer_stop(&p->deadline);
+  mastra__timer_stop(&p->grace);
+  stop_io(&p->in_io);
+  if (p->orphan) mastra__loop_defer_free(p->loop, &p->handle);
+}
+
+static void proc_free(mastra__handle *h) {
+  mastra__proc *p = (mastra__proc *)h;
+  mastra__loop *loop = p->loop;
+  mastra__loop_remove_handle(loop, h);
+  stop_io(&p->exit_io);
+  stop_io(&p->out_io);
+  stop_io(&p->err_io);
+  stop_io(&p->in_io);
+  mastra__timer_stop(&p->deadline);
+  mastra__timer_stop(&p->grace);
+  close_fd(&p->pidfd);
+  free(p->out.data);
+  free(p->err.data);
+  free(p);
+  mastra__loop_unref(loop);
+}
+
+/* The loop is going away: end the group now and reap the leader. */
+static void proc_shutdown(mastra__handle *h) {
+  mastra__proc *p = (mastra__proc *)h;
+  if (!p->done) {
+    kill(-p->pid, SIGKILL);
+    p->done = 1;
+  }
+  reap(p);
+  stop_io(&p->exit_io);
+  stop_io(&p->out_io);
+  stop_io(&p->err_io);
+  stop_io(&p->in_io);
+  mastra__timer_stop(&p->deadline);
+  mastra__timer_stop(&p->grace);
+  if (p->orphan) proc_free(h);
+}
+
+static int set_nonblock(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+int mastra__proc_spawn(mastra__loop *loop, const mastra__proc_opts *opts,
+                       mastra__proc **out, char *err, size_t errlen) {
+  int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1};
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  sigset_t none, all;
+  char *argv[4];
+  mastra__proc *p;
+  pid_t pid;
+  int rc;
+
+  *out = NULL;
+  if (mastra__loop_closed(loop)) {
+    snprintf(err, errlen, "the event loop is closed");
+    return -EINVAL;
+  }
+  p = calloc(1, sizeof *p);
+  if (p == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  p->pidfd = -1;
+  if (pipe2(o, O_CLOEXEC) < 0 || pipe2(e, O_CLOEXEC) < 0) goto sys_fail;
+  if (opts->stdin_pipe) {
+    if (pipe2(in, O_CLOEXEC) < 0) goto sys_fail;
+  } else {
+    in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (in[0] < 0) goto sys_fail;
+  }
+  if (set_nonblock(o[0]) < 0 || set_nonblock(e[0]) < 0
+      || (in[1] >= 0 && set_nonblock(in[1]) < 0))
+    goto sys_fail;
+
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, o[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, e[1], 2);
+  if (opts->cwd != NULL) posix_spawn_file_actions_addchdir_np(&fa, opts->cwd);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  sigemptyset(&none);
+  sigfillset(&all);
+  sigdelset(&all, SIGKILL);
+  sigdelset(&all, SIGSTOP);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
+                                      | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  argv[0] = "sh";
+  argv[1] = "-c";
+  argv[2] = (char *)opts->command;
+  argv[3] = NULL;
+  rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, opts->envp);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    if (opts->cwd != NULL && (rc == ENOENT || rc == ENOTDIR || rc == EACCES))
+      snprintf(err, errlen, "cannot run in directory '%s': %s", opts->cwd,
+               strerror(rc));
+    else
+      snprintf(err, errlen, "cannot start /bin/sh: %s", strerror(rc));
+    goto fail;
+  }
+  p->pid = pid;
+  p->pidfd = pidfd_open(pid, 0);
+  if (p->pidfd < 0) {
+    /* cannot watch it: do not leave it running unobserved */
+    rc = errno;
+    kill(-pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    snprintf(err, errlen, "pidfd_open: %s", strerror(rc));
+    goto fail;
+  }
+  close_fd(&in[0]);
+  close_fd(&o[1]);
+  close_fd(&e[1]);
+
+  mastra__loop_ref(loop);
+  p->loop = loop;
+  p->id = mastra__loop_newid(loop);
+  p->handle.shutdown = proc_shutdown;
+  p->handle.free = proc_free;
+  mastra__loop_add_handle(loop, &p->handle);
+  mastra__timer_init(loop, &p->deadline, on_deadline, p);
+  mastra__timer_init(loop, &p->grace, on_grace, p);
+  mastra__io_init(loop, &p->exit_io, p->pidfd, on_exit_ready, p);
+  mastra__io_init(loop, &p->out_io, o[0], on_output, p);
+  mastra__io_init(loop, &p->err_io, e[0], on_output, p);
+  mastra__io_init(loop, &p->in_io, in[1], on_stdin_writable, p);
+  rc = mastra__io_start(&p->exit_io, EPOLLIN);
+  if (rc == 0) rc = mastra__io_start(&p->out_io, EPOLLIN);
+  if (rc == 0) rc = mastra__io_start(&p->err_io, EPOLLIN);
+  if (rc == 0 && opts->timeout_ms > 0)
+    rc = mastra__timer_start(&p->deadline, opts->timeout_ms);
+  if (rc < 0) {
+    rc = -rc;
+    snprintf(err, errlen, "cannot watch the process: %s", strerror(rc));
+    p->orphan = 1;
+    proc_shutdown(&p->handle);
+    return -rc;
+  }
+  *out = p;
+  return 0;
+
+sys_fail:
+  rc = errno;
+  snprintf(err, errlen, "cannot create pipes: %s", strerror(rc));
+fail:
+  close_fd(&in[0]);
+  close_fd(&in[1]);
+  close_fd(&o[0]);
+  close_fd(&o[1]);
+  close_fd(&e[0]);
+  close_fd(&e[1]);
+  free(p);
+  return -rc;
+}
+
+int mastra__proc_kill(mastra__proc *p) {
+  if (p->done) return 0;
+  if (!p->kill_requested) {
+    p->kill_requested = 1;
+    kill(-p->pid, SIGTERM);
+    mastra__timer_start(&p->grace, MASTRA__PROC_KILL_GRACE_MS);
+  }
+  return 1;
+}
+
+ssize_t mastra__proc_write(mastra__proc *p, const char *data, size_t len) {
+  sigset_t pipe_set, old;
+  ssize_t n;
+  int saved;
+  if (p->in_io.fd < 0) return -EBADF;
+  /* a reader that went away must not kill the host with SIGPIPE */
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  do n = write(p->in_io.fd, data, len); while (n < 0 && errno == EINTR);
+  saved = errno;
+  if (n < 0 && saved == EPIPE && !sigismember(&old, SIGPIPE)) {
+    struct timespec zero = {0, 0};
+    sigtimedwait(&pipe_set, NULL, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (n >= 0) return n;
+  if (saved == EAGAIN || saved == EWOULDBLOCK) return 0;
+  return -saved;
+}
+
+int mastra__proc_want_write(mastra__proc *p) {
+  if (p->in_io.fd < 0) return -EBADF;
+  return mastra__io_start(&p->in_io, EPOLLOUT);
+}
+
+void mastra__proc_close_stdin(mastra__proc *p) { stop_io(&p->in_io); }
+
+void mastra__proc_consumed(mastra__proc *p, mastra__buf *stream) {
+  mastra__io *io = stream == &p->out ? &p->out_io : &p->err_io;
+  stream->len = 0;
+  if (io->fd >= 0 && !io->active) mastra__io_start(io, EPOLLIN);
+}
+
+void mastra__proc_release(mastra__proc *p) {
+  p->orphan = 1;
+  if (p->done || mastra__loop_closed(p->loop)) {
+    mastra__loop_remove_handle(p->loop, &p->handle);
+    proc_free(&p->handle);
+    return;
+  }
+  /* nobody reads any more: drop what waits, and keep draining the pipes */
+  mastra__proc_consumed(p, &p->out);
+  mastra__proc_consumed(p, &p->err);
+  mastra__proc_close_stdin(p);
+  mastra__proc_kill(p);
+}
