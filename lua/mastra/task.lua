@@ -338,7 +338,7 @@ end
 -- the others are cancelled and the error is raised.
 local function gather(tasks)
   local results = {}
-  local guard <close> = setmetatable({}, {
+  local cancel_rest <close> = setmetatable({}, { -- luacheck: ignore 211
     __close = function(_, err)
       if err ~= nil then
         for _, t in ipairs(tasks) do t:cancel() end

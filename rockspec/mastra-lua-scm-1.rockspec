@@ -1,0 +1,50 @@
+-- luarocks make --lua-version=5.4 rockspec/mastra-lua-scm-1.rockspec
+-- builds the C module from the tree alone (nothing is downloaded).
+rockspec_format = "3.0"
+package = "mastra-lua"
+version = "scm-1"
+source = {
+  url = "git+https://example.invalid/mastra-lua.git",
+}
+description = {
+  summary = "Drive Mastra Platform sandboxes and workspaces from Lua 5.4",
+  detailed = [[
+A C core (event loop, child processes, libcurl, wslay, cJSON) with a Lua
+facade: LocalSandbox, tasks (mastra.spawn, mastra.map, ...), and, on the
+platform, PlatformSandbox and PlatformFilesystem.
+]],
+  license = "MIT",
+}
+dependencies = {
+  "lua >= 5.4, < 5.5",
+}
+external_dependencies = {
+  -- library only: Debian keeps curl.h in a multiarch directory that the
+  -- header check does not search
+  CURL = { library = "curl" },
+  CJSON = { header = "cjson/cJSON.h" },
+  WSLAY = { header = "wslay/wslay.h" },
+}
+build = {
+  type = "builtin",
+  modules = {
+    ["mastra"] = "lua/mastra/init.lua",
+    ["mastra.errors"] = "lua/mastra/errors.lua",
+    ["mastra.options"] = "lua/mastra/options.lua",
+    ["mastra.shell"] = "lua/mastra/shell.lua",
+    ["mastra.task"] = "lua/mastra/task.lua",
+    ["mastra.process"] = "lua/mastra/process.lua",
+    ["mastra.local_sandbox"] = "lua/mastra/local_sandbox.lua",
+    ["mastra.core"] = {
+      sources = { "src/loop.c", "src/proc.c", "src/lcore.c" },
+      incdirs = { "include", "src", "$(CJSON_INCDIR)", "$(WSLAY_INCDIR)" },
+      libdirs = { "$(CURL_LIBDIR)" },
+      libraries = { "curl", "cjson", "wslay" },
+      defines = { "_GNU_SOURCE" },
+    },
+  },
+}
+test = {
+  type = "command",
+  command = "scripts/test",
+}
