@@ -35,12 +35,12 @@ build = {
     ["mastra.task"] = "lua/mastra/task.lua",
     ["mastra.process"] = "lua/mastra/process.lua",
     ["mastra.local_sandbox"] = "lua/mastra/local_sandbox.lua",
+    ["mastra.local_platform"] = "lua/mastra/local_platform.lua",
     ["mastra.core"] = {
       sources = { "src/loop.c", "src/proc.c", "src/lcore.c" },
       incdirs = { "include", "src", "$(CJSON_INCDIR)", "$(WSLAY_INCDIR)" },
       libdirs = { "$(CURL_LIBDIR)" },
       libraries = { "curl", "cjson", "wslay" },
-      defines = { "_GNU_SOURCE" },
     },
   },
 }

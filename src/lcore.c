@@ -8,10 +8,15 @@
 */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +31,7 @@
 #define LOOP_MT "mastra.Loop"
 #define TIMER_MT "mastra.Timer"
 #define PROC_MT "mastra.Process"
+#define LOCK_MT "mastra.Lock"
 #define LOOP_KEY "mastra.core.loop" /* registry: the loop of this state */
 
 typedef struct ltimer {
@@ -138,6 +144,84 @@ static int core_mkdir(lua_State *L) {
   luaL_pushfail(L);
   lua_pushfstring(L, "%s: %s", path, strerror(errno));
   return 2;
+}
+
+/* lock(path) -> a lock object held until :close() (or collection), or
+** nil, message. Blocks until the lock is free: only for short sections. */
+static int lock_close(lua_State *L) {
+  int *fd = (int *)luaL_checkudata(L, 1, LOCK_MT);
+  if (*fd >= 0) {
+    flock(*fd, LOCK_UN);
+    close(*fd);
+    *fd = -1;
+  }
+  return 0;
+}
+
+static int core_lock(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int *fd = (int *)lua_newuserdatauv(L, sizeof(int), 0);
+  *fd = -1;
+  luaL_setmetatable(L, LOCK_MT);
+  *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (*fd < 0 || flock(*fd, LOCK_EX) < 0) {
+    luaL_pushfail(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(errno));
+    return 2;
+  }
+  return 1;
+}
+
+/* daemon(command) -> true, or nil, message: run shell text detached from
+** this process (its own session, not our child, not on our loop), with
+** stdin from /dev/null; the command redirects its own output. */
+static int core_daemon(lua_State *L) {
+  const char *command = luaL_checkstring(L, 1);
+  static char *const envp_none[] = {NULL};
+  extern char **environ;
+  posix_spawnattr_t attr;
+  char *argv[4];
+  pid_t pid;
+  int rc, status;
+  lua_pushfstring(L, "setsid %s </dev/null &", command);
+  argv[0] = "sh";
+  argv[1] = "-c";
+  argv[2] = (char *)lua_tostring(L, -1);
+  argv[3] = NULL;
+  posix_spawnattr_init(&attr);
+  rc = posix_spawn(&pid, "/bin/sh", NULL, &attr, argv,
+                   environ ? environ : envp_none);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    luaL_pushfail(L);
+    lua_pushfstring(L, "cannot start /bin/sh: %s", strerror(rc));
+    return 2;
+  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* readlink(path) -> target, or nil, message */
+static int core_readlink(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  char buf[PATH_MAX];
+  ssize_t n = readlink(path, buf, sizeof buf - 1);
+  if (n < 0) {
+    luaL_pushfail(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(errno));
+    return 2;
+  }
+  lua_pushlstring(L, buf, (size_t)n);
+  return 1;
+}
+
+/* pidAlive(pid) -> whether a process with that pid exists */
+static int core_pid_alive(lua_State *L) {
+  lua_Integer pid = luaL_checkinteger(L, 1);
+  lua_pushboolean(L, pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM));
+  return 1;
 }
 
 static int core_newid(lua_State *L) {
@@ -384,6 +468,10 @@ static const luaL_Reg core_funcs[] = {
   {"time", core_time},
   {"getcwd", core_getcwd},
   {"mkdir", core_mkdir},
+  {"lock", core_lock},
+  {"daemon", core_daemon},
+  {"pidAlive", core_pid_alive},
+  {"readlink", core_readlink},
   {"timer", core_timer},
   {"spawn", core_spawn},
   {NULL, NULL}
@@ -392,6 +480,11 @@ static const luaL_Reg core_funcs[] = {
 static const luaL_Reg timer_meth[] = {
   {"id", timer_id},
   {"close", timer_close},
+  {NULL, NULL}
+};
+
+static const luaL_Reg lock_meth[] = {
+  {"close", lock_close},
   {NULL, NULL}
 };
 
@@ -447,6 +540,7 @@ int luaopen_mastra_core(lua_State *L) {
   createmeta(L, LOOP_MT, NULL, loop_gc, NULL);
   createmeta(L, TIMER_MT, timer_meth, timer_close, NULL);
   createmeta(L, PROC_MT, proc_meth, proc_close, proc_tostring);
+  createmeta(L, LOCK_MT, lock_meth, lock_close, NULL);
   luaL_newlibtable(L, core_funcs);
   push_loop(L);
   luaL_setfuncs(L, core_funcs, 1);

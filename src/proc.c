@@ -31,7 +31,11 @@ static void stop_io(mastra__io *io) {
 }
 
 static void notify(mastra__proc *p) {
-  if (!p->orphan) mastra__loop_signal(p->loop, p->id);
+  if (p->orphan) return;
+  if (p->notify != NULL)
+    p->notify(p, p->notify_data);
+  else
+    mastra__loop_signal(p->loop, p->id);
 }
 
 /* Read what the pipe has, up to the pending limit. */
@@ -113,11 +117,18 @@ static void on_grace(mastra__timer *t) {
   if (!p->done) kill(-p->pid, SIGKILL);
 }
 
+/* exit_io watches pidfd: stop it, and never close that descriptor twice */
+static void stop_exit_io(mastra__proc *p) {
+  mastra__io_stop(&p->exit_io);
+  p->exit_io.fd = -1;
+}
+
 static void reap(mastra__proc *p) {
   siginfo_t si;
   if (p->pidfd < 0) return;
   while (waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED) < 0 && errno == EINTR)
     ;
+  stop_exit_io(p);
   close_fd(&p->pidfd);
 }
 
@@ -137,7 +148,7 @@ static void proc_free(mastra__handle *h) {
   mastra__proc *p = (mastra__proc *)h;
   mastra__loop *loop = p->loop;
   mastra__loop_remove_handle(loop, h);
-  stop_io(&p->exit_io);
+  stop_exit_io(p);
   stop_io(&p->out_io);
   stop_io(&p->err_io);
   stop_io(&p->in_io);
@@ -158,7 +169,7 @@ static void proc_shutdown(mastra__handle *h) {
     p->done = 1;
   }
   reap(p);
-  stop_io(&p->exit_io);
+  stop_exit_io(p);
   stop_io(&p->out_io);
   stop_io(&p->err_io);
   stop_io(&p->in_io);
@@ -338,8 +349,8 @@ void mastra__proc_consumed(mastra__proc *p, mastra__buf *stream) {
 void mastra__proc_release(mastra__proc *p) {
   p->orphan = 1;
   if (p->done || mastra__loop_closed(p->loop)) {
-    mastra__loop_remove_handle(p->loop, &p->handle);
-    proc_free(&p->handle);
+    /* from inside a notify callback, the free waits for the dispatch end */
+    mastra__loop_defer_free(p->loop, &p->handle);
     return;
   }
   /* nobody reads any more: drop what waits, and keep draining the pipes */

@@ -24,6 +24,12 @@
 
 typedef struct mastra__proc mastra__proc;
 
+/* Called (instead of signalling the id) when something happened to the
+** process: output arrived, it exited, stdin became writable, it finished.
+** Runs inside the loop's dispatch: it may read output and call the
+** functions below (mastra__proc_release included), nothing that blocks. */
+typedef void (*mastra__proc_notify)(mastra__proc *p, void *data);
+
 typedef struct mastra__proc_opts {
   const char *command;   /* shell text for /bin/sh -c */
   const char *cwd;       /* NULL: inherit */
@@ -48,6 +54,8 @@ struct mastra__proc {
   mastra__timer deadline, grace;
   unsigned exited : 1, out_eof : 1, err_eof : 1, done : 1;
   unsigned timed_out : 1, kill_requested : 1, orphan : 1;
+  mastra__proc_notify notify; /* NULL: signal `id` on the loop instead */
+  void *notify_data;
   int exit_code;    /* 128 + signal when killed by a signal */
   int term_signal;  /* 0 unless killed by a signal */
 };

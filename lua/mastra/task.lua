@@ -185,10 +185,16 @@ local function cancel_all()
   for _, t in pairs(by_co) do t:cancel() end
 end
 
--- Pump the loop once: run ready tasks, poll, run what became ready.
-local function step(timeout)
+local function can_progress()
+  return queued() > 0 or core.alive() > 0 or core.nextTimeout() == 0
+end
+
+-- Pump the loop once: run ready tasks, poll, run what became ready. The
+-- poll does not block when tasks are ready, when done() already holds, or
+-- when nothing could wake it.
+local function step(timeout, done)
   run_ready()
-  if queued() > 0 then timeout = 0 end
+  if queued() > 0 or (done and done()) or not can_progress() then timeout = 0 end
   local n, intr = core.poll(timeout, poll_ids)
   for i = 1, n do wake(poll_ids[i]) end
   if intr then
@@ -196,10 +202,6 @@ local function step(timeout)
     cancel_all()
   end
   run_ready()
-end
-
-local function can_progress()
-  return queued() > 0 or core.alive() > 0 or core.nextTimeout() == 0
 end
 
 local function deadlock()
@@ -222,7 +224,7 @@ local function drive(done, what)
   end
   while not done() do
     if not can_progress() then deadlock() end
-    step(-1)
+    step(-1, done)
   end
 end
 
@@ -230,10 +232,10 @@ end
 
 -- {====== public API ======
 
---- Suspend until one of the keys is woken. Raises CancelledError if the
--- task is cancelled while it waits.
-function task.wait(...)
-  local t = current("mastra.task.wait")
+-- Suspend until one of the keys is woken; `what` names the public call in
+-- error messages.
+local function wait_as(what, ...)
+  local t = current(what)
   if t then
     if t.cancel_pending then
       t.cancel_pending = false
@@ -251,11 +253,18 @@ function task.wait(...)
   register(w, ...)
   local ok, err = pcall(drive, function()
     return w.state ~= "waiting" or interrupted
-  end, "mastra.task.wait")
+  end, what)
   if w.keys then unregister(w) end
   if not ok then error(err, 0) end
   take_interrupt()
 end
+
+--- Suspend until one of the keys is woken. Raises CancelledError if the
+-- task is cancelled while it waits.
+function task.wait(...)
+  return wait_as("mastra.task.wait", ...)
+end
+task.waitAs = wait_as
 
 function task.spawn(fn, ...)
   if type(fn) ~= "function" then
@@ -370,16 +379,15 @@ function task.all(list)
     error(("mastra.all: expected a list of functions or tasks (got %s)")
       :format(type(list)), 2)
   end
-  local tasks = {}
   for i, f in ipairs(list) do
-    if task.isTask(f) then
-      tasks[i] = f
-    elseif type(f) == "function" then
-      tasks[i] = task.spawn(f)
-    else
+    if not task.isTask(f) and type(f) ~= "function" then
       error(("mastra.all: item %d is a %s, not a function or task")
         :format(i, type(f)), 2)
     end
+  end
+  local tasks = {}
+  for i, f in ipairs(list) do
+    tasks[i] = task.isTask(f) and f or task.spawn(f)
   end
   return gather(tasks)
 end
@@ -425,13 +433,16 @@ function task.map(list, fn, opts)
   return results
 end
 
+local MAX_SLEEP_MS = 2 ^ 53
+
 function task.sleep(ms)
-  if type(ms) ~= "number" or ms ~= ms or ms < 0 or ms == math.huge then
-    error(("mastra.sleep: ms must be a finite number >= 0 (got %s)")
-      :format(tostring(ms)), 2)
+  if type(ms) ~= "number" or ms ~= ms or ms < 0 or ms > MAX_SLEEP_MS then
+    error(("mastra.sleep: ms must be a number of milliseconds between 0 and"
+      .. " 2^53 (got %s)"):format(tostring(ms)), 2)
   end
+  current("mastra.sleep")
   local timer <close> = core.timer(math.ceil(ms))
-  task.wait(timer:id())
+  wait_as("mastra.sleep", timer:id())
 end
 
 --- Run fn(...) as a task and drive the loop until every task has finished.
@@ -476,7 +487,6 @@ function task.step(timeout_ms)
   if depth > 0 then
     error("mastra.step: cannot be called from inside a task", 2)
   end
-  if timeout_ms ~= 0 and not can_progress() then timeout_ms = 0 end
   step(timeout_ms)
   interrupted = false
   if #unobserved > 0 then

@@ -1,0 +1,194 @@
+-- The embedded default (DESIGN section 6): with no platform credentials
+-- and no proxy URL, scripts run against a per-user local mastra-platform,
+-- found or started here.
+--
+-- State lives in $MASTRA_PLATFORM_STATE_DIR, else $XDG_STATE_HOME/mastra,
+-- else ~/.local/state/mastra:
+--   platform.lock    flock'd while a process looks for (or starts) the server
+--   platform.state   url=, token=, pid= lines of the running server
+--   platform.out     the server's stdout (its JSON line); platform.log: stderr
+-- The server's data is in <state dir>/platform-data. It exits by itself
+-- after it has been idle, with no sandbox, for MASTRA_PLATFORM_IDLE_EXIT
+-- seconds (default 900).
+local core = require "mastra.core"
+local task = require "mastra.task"
+
+local local_platform = {}
+
+local DEFAULTS = {
+  projectId = "local",
+  environmentId = "local",
+  bucketName = "local",
+}
+local_platform.defaults = DEFAULTS
+
+local function nonblank(v)
+  if v ~= nil and v:match("%S") then return v end
+  return nil
+end
+
+--- Whether the environment names a real platform (a token or a proxy).
+function local_platform.configured()
+  return nonblank(os.getenv("MASTRA_PLATFORM_ACCESS_TOKEN")) ~= nil
+    or nonblank(os.getenv("MASTRA_PLATFORM_SECRET_KEY")) ~= nil
+    or nonblank(os.getenv("MASTRA_WORKSPACE_PROXY_URL")) ~= nil
+end
+
+function local_platform.stateDir()
+  local dir = nonblank(os.getenv("MASTRA_PLATFORM_STATE_DIR"))
+  if dir then return dir end
+  local xdg = nonblank(os.getenv("XDG_STATE_HOME"))
+  if xdg then return xdg .. "/mastra" end
+  return (os.getenv("HOME") or "/tmp") .. "/.local/state/mastra"
+end
+
+local function mkdirs(path)
+  local prefix = ""
+  for part in path:gmatch("[^/]+") do
+    prefix = prefix .. "/" .. part
+    local ok, err = core.mkdir(prefix)
+    if not ok then return nil, err end
+  end
+  return true
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function shell_quote(s)
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+-- The mastra-platform binary: $MASTRA_PLATFORM_BIN, next to the running
+-- executable (mastra-lua and mastra-platform are installed together), or
+-- the PATH.
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function find_binary()
+  local bin = nonblank(os.getenv("MASTRA_PLATFORM_BIN"))
+  if bin then
+    if exists(bin) then return bin end
+    return nil, ("MASTRA_PLATFORM_BIN is %s, which does not exist"):format(bin)
+  end
+  local exe = core.readlink("/proc/self/exe")
+  if exe then
+    local sibling = exe:gsub("[^/]*$", "") .. "mastra-platform"
+    if exists(sibling) then return sibling end
+  end
+  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
+    local candidate = dir .. "/mastra-platform"
+    if exists(candidate) then return candidate end
+  end
+  return nil, "cannot find the mastra-platform binary: set MASTRA_PLATFORM_BIN,"
+    .. " or put it on the PATH (or set MASTRA_PLATFORM_ACCESS_TOKEN and"
+    .. " MASTRA_WORKSPACE_PROXY_URL to use a hosted platform)"
+end
+
+local function parse_state(text)
+  local state = {}
+  for k, v in (text or ""):gmatch("([%w_]+)=([^\n]*)") do state[k] = v end
+  if state.url and state.token and tonumber(state.pid) then
+    state.pid = tonumber(state.pid)
+    return state
+  end
+  return nil
+end
+
+-- A server from the state file that is still running.
+local function running_server(dir)
+  local state = parse_state(read_file(dir .. "/platform.state"))
+  if state == nil or not core.pidAlive(state.pid) then return nil end
+  local cmdline = read_file("/proc/" .. state.pid .. "/cmdline") or ""
+  if not cmdline:find("mastra-platform", 1, true) then return nil end
+  return state
+end
+
+local function wait_for_url(out_path, deadline)
+  while core.now() < deadline do
+    local line = read_file(out_path)
+    local url = line and line:match('"url":"([^"]+)"')
+    local pid = line and tonumber(line:match('"pid":(%d+)'))
+    if url and pid then return url, pid end
+    task.sleep(20)
+  end
+  return nil
+end
+
+local function start_server(dir)
+  local bin, why = find_binary()
+  if bin == nil then return nil, why end
+  local data = dir .. "/platform-data"
+  local token_file = dir .. "/platform.token"
+  local out_path = dir .. "/platform.out"
+  os.remove(out_path)
+  local idle = tonumber(os.getenv("MASTRA_PLATFORM_IDLE_EXIT") or "") or 900
+  local ok, err = core.daemon(("%s serve --listen 127.0.0.1:0 --data-dir %s"
+    .. " --token-file %s --idle-exit %d >%s 2>>%s"):format(shell_quote(bin),
+    shell_quote(data), shell_quote(token_file), idle, shell_quote(out_path),
+    shell_quote(dir .. "/platform.log")))
+  if not ok then return nil, err end
+  local url, pid = wait_for_url(out_path, core.now() + 15000)
+  if url == nil then
+    return nil, ("mastra-platform did not start within 15 s; see %s/platform.log")
+      :format(dir)
+  end
+  local token = (read_file(token_file) or ""):gsub("%s+$", "")
+  local state = { url = url, token = token, pid = pid }
+  local f = assert(io.open(dir .. "/platform.state.tmp", "wb"))
+  f:write(("url=%s\ntoken=%s\npid=%d\n"):format(url, token, pid))
+  f:close()
+  assert(os.rename(dir .. "/platform.state.tmp", dir .. "/platform.state"))
+  return state
+end
+
+local announced = false
+
+--- Find or start the local platform. Returns {url, token, pid, projectId,
+-- environmentId, bucketName}; raises with a message saying what to do when
+-- it cannot.
+function local_platform.ensure()
+  local dir = local_platform.stateDir()
+  local ok, err = mkdirs(dir)
+  if not ok then
+    error("mastra: cannot create the local platform's state directory: " .. err, 2)
+  end
+  local lock, lerr = core.lock(dir .. "/platform.lock")
+  if not lock then error("mastra: cannot lock the local platform state: " .. lerr, 2) end
+  local state = running_server(dir)
+  local started = false
+  if state == nil then
+    local serr
+    state, serr = start_server(dir)
+    if state == nil then
+      lock:close()
+      error("mastra: cannot start the local platform: " .. serr, 2)
+    end
+    started = true
+  end
+  lock:close()
+  if not announced then
+    announced = true
+    io.stderr:write(("mastra: using the local platform at %s (%s; set"
+      .. " MASTRA_PLATFORM_ACCESS_TOKEN and MASTRA_WORKSPACE_PROXY_URL for a"
+      .. " hosted one)\n"):format(state.url, started and "started it" or "already running"))
+  end
+  return {
+    url = state.url,
+    token = state.token,
+    pid = state.pid,
+    projectId = DEFAULTS.projectId,
+    environmentId = DEFAULTS.environmentId,
+    bucketName = DEFAULTS.bucketName,
+  }
+end
+
+return local_platform

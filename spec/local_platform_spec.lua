@@ -1,0 +1,149 @@
+-- The embedded default: with no platform configured, the runtime finds or
+-- starts one per-user mastra-platform (lua/mastra/local_platform.lua).
+-- Each case runs the runner in a child process with its own state dir, so
+-- the daemon it starts is found, checked and killed here.
+local mastra = require "mastra"
+
+local RUNNER = os.getenv("MASTRA_LUA")
+local PLATFORM = os.getenv("MASTRA_PLATFORM")
+
+describe("the local platform default", function()
+  local sb, dir
+
+  local function env(extra)
+    local e = {
+      HOME = dir,
+      MASTRA_PLATFORM_STATE_DIR = dir .. "/state",
+      MASTRA_PLATFORM_BIN = PLATFORM,
+    }
+    for k, v in pairs(extra or {}) do e[k] = v end
+    return e
+  end
+
+  local function read(path)
+    local f = io.open(path, "rb")
+    if not f then return nil end
+    local s = f:read("a")
+    f:close()
+    return s
+  end
+
+  local function state()
+    local text = read(dir .. "/state/platform.state") or ""
+    return {
+      url = text:match("url=([^\n]+)"),
+      token = text:match("token=([^\n]+)"),
+      pid = tonumber(text:match("pid=(%d+)")),
+    }
+  end
+
+  local ENSURE = [[
+    local p = require("mastra").localPlatform()
+    print(p.url, p.pid, p.projectId, p.environmentId, p.bucketName, #p.token)
+  ]]
+
+  setup(function()
+    assert(RUNNER and PLATFORM, "MASTRA_LUA and MASTRA_PLATFORM must be set (CTest sets them)")
+    dir = os.tmpname()
+    os.remove(dir)
+    sb = mastra.LocalSandbox.new{ workingDirectory = dir }
+    sb:start()
+  end)
+
+  teardown(function()
+    local pid = state().pid
+    if pid then sb:executeCommand("kill " .. pid .. " 2>/dev/null; true") end
+    sb:executeCommand("rm -rf " .. mastra.quote(dir))
+    sb:destroy()
+  end)
+
+  it("starts one server, says so once on stderr, and fills in the defaults", function()
+    local r = sb:executeCommand(RUNNER, { "-e", ENSURE }, { env = env() })
+    assert.are.equal(0, r.exitCode, r.stderr)
+    local url, pid, project, environment, bucket, toklen =
+      r.stdout:match("^(%S+)\t(%d+)\t(%S+)\t(%S+)\t(%S+)\t(%d+)\n$")
+    assert.truthy(url, r.stdout)
+    assert.matches("^http://127%.0%.0%.1:%d+$", url)
+    assert.are.equal("local", project)
+    assert.are.equal("local", environment)
+    assert.are.equal("local", bucket)
+    assert.is_true(tonumber(toklen) >= 32)
+    local _, lines = r.stderr:gsub("using the local platform", "")
+    assert.are.equal(1, lines, r.stderr)
+    assert.matches("started it", r.stderr)
+    local s = state()
+    assert.are.equal(url, s.url)
+    assert.are.equal(tonumber(pid), s.pid)
+    -- the daemon runs on its own: it is not our child, and it answers
+    local check = sb:executeCommand("kill -0 " .. s.pid)
+    assert.are.equal(0, check.exitCode)
+    local ping = sb:executeCommand("curl", { "-s", "-o", "/dev/null", "-w", "%{http_code}",
+      "-H", "Authorization: Bearer " .. s.token, url .. "/v1/projects/local/sandbox/none" })
+    assert.are.equal("404", ping.stdout)
+  end)
+
+  it("reuses the running server from another process", function()
+    local before = state().pid
+    assert.truthy(before)
+    local r = sb:executeCommand(RUNNER, { "-e", ENSURE }, { env = env() })
+    assert.are.equal(0, r.exitCode, r.stderr)
+    assert.matches("already running", r.stderr)
+    assert.are.equal(tostring(before), r.stdout:match("\t(%d+)\t"))
+  end)
+
+  it("starts a new one when the recorded server is gone", function()
+    local old = state().pid
+    sb:executeCommand("kill " .. old)
+    mastra.sleep(200)
+    local r = sb:executeCommand(RUNNER, { "-e", ENSURE }, { env = env() })
+    assert.are.equal(0, r.exitCode, r.stderr)
+    local new = state().pid
+    assert.truthy(new)
+    assert.are_not.equal(old, new)
+    assert.matches("started it", r.stderr)
+  end)
+
+  it("lets only one of two concurrent starters start a server", function()
+    sb:executeCommand("kill " .. state().pid)
+    mastra.sleep(200)
+    local results = mastra.all{
+      function() return sb:executeCommand(RUNNER, { "-e", ENSURE }, { env = env() }) end,
+      function() return sb:executeCommand(RUNNER, { "-e", ENSURE }, { env = env() }) end,
+    }
+    local pids = {}
+    for i, r in ipairs(results) do
+      assert.are.equal(0, r.exitCode, r.stderr)
+      pids[i] = r.stdout:match("\t(%d+)\t")
+    end
+    assert.are.equal(pids[1], pids[2])
+    local started = 0
+    for _, r in ipairs(results) do
+      if r.stderr:find("started it", 1, true) then started = started + 1 end
+    end
+    assert.are.equal(1, started)
+  end)
+
+  it("exits by itself after it has been idle with no sandbox", function()
+    sb:executeCommand("kill " .. state().pid)
+    mastra.sleep(200)
+    local r = sb:executeCommand(RUNNER, { "-e", ENSURE },
+      { env = env{ MASTRA_PLATFORM_IDLE_EXIT = "1" } })
+    assert.are.equal(0, r.exitCode, r.stderr)
+    local pid = state().pid
+    local deadline = mastra.now() + 10000
+    while mastra.now() < deadline
+        and sb:executeCommand("kill -0 " .. pid .. " 2>/dev/null").exitCode == 0 do
+      mastra.sleep(100)
+    end
+    assert.are_not.equal(0, sb:executeCommand("kill -0 " .. pid .. " 2>/dev/null").exitCode)
+    assert.matches("idle for 1s with no sandbox", read(dir .. "/state/platform.log") or "")
+  end)
+
+  it("says what to do when the server binary cannot be found", function()
+    local r = sb:executeCommand(RUNNER, { "-e", ENSURE },
+      { env = env{ MASTRA_PLATFORM_BIN = dir .. "/missing-binary" } })
+    assert.are_not.equal(0, r.exitCode)
+    assert.matches("cannot start the local platform", r.stderr)
+    assert.matches("MASTRA_PLATFORM_BIN is .*missing%-binary, which does not exist", r.stderr)
+  end)
+end)

@@ -1,0 +1,665 @@
+/*
+** The exec WebSocket of mastra-platform (reference/platform-protocol.md
+** 2.2, 2.3 and 9).
+**
+** mp_ws_exec_upgrade() checks the handshake and queues the 101 answer that
+** selects `railway-shell`. libmicrohttpd then hands us the socket, and a
+** wslay server context runs on a mastra__io watcher:
+**
+**   client: {"type":"init_exec","data":{"command","cwd"?,"env"?}}
+**           {"type":"stdin_close"}            (stdin is /dev/null anyway)
+**   server: binary [1]+stdout bytes, [3]+stderr bytes (<= 64 KiB a frame)
+**           {"type":"exit","data":{"exit_code":N}}, then close 1000
+**
+** A close (or a socket error) before the exit kills the command. Output
+** is read from the command only while wslay's send queue holds less than
+** WS_SEND_HIGH bytes; past that the pipes fill and proc.c pauses them.
+**
+** Lifetime: every entry point (the upgrade handler, socket events, process
+** notifications, the timer, mp_ws_exec_shutdown_all) brackets its work with
+** enter()/leave(). Work that ends the session only sets `ending`; the
+** outermost leave() tears down (the command, the watcher, the MHD handle),
+** and the memory goes through mastra__loop_defer_free, so nothing that a
+** caller up the stack (wslay, proc.c, the loop's event batch) still holds
+** is freed under it.
+*/
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "exec_ws.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <microhttpd.h>
+#include <wslay/wslay.h>
+
+#include "../sha1.h"
+
+#define WS_SUBPROTOCOL "railway-shell"
+#define WS_MAX_RECV_MSG (1u << 20)     /* the largest client message */
+#define WS_SEND_HIGH (4u << 20)        /* stop taking output past this */
+#define WS_FRAME_MAX 65536             /* an output frame, tag included */
+#define WS_INIT_TIMEOUT_MS 30000       /* for init_exec to arrive */
+#define WS_CLOSE_WAIT_MS 5000          /* to finish the closing handshake */
+
+#define TAG_STDOUT 1
+#define TAG_STDERR 3
+
+typedef struct ws_session ws_session;
+
+struct ws_session {
+  mastra__handle handle;     /* first: freed by the loop, after dispatch */
+  ws_session *prev, *next;   /* every session of the process */
+  mp_server *srv;
+  mp_sandbox *sb;
+  mastra__loop *loop;
+  struct MHD_UpgradeResponseHandle *urh; /* NULL once handed back */
+  int fd;                    /* owned by libmicrohttpd: never closed here */
+  mastra__io io;
+  mastra__timer timer;       /* init_exec deadline, then the close wait */
+  wslay_event_context_ptr ctx;
+  char *extra;               /* bytes MHD read past the request head */
+  size_t extra_len, extra_off;
+  mastra__proc *proc;        /* ours until mp_sandbox_exec_done */
+  int depth;                 /* entry points on the stack */
+  unsigned started : 1;      /* init_exec was handled */
+  unsigned closing : 1;      /* a close frame is queued (ours or wslay's) */
+  unsigned failed : 1;       /* wslay or the socket failed: wslay no more */
+  unsigned ending : 1;       /* tear down when the stack unwinds */
+  unsigned ended : 1;
+  unsigned close_wait : 1;   /* the timer now bounds the closing handshake */
+  unsigned close_pending : 1; /* our close waits for the queue to drain */
+  uint16_t close_code;
+  char close_reason[124];
+};
+
+static ws_session *g_sessions;
+static uint8_t g_frame[WS_FRAME_MAX]; /* one thread: a shared scratch */
+
+static void session_end(ws_session *s);
+
+/* {====== lifetime ====== */
+
+static void enter(ws_session *s) { s->depth++; }
+
+static void leave(ws_session *s) {
+  if (--s->depth == 0 && s->ending && !s->ended) session_end(s);
+}
+
+static void link_session(ws_session *s) {
+  s->prev = NULL;
+  s->next = g_sessions;
+  if (g_sessions != NULL) g_sessions->prev = s;
+  g_sessions = s;
+}
+
+static void unlink_session(ws_session *s) {
+  if (s->prev != NULL)
+    s->prev->next = s->next;
+  else if (g_sessions == s)
+    g_sessions = s->next;
+  if (s->next != NULL) s->next->prev = s->prev;
+  s->prev = s->next = NULL;
+}
+
+/* Let go of the command, killing it first if it still runs. */
+static void release_proc(ws_session *s) {
+  mastra__proc *p = s->proc;
+  if (p == NULL) return;
+  s->proc = NULL;
+  mastra__proc_kill(p); /* SIGTERM now, SIGKILL after the grace */
+  mp_sandbox_exec_done(s->srv, s->sb, p);
+}
+
+/* wslay or the socket failed: never call wslay again. */
+static void fail(ws_session *s) {
+  s->failed = 1;
+  s->ending = 1;
+  release_proc(s);
+}
+
+static void session_free(mastra__handle *h) {
+  ws_session *s = (ws_session *)h;
+  mastra__loop *loop = s->loop;
+  if (s->ctx != NULL) wslay_event_context_free(s->ctx);
+  free(s->extra);
+  free(s);
+  mastra__loop_unref(loop);
+}
+
+/* The outermost leave(): give everything back, free after the dispatch. */
+static void session_end(ws_session *s) {
+  s->ended = 1;
+  release_proc(s);
+  mastra__timer_stop(&s->timer);
+  mastra__io_stop(&s->io); /* before MHD closes the fd */
+  if (s->urh != NULL) {
+    struct MHD_UpgradeResponseHandle *urh = s->urh;
+    s->urh = NULL;
+    MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+  }
+  unlink_session(s);
+  mastra__loop_defer_free(s->loop, &s->handle);
+}
+
+/* The loop closes under a live session (mp_ws_exec_shutdown_all was not
+** called): let go of everything but the MHD handle, whose daemon may
+** already be gone. */
+static void session_shutdown(mastra__handle *h) {
+  ws_session *s = (ws_session *)h;
+  s->ended = 1;
+  release_proc(s);
+  mastra__timer_stop(&s->timer);
+  mastra__io_stop(&s->io);
+  unlink_session(s);
+  session_free(h);
+}
+
+/* }====== */
+
+/* {====== frames out ====== */
+
+static int queue_msg(ws_session *s, uint8_t opcode, const void *data,
+                     size_t len) {
+  struct wslay_event_msg m;
+  if (s->failed || s->closing) return -1;
+  m.opcode = opcode;
+  m.msg = data;
+  m.msg_length = len;
+  if (wslay_event_queue_msg(s->ctx, &m) != 0) {
+    fail(s);
+    return -1;
+  }
+  return 0;
+}
+
+/* Queue the close that s->close_code and close_reason describe once every
+** message before it is out: wslay sends control frames ahead of queued
+** data, and nothing after a close. */
+static void flush_close(ws_session *s) {
+  int r;
+  if (!s->close_pending || s->failed
+      || wslay_event_get_queued_msg_count(s->ctx) > 0)
+    return;
+  s->close_pending = 0;
+  r = wslay_event_queue_close(s->ctx, s->close_code,
+                              (const uint8_t *)s->close_reason,
+                              strlen(s->close_reason));
+  /* NO_MORE_MSG: wslay queued one already (the client closed first) */
+  if (r != 0 && r != WSLAY_ERR_NO_MORE_MSG) fail(s);
+}
+
+/* Close after what is queued (reason: ASCII, at most 123 bytes). */
+static void queue_close(ws_session *s, uint16_t code, const char *reason) {
+  if (s->failed || s->closing) return;
+  s->closing = 1;
+  s->close_pending = 1;
+  s->close_code = code;
+  snprintf(s->close_reason, sizeof s->close_reason, "%s", reason);
+  flush_close(s);
+}
+
+static int send_output(ws_session *s, uint8_t tag, const char *data,
+                       size_t len) {
+  while (len > 0) {
+    size_t n = len < WS_FRAME_MAX - 1 ? len : WS_FRAME_MAX - 1;
+    g_frame[0] = tag;
+    memcpy(g_frame + 1, data, n);
+    if (queue_msg(s, WSLAY_BINARY_FRAME, g_frame, n + 1) < 0) return -1;
+    data += n;
+    len -= n;
+  }
+  return 0;
+}
+
+static int send_exit(ws_session *s, int code) {
+  char text[80];
+  int n = snprintf(text, sizeof text,
+                   "{\"type\":\"exit\",\"data\":{\"exit_code\":%d}}", code);
+  return queue_msg(s, WSLAY_TEXT_FRAME, text, (size_t)n);
+}
+
+/* Move the command's output into frames while the send queue is short.
+** Once it finished and everything is queued: the exit frame, close 1000,
+** and the command is let go. */
+static void forward(ws_session *s) {
+  mastra__proc *p = s->proc;
+  if (p == NULL || s->failed || s->closing) return;
+  if (wslay_event_get_queued_msg_length(s->ctx) >= WS_SEND_HIGH) return;
+  if (p->out.len > 0) {
+    if (send_output(s, TAG_STDOUT, p->out.data, p->out.len) < 0) return;
+    mastra__proc_consumed(p, &p->out);
+  }
+  if (p->err.len > 0) {
+    if (send_output(s, TAG_STDERR, p->err.data, p->err.len) < 0) return;
+    mastra__proc_consumed(p, &p->err);
+  }
+  if (p->done && p->out.len == 0 && p->err.len == 0) {
+    if (send_exit(s, p->exit_code) < 0) return;
+    queue_close(s, 1000, "");
+    release_proc(s);
+  }
+}
+
+/* }====== */
+
+/* {====== wslay callbacks ====== */
+
+static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len,
+                       int flags, void *user) {
+  ws_session *s = user;
+  ssize_t n;
+  (void)flags;
+  if (s->extra_off < s->extra_len) { /* what MHD read ahead comes first */
+    size_t k = s->extra_len - s->extra_off;
+    if (k > len) k = len;
+    memcpy(buf, s->extra + s->extra_off, k);
+    s->extra_off += k;
+    return (ssize_t)k;
+  }
+  do
+    n = recv(s->fd, buf, len, 0);
+  while (n < 0 && errno == EINTR);
+  if (n > 0) return n;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+  else /* EOF or an error */
+    wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+  return -1;
+}
+
+static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data,
+                       size_t len, int flags, void *user) {
+  ws_session *s = user;
+  ssize_t n;
+  (void)flags;
+  do
+    n = send(s->fd, data, len, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n >= 0) return n;
+  wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK
+                                 ? WSLAY_ERR_WOULDBLOCK
+                                 : WSLAY_ERR_CALLBACK_FAILURE);
+  return -1;
+}
+
+static void on_proc(mastra__proc *p, void *data);
+
+static void start_exec(ws_session *s, const cJSON *data) {
+  const cJSON *cmd, *cwd, *env, *it;
+  mp_exec_spec spec;
+  mastra__proc *p = NULL;
+  char err[600];
+  s->started = 1;
+  mastra__timer_stop(&s->timer);
+  if (s->srv->stopping) {
+    queue_close(s, 1001, "the server is shutting down");
+    return;
+  }
+  if (s->sb->destroyed_ms) {
+    queue_close(s, 1011, "the sandbox was destroyed");
+    return;
+  }
+  if (!cJSON_IsObject(data)) {
+    queue_close(s, 1008, "init_exec: data must be an object");
+    return;
+  }
+  cmd = cJSON_GetObjectItemCaseSensitive(data, "command");
+  if (!cJSON_IsString(cmd) || cmd->valuestring[0] == '\0') {
+    queue_close(s, 1008, "init_exec: data.command must be a non-empty string");
+    return;
+  }
+  cwd = cJSON_GetObjectItemCaseSensitive(data, "cwd");
+  if (cJSON_IsNull(cwd)) cwd = NULL;
+  if (cwd != NULL && !cJSON_IsString(cwd)) {
+    queue_close(s, 1008, "init_exec: data.cwd must be a string");
+    return;
+  }
+  env = cJSON_GetObjectItemCaseSensitive(data, "env");
+  if (cJSON_IsNull(env)) env = NULL;
+  if (env != NULL) {
+    int ok = cJSON_IsObject(env);
+    if (ok) {
+      cJSON_ArrayForEach(it, env) {
+        if (!cJSON_IsString(it) || it->string == NULL || it->string[0] == '\0'
+            || strchr(it->string, '=') != NULL)
+          ok = 0;
+      }
+    }
+    if (!ok) {
+      queue_close(s, 1008,
+                  "init_exec: data.env must map names (without '=') to"
+                  " strings");
+      return;
+    }
+  }
+  memset(&spec, 0, sizeof spec);
+  spec.command = cmd->valuestring;
+  spec.cwd = cwd != NULL && cwd->valuestring[0] != '\0' ? cwd->valuestring
+                                                         : NULL;
+  spec.env = env;
+  spec.stdin_pipe = 0;
+  spec.timeout_ms = 0;
+  err[0] = '\0';
+  if (mp_sandbox_exec(s->srv, s->sb, &spec, on_proc, s, &p, err,
+                      sizeof err - 1) != 0
+      || p == NULL) {
+    /* like a shell that cannot run the command: a message and 127 */
+    size_t n = strlen(err);
+    if (n == 0) n = (size_t)snprintf(err, sizeof err - 1, "cannot start");
+    err[n++] = '\n';
+    if (send_output(s, TAG_STDERR, err, n) == 0 && send_exit(s, 127) == 0)
+      queue_close(s, 1000, "");
+    return;
+  }
+  s->proc = p;
+}
+
+static void on_text(ws_session *s, const char *msg, size_t len) {
+  cJSON *j;
+  const cJSON *type;
+  if (s->closing || s->failed) return;
+  j = len > 0 ? cJSON_ParseWithLength(msg, len) : NULL;
+  type = cJSON_GetObjectItemCaseSensitive(j, "type");
+  if (!cJSON_IsString(type)) {
+    if (!s->started)
+      queue_close(s, 1008, "expected a JSON message"
+                           " {\"type\":\"init_exec\",\"data\":{...}}");
+  } else if (strcmp(type->valuestring, "init_exec") == 0) {
+    if (!s->started)
+      start_exec(s, cJSON_GetObjectItemCaseSensitive(j, "data"));
+  }
+  /* stdin_close: stdin is /dev/null already; other types are ignored */
+  cJSON_Delete(j);
+}
+
+static void on_msg(wslay_event_context_ptr ctx,
+                   const struct wslay_event_on_msg_recv_arg *arg,
+                   void *user) {
+  ws_session *s = user;
+  (void)ctx;
+  if (arg->opcode == WSLAY_TEXT_FRAME)
+    on_text(s, (const char *)arg->msg, arg->msg_length);
+  /* binary frames (no stdin streaming) are ignored; wslay answers pings,
+  ** and a close is seen by pump() as reading having stopped */
+}
+
+/* }====== */
+
+/* {====== driving ====== */
+
+static void rearm(ws_session *s) {
+  uint32_t ev = 0;
+  if (wslay_event_want_read(s->ctx)) ev |= EPOLLIN;
+  if (wslay_event_want_write(s->ctx)) ev |= EPOLLOUT;
+  if (ev == 0) { /* the closing handshake is over */
+    s->ending = 1;
+    return;
+  }
+  if (mastra__io_start(&s->io, ev) < 0) {
+    fail(s);
+    return;
+  }
+  /* a close went out, or came in: bound what is left */
+  if (!s->close_wait && (wslay_event_get_close_sent(s->ctx)
+                         || wslay_event_get_close_received(s->ctx))) {
+    s->close_wait = 1;
+    mastra__timer_stop(&s->timer);
+    mastra__timer_start(&s->timer, WS_CLOSE_WAIT_MS);
+  }
+}
+
+/* Read what the client sent (if readable), move output into frames, send
+** what the socket takes, and set the watcher's interest. */
+static void pump(ws_session *s, int readable) {
+  int i;
+  if (s->failed || s->ended) return;
+  if (readable && wslay_event_want_read(s->ctx)) {
+    if (wslay_event_recv(s->ctx) != 0) {
+      fail(s);
+      return;
+    }
+    if (s->failed) return;
+    if (!wslay_event_get_read_enabled(s->ctx) && !s->closing) {
+      /* the client closed, broke the protocol or sent too much: wslay
+      ** queued the close; the command must go */
+      s->closing = 1;
+      release_proc(s);
+    }
+  }
+  /* twice: output held back by a full queue may fit after a send, and a
+  ** close that waited for the queue to drain may go */
+  for (i = 0; i < 2; i++) {
+    forward(s);
+    flush_close(s);
+    if (s->failed) return;
+    if (wslay_event_want_write(s->ctx) && wslay_event_send(s->ctx) != 0) {
+      fail(s);
+      return;
+    }
+  }
+  rearm(s);
+}
+
+static void on_sock(mastra__io *io, uint32_t revents) {
+  ws_session *s = io->data;
+  enter(s);
+  if (!s->failed && !s->ended) {
+    if ((revents & (EPOLLHUP | EPOLLERR)) && !wslay_event_want_read(s->ctx))
+      fail(s); /* nothing more can reach the client */
+    else
+      pump(s, (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0);
+  }
+  leave(s);
+}
+
+static void on_proc(mastra__proc *p, void *data) {
+  ws_session *s = data;
+  if (s->proc != p) return;
+  enter(s);
+  pump(s, 0);
+  leave(s);
+}
+
+static void on_timer(mastra__timer *t) {
+  ws_session *s = t->data;
+  enter(s);
+  if (s->close_wait || s->closing || s->failed) {
+    s->ending = 1; /* the client did not finish the closing handshake */
+  } else if (!s->started) {
+    queue_close(s, 1008, "no init_exec within 30 s");
+    pump(s, 0);
+  }
+  leave(s);
+}
+
+/* }====== */
+
+/* {====== the upgrade ====== */
+
+static void on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls,
+                       const char *extra_in, size_t extra_in_size,
+                       MHD_socket sock, struct MHD_UpgradeResponseHandle *urh) {
+  static const struct wslay_event_callbacks cbs = {
+      ws_recv, ws_send, NULL, NULL, NULL, NULL, on_msg};
+  mp_sandbox *sb = cls;
+  mp_server *srv = sb->srv;
+  ws_session *s;
+  int fl, one = 1;
+  (void)conn;
+  (void)req_cls;
+  s = calloc(1, sizeof *s);
+  if (s == NULL || mastra__loop_closed(srv->loop)) goto refuse;
+  if (extra_in_size > 0) {
+    s->extra = malloc(extra_in_size);
+    if (s->extra == NULL) goto refuse;
+    memcpy(s->extra, extra_in, extra_in_size);
+    s->extra_len = extra_in_size;
+  }
+  if (wslay_event_context_server_init(&s->ctx, &cbs, s) != 0) {
+    s->ctx = NULL;
+    goto refuse;
+  }
+  wslay_event_config_set_max_recv_msg_length(s->ctx, WS_MAX_RECV_MSG);
+  fl = fcntl(sock, F_GETFL);
+  if (fl < 0 || fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0) goto refuse;
+  setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+
+  s->srv = srv;
+  s->sb = sb;
+  s->urh = urh;
+  s->fd = sock;
+  s->loop = srv->loop;
+  mastra__loop_ref(s->loop);
+  s->handle.shutdown = session_shutdown;
+  s->handle.free = session_free;
+  mastra__loop_add_handle(s->loop, &s->handle);
+  link_session(s);
+  mastra__io_init(s->loop, &s->io, sock, on_sock, s);
+  mastra__timer_init(s->loop, &s->timer, on_timer, s);
+  mastra__timer_start(&s->timer, WS_INIT_TIMEOUT_MS);
+
+  enter(s);
+  if (srv->stopping) queue_close(s, 1001, "the server is shutting down");
+  pump(s, 1); /* extra_in first, then what the socket has */
+  leave(s);
+  return;
+
+refuse:
+  if (s != NULL) {
+    if (s->ctx != NULL) wslay_event_context_free(s->ctx);
+    free(s->extra);
+    free(s);
+  }
+  MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+/* Does the comma-separated list hold token (case-insensitive)? */
+static int has_token(const char *list, const char *token) {
+  size_t tlen = strlen(token);
+  const char *p = list;
+  while (*p != '\0') {
+    const char *end;
+    size_t n;
+    while (*p == ' ' || *p == '\t' || *p == ',') p++;
+    end = p + strcspn(p, ",");
+    n = (size_t)(end - p);
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
+    if (n == tlen && strncasecmp(p, token, n) == 0) return 1;
+    p = end;
+  }
+  return 0;
+}
+
+/* 16 bytes in base64: 22 characters of the alphabet, then "==" */
+static int valid_key(const char *key) {
+  size_t i;
+  if (key == NULL || strlen(key) != 24 || strcmp(key + 22, "==") != 0)
+    return 0;
+  for (i = 0; i < 22; i++) {
+    char c = key[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')
+          || (c >= '0' && c <= '9') || c == '+' || c == '/'))
+      return 0;
+  }
+  return 1;
+}
+
+int mp_ws_exec_upgrade(mp_server *srv, struct MHD_Connection *conn,
+                       mp_sandbox *sb) {
+  const char *upgrade, *connection, *version, *key;
+  struct MHD_Response *resp;
+  char accept[29];
+  enum MHD_Result ret;
+  upgrade = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Upgrade");
+  connection =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connection");
+  version = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                        "Sec-WebSocket-Version");
+  key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                    "Sec-WebSocket-Key");
+  if (upgrade == NULL || !has_token(upgrade, "websocket"))
+    return mp_send_error(conn, 400, "invalid_request",
+                         "not a WebSocket handshake: 'Upgrade: websocket'"
+                         " is missing");
+  if (connection == NULL || !has_token(connection, "upgrade"))
+    return mp_send_error(conn, 400, "invalid_request",
+                         "not a WebSocket handshake: 'Connection: Upgrade'"
+                         " is missing");
+  if (version == NULL || strcmp(version, "13") != 0)
+    return mp_send_error(conn, 400, "invalid_request",
+                         "Sec-WebSocket-Version must be 13");
+  if (!valid_key(key))
+    return mp_send_error(conn, 400, "invalid_request",
+                         "Sec-WebSocket-Key must be 16 bytes in base64");
+  if (srv->stopping || sb->srv == NULL)
+    return mp_send_error(conn, 503, "api_error",
+                         "the server is shutting down");
+  mastra__ws_accept_key(key, accept);
+  /* libmicrohttpd adds "Connection: Upgrade" itself */
+  resp = MHD_create_response_for_upgrade(on_upgrade, sb);
+  if (resp == NULL) return MHD_NO;
+  if (MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket")
+          != MHD_YES
+      || MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept)
+             != MHD_YES
+      || MHD_add_response_header(resp, "Sec-WebSocket-Protocol",
+                                 WS_SUBPROTOCOL) != MHD_YES) {
+    MHD_destroy_response(resp);
+    return MHD_NO;
+  }
+  ret = MHD_queue_response(conn, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
+  MHD_destroy_response(resp);
+  return ret;
+}
+
+/* }====== */
+
+/* {====== the server's view ====== */
+
+size_t mp_ws_exec_count(mp_server *srv) {
+  size_t n = 0;
+  ws_session *s;
+  for (s = g_sessions; s != NULL; s = s->next)
+    if (s->srv == srv) n++;
+  return n;
+}
+
+void mp_ws_exec_shutdown_all(mp_server *srv) {
+  ws_session *s, *next;
+  for (s = g_sessions; s != NULL; s = next) {
+    next = s->next;
+    if (s->srv != srv || s->ended) continue;
+    enter(s);
+    release_proc(s);
+    if (!s->failed && (!s->closing || s->close_pending)) {
+      /* now, ahead of any queued output */
+      static const char reason[] = "the server is shutting down";
+      int r = wslay_event_queue_close(s->ctx, 1001, (const uint8_t *)reason,
+                                      sizeof reason - 1);
+      s->closing = 1;
+      s->close_pending = 0;
+      if (r != 0 && r != WSLAY_ERR_NO_MORE_MSG) s->failed = 1;
+    }
+    if (!s->failed) {
+      /* one try: the socket is usually writable */
+      if (!s->failed && wslay_event_want_write(s->ctx)
+          && wslay_event_send(s->ctx) != 0)
+        s->failed = 1;
+    }
+    s->ending = 1;
+    leave(s);
+  }
+}
+
+/* }====== */

@@ -1,0 +1,19 @@
+/*
+** The HTTP daemon of mastra-platform (http.c).
+*/
+#ifndef MP_HTTP_H
+#define MP_HTTP_H
+
+#include <stddef.h>
+
+#include "server.h"
+
+/* Listen on HOST:PORT (port 0: a free one); sets srv->base_url, ws_url. */
+int mp_http_start(mp_server *srv, const char *listen, char *err,
+                  size_t errlen);
+/* Milliseconds until the daemon needs mp_http_run, -1: none. */
+int mp_http_timeout(mp_server *srv);
+void mp_http_run(mp_server *srv);
+void mp_http_stop(mp_server *srv);
+
+#endif

@@ -1,0 +1,270 @@
+/*
+** mastra-platform: a local server that speaks the Mastra Platform API.
+**
+**   mastra-platform serve [--listen HOST:PORT] [--data-dir DIR]
+**                         [--token-file FILE] [--driver process]
+**                         [--idle-exit SECONDS] [--lease-ttl SECONDS]
+**   mastra-platform --version
+**
+** Once listening it prints one JSON line on stdout:
+**   {"url":"http://127.0.0.1:PORT","pid":N,"dataDir":"...","tokenFile":"..."}
+** and logs on stderr. SIGTERM (or SIGINT) stops every command, captures
+** the checkpoints, writes the state and exits with status 0.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../include/mastra.h"
+#include "bucket.h"
+#include "exec_ws.h"
+#include "http.h"
+#include "sandbox.h"
+
+#define DEFAULT_LEASE_TTL_S 900
+#define DEFAULT_MAX_BODY (1u << 20)
+#define DEFAULT_MAX_OBJECT ((size_t)256 << 20)
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: mastra-platform serve [options]\n"
+          "  --listen HOST:PORT   address to listen on (default 127.0.0.1:0,"
+          " a free port)\n"
+          "  --data-dir DIR       state, checkpoints and buckets (default"
+          " $XDG_DATA_HOME/mastra/platform)\n"
+          "  --token-file FILE    the bearer token; created if missing"
+          " (default DATA_DIR/token)\n"
+          "  --driver process     how sandboxes run (only 'process' for now)\n"
+          "  --idle-exit SECONDS  exit after SECONDS with no request and no"
+          " sandbox (default: never)\n"
+          "  --lease-ttl SECONDS  lifetime of exec leases (default 900)\n"
+          "       mastra-platform --version\n");
+}
+
+static char *default_data_dir(void) {
+  const char *xdg = getenv("XDG_DATA_HOME");
+  const char *home = getenv("HOME");
+  char buf[4096];
+  if (xdg != NULL && xdg[0] == '/')
+    snprintf(buf, sizeof buf, "%s/mastra/platform", xdg);
+  else
+    snprintf(buf, sizeof buf, "%s/.local/share/mastra/platform",
+             home && home[0] ? home : "/tmp");
+  return strdup(buf);
+}
+
+/* Read the token, or create one (0600) when the file does not exist. */
+static int load_token(mp_server *srv, const char *path) {
+  char *text;
+  size_t len;
+  if (mp_read_file(path, &text, &len) == 0) {
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'
+                       || text[len - 1] == ' '))
+      text[--len] = '\0';
+    if (len == 0 || len >= sizeof srv->token) {
+      fprintf(stderr, "mastra-platform: the token in %s is empty or longer"
+              " than %zu bytes\n", path, sizeof srv->token - 1);
+      free(text);
+      return -1;
+    }
+    memcpy(srv->token, text, len + 1);
+    srv->token_len = len;
+    free(text);
+    return 0;
+  }
+  if (errno != ENOENT) {
+    fprintf(stderr, "mastra-platform: cannot read %s: %s\n", path,
+            strerror(errno));
+    return -1;
+  }
+  if (mp_random_hex(srv->token, 32) < 0) return -1;
+  srv->token_len = strlen(srv->token);
+  {
+    mode_t old = umask(077);
+    int rc = mp_write_file_atomic(path, srv->token, srv->token_len);
+    umask(old);
+    if (rc < 0) {
+      fprintf(stderr, "mastra-platform: cannot write %s: %s\n", path,
+              strerror(errno));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int parse_seconds(const char *flag, const char *v, long *out) {
+  char *end;
+  long n = v ? strtol(v, &end, 10) : -1;
+  if (v == NULL || *v == '\0' || *end != '\0' || n < 0) {
+    fprintf(stderr, "mastra-platform: %s wants a number of seconds (got"
+            " '%s')\n", flag, v ? v : "");
+    return -1;
+  }
+  *out = n;
+  return 0;
+}
+
+static void on_signal(mastra__io *io, uint32_t revents) {
+  mp_server *srv = io->data;
+  struct signalfd_siginfo si;
+  (void)revents;
+  while (read(io->fd, &si, sizeof si) == (ssize_t)sizeof si) {
+    mp_log("signal %u: shutting down", si.ssi_signo);
+    srv->stopping = 1;
+  }
+}
+
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+int main(int argc, char **argv) {
+  mp_server srv;
+  const char *listen = "127.0.0.1:0", *token_file = NULL, *driver = "process";
+  char *data_dir = NULL, *token_path = NULL;
+  char err[1024], path[4200];
+  long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
+  sigset_t sigs;
+  mastra__io sig_io;
+  int i, sfd;
+
+  if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+    printf("mastra-platform %s\n", MASTRA_VERSION_STRING);
+    return 0;
+  }
+  if (argc < 2 || strcmp(argv[1], "serve") != 0) {
+    usage(stderr);
+    return 2;
+  }
+  for (i = 2; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    }
+    if (v == NULL) {
+      fprintf(stderr, "mastra-platform: %s needs a value\n", a);
+      usage(stderr);
+      return 2;
+    }
+    i++;
+    if (strcmp(a, "--listen") == 0) listen = v;
+    else if (strcmp(a, "--data-dir") == 0) data_dir = strdup(v);
+    else if (strcmp(a, "--token-file") == 0) token_file = v;
+    else if (strcmp(a, "--driver") == 0) driver = v;
+    else if (strcmp(a, "--idle-exit") == 0) {
+      if (parse_seconds(a, v, &idle_exit) < 0) return 2;
+    } else if (strcmp(a, "--lease-ttl") == 0) {
+      if (parse_seconds(a, v, &lease_ttl) < 0 || lease_ttl == 0) return 2;
+    } else {
+      fprintf(stderr, "mastra-platform: unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (strcmp(driver, "process") != 0) {
+    fprintf(stderr, "mastra-platform: unknown driver '%s' (available:"
+            " process)\n", driver);
+    return 2;
+  }
+
+  memset(&srv, 0, sizeof srv);
+  srv.driver = &mp_process_driver;
+  srv.max_body = DEFAULT_MAX_BODY;
+  srv.max_object = DEFAULT_MAX_OBJECT;
+  srv.lease_ttl_ms = (uint64_t)lease_ttl * 1000;
+  srv.idle_exit_s = (int)idle_exit;
+  srv.data_dir = data_dir ? data_dir : default_data_dir();
+  raise_fd_limit();
+  signal(SIGPIPE, SIG_IGN);
+
+  snprintf(path, sizeof path, "%s/state", srv.data_dir);
+  if (mp_mkdirs(path) < 0) goto dir_fail;
+  snprintf(path, sizeof path, "%s/checkpoints", srv.data_dir);
+  if (mp_mkdirs(path) < 0) goto dir_fail;
+  snprintf(path, sizeof path, "%s/sandboxes", srv.data_dir);
+  if (mp_mkdirs(path) < 0) goto dir_fail;
+  if (token_file == NULL) {
+    snprintf(path, sizeof path, "%s/token", srv.data_dir);
+    token_path = strdup(path);
+  } else {
+    token_path = strdup(token_file);
+  }
+  if (load_token(&srv, token_path) < 0) return 1;
+  snprintf(path, sizeof path, "%s/buckets", srv.data_dir);
+  srv.buckets = mp_bucket_open(path, err, sizeof err);
+  if (srv.buckets == NULL) {
+    fprintf(stderr, "mastra-platform: %s\n", err);
+    return 1;
+  }
+  srv.loop = mastra__loop_new();
+  if (srv.loop == NULL) return 1;
+  mp_state_load(&srv);
+
+  /* SIGTERM and SIGINT arrive through the loop */
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  sigprocmask(SIG_BLOCK, &sigs, NULL);
+  sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+  mastra__io_init(srv.loop, &sig_io, sfd, on_signal, &srv);
+  mastra__io_start(&sig_io, EPOLLIN);
+
+  if (mp_http_start(&srv, listen, err, sizeof err) < 0) {
+    fprintf(stderr, "mastra-platform: %s\n", err);
+    return 1;
+  }
+  printf("{\"url\":\"%s\",\"pid\":%d,\"dataDir\":\"%s\",\"tokenFile\":\"%s\"}\n",
+         srv.base_url, (int)getpid(), srv.data_dir, token_path);
+  fflush(stdout);
+  mp_log("listening on %s (data %s, driver %s)", srv.base_url, srv.data_dir,
+         srv.driver->name);
+  srv.last_request_ms = mp_now_ms();
+
+  while (!srv.stopping) {
+    int t = mp_http_timeout(&srv);
+    const uint64_t *ids;
+    if (srv.idle_exit_s > 0 && (t < 0 || t > 1000)) t = 1000;
+    mastra__loop_run_once(srv.loop, t);
+    mp_http_run(&srv);
+    mastra__loop_take_signals(srv.loop, &ids); /* unused: C callbacks here */
+    if (srv.idle_exit_s > 0 && mp_sandbox_live_count(&srv) == 0
+        && mp_ws_exec_count(&srv) == 0
+        && mp_now_ms() - srv.last_request_ms > (int64_t)srv.idle_exit_s * 1000) {
+      mp_log("idle for %ds with no sandbox: exiting", srv.idle_exit_s);
+      break;
+    }
+  }
+
+  mp_ws_exec_shutdown_all(&srv);
+  mp_sandbox_shutdown_all(&srv);
+  mp_http_stop(&srv);
+  mastra__io_stop(&sig_io);
+  close(sfd);
+  mastra__loop_close(srv.loop); /* kills and reaps what is left */
+  mp_sandbox_free_all(&srv);
+  mastra__loop_unref(srv.loop);
+  mp_bucket_close(srv.buckets);
+  mp_log("stopped");
+  free(srv.data_dir);
+  free(token_path);
+  return 0;
+
+dir_fail:
+  fprintf(stderr, "mastra-platform: cannot create %s: %s\n", path,
+          strerror(errno));
+  return 1;
+}
