@@ -267,7 +267,7 @@ static enum MHD_Result create_sandbox(mp_server *srv,
                " of minutes between 0 and 525600");
       bad = 1;
     } else {
-      spec.idle_timeout_min = (int)v->valuedouble;
+      spec.idle_timeout_min = v->valuedouble;
     }
   }
   env = cJSON_GetObjectItemCaseSensitive(body, "env");

@@ -262,7 +262,7 @@ int mp_state_load(mp_server *srv) {
     copy_field(sb->environment, sizeof sb->environment, o, "environmentId");
     copy_field(sb->recovery_key, sizeof sb->recovery_key, o, "recoveryKey");
     copy_field(sb->network, sizeof sb->network, o, "networkIsolation");
-    sb->idle_timeout_min = (int)num_field(o, "idleTimeoutMinutes");
+    sb->idle_timeout_min = num_field(o, "idleTimeoutMinutes");
     sb->created_ms = (int64_t)num_field(o, "createdMs");
     sb->destroyed_ms = (int64_t)num_field(o, "destroyedMs");
     sb->last_exec_ms = (int64_t)num_field(o, "lastExecMs");
@@ -311,14 +311,14 @@ static void arm_idle(mp_sandbox *sb) {
   mastra__timer_stop(&sb->idle_timer);
   if (sb->idle_timeout_min <= 0 || sb->running > 0 || sb->destroyed_ms) return;
   due = (sb->last_exec_ms ? sb->last_exec_ms : sb->created_ms)
-        + (int64_t)sb->idle_timeout_min * 60000 - mp_now_ms();
+        + (int64_t)(sb->idle_timeout_min * 60000) - mp_now_ms();
   mastra__timer_start(&sb->idle_timer, due > 0 ? (uint64_t)due : 0);
 }
 
 static void on_idle(mastra__timer *t) {
   mp_sandbox *sb = t->data;
   if (sb->running > 0 || sb->destroyed_ms) return;
-  mp_log("sandbox %s idle for %d min: reaping it", sb->id,
+  mp_log("sandbox %s idle for %g min: reaping it", sb->id,
          sb->idle_timeout_min);
   mp_sandbox_destroy(sb->srv, sb);
 }

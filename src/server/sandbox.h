@@ -11,7 +11,7 @@ typedef struct mp_create_spec {
   const char *environment;
   const char *recovery_key;   /* the caller's `id`, or NULL */
   const char *network;        /* ISOLATED | PRIVATE, or NULL */
-  int idle_timeout_min;
+  double idle_timeout_min;   /* fractions allowed; 0: never reaped */
   const cJSON *env;           /* object of strings, or NULL */
 } mp_create_spec;
 

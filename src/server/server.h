@@ -62,7 +62,7 @@ struct mp_sandbox {
   char environment[MP_NAME_MAX];
   char recovery_key[MP_NAME_MAX]; /* the caller's `id`; "" if none */
   char network[16];               /* ISOLATED | PRIVATE */
-  int idle_timeout_min;           /* 0: never reaped */
+  double idle_timeout_min;        /* 0: never reaped; fractions allowed */
   cJSON *env;                     /* creation env: object of strings */
   int64_t created_ms, destroyed_ms, last_exec_ms;
   int running;                    /* commands running now */
