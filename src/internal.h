@@ -13,6 +13,10 @@
 /* The loop of L, or NULL if mastra.core was never opened in L. */
 mastra__loop *mastra__lua_loop(lua_State *L);
 
+/* Add jsonDecode, jsonEncode, jsonArray and null to the module table on
+** the top of the stack (ljson.c). */
+void mastra__open_json(lua_State *L);
+
 /* The Lua sources of the facade, compiled into the library
 ** (generated from lua/mastra/ by cmake/embed_lua.cmake). */
 typedef struct mastra__lua_module {

@@ -544,6 +544,7 @@ int luaopen_mastra_core(lua_State *L) {
   luaL_newlibtable(L, core_funcs);
   push_loop(L);
   luaL_setfuncs(L, core_funcs, 1);
+  mastra__open_json(L);
   lua_pushliteral(L, "mastra.core");
   lua_setfield(L, -2, "_NAME");
   lua_pushliteral(L, MASTRA_VERSION_STRING);

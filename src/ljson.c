@@ -1,0 +1,365 @@
+/*
+** JSON for Lua: decode with cJSON, encode with our own writer (so that
+** strings with NUL bytes and the caller's key order survive).
+**
+**   core.jsonDecode(text) -> value, or nil, message
+**     objects become tables; arrays become tables whose metatable is
+**     core.jsonArray; null becomes nil in objects (an absent field) and
+**     core.null in arrays (so that positions are kept).
+**   core.jsonEncode(value) -> text (raises on values JSON cannot hold)
+**     a table whose metatable has __jsonorder = {"k1", "k2", ...} is an
+**     object written in that order (keys whose value is nil are left out);
+**     a table with metatable core.jsonArray, or a non-empty sequence, is an
+**     array; any other table is an object with its keys sorted; an empty
+**     table is {}. core.null is null. Integers are written as integers.
+**
+** Hostile input: depth is limited to 1000 both ways; the cJSON tree and
+** the output buffer are released before any error is raised.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "internal.h"
+
+#define JSON_MAX_DEPTH 1000
+#define ARRAY_MT "mastra.jsonArray"
+#define NULL_KEY "mastra.null"
+
+/* {====== decode ====== */
+
+static int push_json(lua_State *L, const cJSON *j, int depth) {
+  if (depth > JSON_MAX_DEPTH || !lua_checkstack(L, 4)) return -1;
+  if (cJSON_IsObject(j)) {
+    const cJSON *it;
+    lua_createtable(L, 0, cJSON_GetArraySize(j));
+    cJSON_ArrayForEach(it, j) {
+      if (cJSON_IsNull(it)) continue; /* absent, as JavaScript's ?? sees it */
+      if (push_json(L, it, depth + 1) < 0) return -1;
+      lua_setfield(L, -2, it->string);
+    }
+  } else if (cJSON_IsArray(j)) {
+    const cJSON *it;
+    lua_Integer i = 1;
+    lua_createtable(L, cJSON_GetArraySize(j), 0);
+    cJSON_ArrayForEach(it, j) {
+      if (push_json(L, it, depth + 1) < 0) return -1;
+      lua_rawseti(L, -2, i++);
+    }
+    luaL_setmetatable(L, ARRAY_MT);
+  } else if (cJSON_IsString(j)) {
+    lua_pushstring(L, j->valuestring);
+  } else if (cJSON_IsNumber(j)) {
+    double d = j->valuedouble;
+    if (d == floor(d) && fabs(d) < 9007199254740992.0)
+      lua_pushinteger(L, (lua_Integer)d);
+    else
+      lua_pushnumber(L, d);
+  } else if (cJSON_IsBool(j)) {
+    lua_pushboolean(L, cJSON_IsTrue(j));
+  } else if (cJSON_IsNull(j)) {
+    lua_getfield(L, LUA_REGISTRYINDEX, NULL_KEY);
+  } else {
+    return -1;
+  }
+  return 0;
+}
+
+static int json_decode(lua_State *L) {
+  size_t len;
+  const char *text = luaL_checklstring(L, 1, &len);
+  int top = lua_gettop(L);
+  cJSON *j = cJSON_ParseWithLength(text, len);
+  if (j == NULL) {
+    const char *where = cJSON_GetErrorPtr();
+    luaL_pushfail(L);
+    if (where != NULL && where >= text && where <= text + len)
+      lua_pushfstring(L, "invalid JSON at byte %d", (int)(where - text) + 1);
+    else
+      lua_pushliteral(L, "invalid JSON");
+    return 2;
+  }
+  if (push_json(L, j, 0) < 0) {
+    cJSON_Delete(j);
+    lua_settop(L, top);
+    luaL_pushfail(L);
+    lua_pushliteral(L, "JSON nested too deeply");
+    return 2;
+  }
+  cJSON_Delete(j);
+  return 1;
+}
+
+/* }====== */
+
+/* {====== encode ====== */
+
+typedef struct jbuf {
+  char *data;
+  size_t len, cap;
+  const char *error; /* set on failure: the message to raise */
+} jbuf;
+
+static int jbuf_gc(lua_State *L) {
+  jbuf *b = (jbuf *)lua_touserdata(L, 1);
+  free(b->data);
+  b->data = NULL;
+  return 0;
+}
+
+static void put(jbuf *b, const char *s, size_t n) {
+  if (b->error) return;
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    char *d;
+    while (cap < b->len + n) cap *= 2;
+    d = realloc(b->data, cap);
+    if (d == NULL) {
+      b->error = "not enough memory";
+      return;
+    }
+    b->data = d;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+}
+
+static void put_string(jbuf *b, const char *s, size_t n) {
+  size_t i;
+  put(b, "\"", 1);
+  for (i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    char esc[8];
+    switch (c) {
+    case '"': put(b, "\\\"", 2); break;
+    case '\\': put(b, "\\\\", 2); break;
+    case '\n': put(b, "\\n", 2); break;
+    case '\r': put(b, "\\r", 2); break;
+    case '\t': put(b, "\\t", 2); break;
+    case '\b': put(b, "\\b", 2); break;
+    case '\f': put(b, "\\f", 2); break;
+    default:
+      if (c < 0x20) {
+        snprintf(esc, sizeof esc, "\\u%04x", c);
+        put(b, esc, 6);
+      } else {
+        put(b, (const char *)&s[i], 1);
+      }
+    }
+  }
+  put(b, "\"", 1);
+}
+
+static void encode(lua_State *L, jbuf *b, int idx, int depth);
+
+static int is_null(lua_State *L, int idx) {
+  int yes;
+  lua_getfield(L, LUA_REGISTRYINDEX, NULL_KEY);
+  yes = lua_rawequal(L, idx, -1);
+  lua_pop(L, 1);
+  return yes;
+}
+
+/* 1 if the table at idx is an array (marked, or a non-empty sequence
+** with no other keys). */
+static int is_array(lua_State *L, int idx) {
+  lua_Integer n = 0, max = 0;
+  if (lua_getmetatable(L, idx)) {
+    int marked;
+    luaL_getmetatable(L, ARRAY_MT);
+    marked = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    if (marked) return 1;
+  }
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    lua_pop(L, 1);
+    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1) {
+      lua_pop(L, 1);
+      return 0;
+    }
+    n++;
+    if (lua_tointeger(L, -1) > max) max = lua_tointeger(L, -1);
+  }
+  return n > 0 && n == max;
+}
+
+static int key_less(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void encode_object(lua_State *L, jbuf *b, int idx, int depth) {
+  int first = 1, order;
+  put(b, "{", 1);
+  /* an explicit order? */
+  order = luaL_getmetafield(L, idx, "__jsonorder");
+  if (order == LUA_TTABLE) {
+    lua_Integer i, n = (lua_Integer)lua_rawlen(L, -1);
+    for (i = 1; i <= n && !b->error; i++) {
+      size_t klen;
+      const char *k;
+      lua_rawgeti(L, -1, i);
+      k = lua_tolstring(L, -1, &klen);
+      if (k == NULL) {
+        b->error = "__jsonorder must list string keys";
+        lua_pop(L, 1);
+        break;
+      }
+      lua_pushvalue(L, -1);
+      lua_rawget(L, idx);
+      if (!lua_isnil(L, -1)) {
+        if (!first) put(b, ",", 1);
+        first = 0;
+        put_string(b, k, klen);
+        put(b, ":", 1);
+        encode(L, b, lua_gettop(L), depth + 1);
+      }
+      lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
+  } else {
+    /* sorted string keys, for output that does not depend on hashing */
+    size_t n = 0, i;
+    const char **keys;
+    if (order != LUA_TNIL) lua_pop(L, 1); /* a __jsonorder that is no table */
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING) {
+        b->error = "object keys must be strings";
+        lua_pop(L, 1);
+        put(b, "}", 1);
+        return;
+      }
+      n++;
+    }
+    keys = (const char **)lua_newuserdatauv(L, n * sizeof *keys + 1, 0);
+    i = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+      lua_pop(L, 1);
+      keys[i++] = lua_tostring(L, -1); /* kept alive by the table */
+    }
+    qsort(keys, n, sizeof *keys, key_less);
+    for (i = 0; i < n && !b->error; i++) {
+      if (i > 0) put(b, ",", 1);
+      put_string(b, keys[i], strlen(keys[i]));
+      put(b, ":", 1);
+      lua_pushstring(L, keys[i]);
+      lua_rawget(L, idx);
+      encode(L, b, lua_gettop(L), depth + 1);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  put(b, "}", 1);
+}
+
+static void encode(lua_State *L, jbuf *b, int idx, int depth) {
+  char num[64];
+  if (b->error) return;
+  if (depth > JSON_MAX_DEPTH || !lua_checkstack(L, 6)) {
+    b->error = "value nested too deeply (or cyclic)";
+    return;
+  }
+  switch (lua_type(L, idx)) {
+  case LUA_TSTRING: {
+    size_t n;
+    const char *s = lua_tolstring(L, idx, &n);
+    put_string(b, s, n);
+    break;
+  }
+  case LUA_TNUMBER:
+    if (lua_isinteger(L, idx)) {
+      snprintf(num, sizeof num, LUA_INTEGER_FMT, lua_tointeger(L, idx));
+    } else {
+      double d = lua_tonumber(L, idx);
+      if (d != d || d == HUGE_VAL || d == -HUGE_VAL) {
+        b->error = "NaN and infinities cannot be written as JSON";
+        return;
+      }
+      int prec;
+      /* the shortest text that reads back as the same double */
+      for (prec = 15; prec < 17; prec++) {
+        snprintf(num, sizeof num, "%.*g", prec, d);
+        if (strtod(num, NULL) == d) break;
+      }
+      if (prec == 17) snprintf(num, sizeof num, "%.17g", d);
+    }
+    put(b, num, strlen(num));
+    break;
+  case LUA_TBOOLEAN:
+    if (lua_toboolean(L, idx)) put(b, "true", 4);
+    else put(b, "false", 5);
+    break;
+  case LUA_TNIL:
+    put(b, "null", 4);
+    break;
+  case LUA_TTABLE:
+    if (is_array(L, idx)) {
+      lua_Integer i, n = (lua_Integer)lua_rawlen(L, idx);
+      put(b, "[", 1);
+      for (i = 1; i <= n && !b->error; i++) {
+        if (i > 1) put(b, ",", 1);
+        lua_rawgeti(L, idx, i);
+        encode(L, b, lua_gettop(L), depth + 1);
+        lua_pop(L, 1);
+      }
+      put(b, "]", 1);
+    } else {
+      encode_object(L, b, idx, depth);
+    }
+    break;
+  case LUA_TLIGHTUSERDATA:
+    if (is_null(L, idx)) {
+      put(b, "null", 4);
+      break;
+    }
+    /* fall through */
+  default:
+    b->error = "only tables, strings, numbers, booleans and mastra.null"
+               " can be written as JSON";
+  }
+}
+
+static int json_encode(lua_State *L) {
+  jbuf *b;
+  luaL_checkany(L, 1);
+  lua_settop(L, 1);
+  b = (jbuf *)lua_newuserdatauv(L, sizeof *b, 0);
+  memset(b, 0, sizeof *b);
+  lua_newtable(L);
+  lua_pushcfunction(L, jbuf_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  encode(L, b, 1, 0);
+  if (b->error) return luaL_error(L, "jsonEncode: %s", b->error);
+  lua_pushlstring(L, b->data, b->len);
+  return 1;
+}
+
+/* }====== */
+
+void mastra__open_json(lua_State *L) {
+  static const luaL_Reg funcs[] = {
+    {"jsonDecode", json_decode},
+    {"jsonEncode", json_encode},
+    {NULL, NULL}
+  };
+  luaL_setfuncs(L, funcs, 0);
+  luaL_newmetatable(L, ARRAY_MT);
+  lua_setfield(L, -2, "jsonArray");
+  if (lua_getfield(L, LUA_REGISTRYINDEX, NULL_KEY) != LUA_TLIGHTUSERDATA) {
+    lua_pop(L, 1);
+    lua_pushlightuserdata(L, NULL);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, NULL_KEY);
+  }
+  lua_setfield(L, -2, "null");
+}
