@@ -104,7 +104,8 @@ function LocalSandbox.new(opts)
 end
 
 local function check_self(where, self)
-  return options.self(where, self, LocalSandbox, 4)
+  options.self(where, self, LocalSandbox, 4) -- not a tail call: level 4 is the caller
+  return self
 end
 
 --- Start a process in this sandbox (shell text, already quoted).
