@@ -43,7 +43,9 @@ end)
 describe("core.jsonEncode", function()
   it("writes keys in the order __jsonorder gives, leaving nil ones out", function()
     local body = setmetatable({ env = {}, environmentId = "env1", id = "k" },
-      { __jsonorder = { "id", "seedCheckpointName", "environmentId", "idleTimeoutMinutes", "env" } })
+      { __jsonorder = {
+        "id", "seedCheckpointName", "environmentId", "idleTimeoutMinutes", "env",
+      } })
     assert.are.equal('{"id":"k","environmentId":"env1","env":{}}', core.jsonEncode(body))
   end)
 
