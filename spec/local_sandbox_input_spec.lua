@@ -4,21 +4,11 @@
 -- constructor part of this.
 local lfs = require "lfs"
 local mastra = require "mastra"
+local util = require "spec.support.util"
+local tmpdir = util.tmpdir
+local rm_rf = util.rm_rf
 
 -- {====== helpers ======
-
-local function tmpdir()
-  local base = os.tmpname() -- a file: it reserves the name
-  local dir = base .. ".d"
-  assert(lfs.mkdir(dir))
-  return dir, base
-end
-
-local function rm_rf(...)
-  for _, p in ipairs{ ... } do
-    os.execute("rm -rf -- " .. mastra.quote(p))
-  end
-end
 
 -- Call fn(...), expect a string error containing every one of `subs`
 -- (plain text), and the position of the call in this file.

@@ -2,27 +2,14 @@
 -- status rules of platform-protocol.md 6.4 and the defaults of 7.5.
 local lfs = require "lfs"
 local mastra = require "mastra"
+local util = require "spec.support.util"
+local tmpdir = util.tmpdir
+local rm_rf = util.rm_rf
+local trim = util.trim
 
 local SandboxNotReadyError = mastra.errors.SandboxNotReadyError
 
 -- {====== helpers ======
-
-local function tmpdir()
-  local base = os.tmpname() -- a file: it reserves the name
-  local dir = base .. ".d"
-  assert(lfs.mkdir(dir))
-  return dir, base
-end
-
-local function rm_rf(...)
-  for _, p in ipairs{ ... } do
-    os.execute("rm -rf -- " .. mastra.quote(p))
-  end
-end
-
-local function trim(s)
-  return (s:match("^%s*(.-)%s*$"))
-end
 
 local function is_dir(path)
   return lfs.attributes(path, "mode") == "directory"

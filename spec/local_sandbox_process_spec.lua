@@ -5,42 +5,15 @@
 --   * reader (SBX-PROC-35/36) maps to the onStdout callback;
 --   * writer (SBX-PROC-37) maps to sendStdin + closeStdin.
 -- The cases use node -e for long-running output; here they are sh.
-local lfs = require "lfs"
 local mastra = require "mastra"
+local util = require "spec.support.util"
+local tmpdir = util.tmpdir
+local rm_rf = util.rm_rf
+local trim = util.trim
+local wait_until = util.wait_until
+local collector = util.collector
 
 -- {====== helpers ======
-
-local function tmpdir()
-  local base = os.tmpname() -- a file: it reserves the name
-  local dir = base .. ".d"
-  assert(lfs.mkdir(dir))
-  return dir, base
-end
-
-local function rm_rf(...)
-  for _, p in ipairs{ ... } do
-    os.execute("rm -rf -- " .. mastra.quote(p))
-  end
-end
-
-local function trim(s)
-  return (s:match("^%s*(.-)%s*$"))
-end
-
--- Drive the loop until pred() holds or ms have passed.
-local function wait_until(pred, ms, step)
-  local deadline = mastra.now() + (ms or 5000)
-  while not pred() do
-    if mastra.now() > deadline then return false end
-    mastra.sleep(step or 10)
-  end
-  return true
-end
-
-local function collector()
-  local chunks = {}
-  return chunks, function(s) chunks[#chunks + 1] = s end
-end
 
 local function contains(s, sub)
   return s:find(sub, 1, true) ~= nil

@@ -1,53 +1,15 @@
 -- Stress: many concurrent commands, a large output, processes that ignore
 -- SIGTERM, and process-group cleanup.
-local lfs = require "lfs"
 local mastra = require "mastra"
+local util = require "spec.support.util"
+local tmpdir = util.tmpdir
+local rm_rf = util.rm_rf
+local trim = util.trim
+local read_file = util.read_file
+local alive = util.alive
+local wait_until = util.wait_until
 
 -- {====== helpers ======
-
-local function tmpdir()
-  local base = os.tmpname() -- a file: it reserves the name
-  local dir = base .. ".d"
-  assert(lfs.mkdir(dir))
-  return dir, base
-end
-
-local function rm_rf(...)
-  for _, p in ipairs{ ... } do
-    os.execute("rm -rf -- " .. mastra.quote(p))
-  end
-end
-
-local function trim(s)
-  return (s:match("^%s*(.-)%s*$"))
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
--- Alive and not a zombie (killed grandchildren may stay zombies when
--- PID 1 does not reap them).
-local function alive(pid)
-  local s = read_file("/proc/" .. tostring(pid) .. "/stat")
-  if not s then return false end
-  local state = s:match(".*%) (%a)")
-  return state ~= nil and state ~= "Z"
-end
-
--- Drive the loop until pred() holds or ms have passed.
-local function wait_until(pred, ms)
-  local deadline = mastra.now() + (ms or 5000)
-  while not pred() do
-    if mastra.now() > deadline then return false end
-    mastra.sleep(10)
-  end
-  return true
-end
 
 -- }======
 

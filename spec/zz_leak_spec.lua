@@ -5,16 +5,10 @@
 -- The second block is self-contained: it measures around its own workload.
 local lfs = require "lfs"
 local mastra = require "mastra"
+local util = require "spec.support.util"
+local read_file = util.read_file
 
 -- {====== helpers ======
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
 
 -- state, ppid, comm of a process (nil if it is gone)
 local function stat(pid)

@@ -132,18 +132,30 @@ static int core_getcwd(lua_State *L) {
   return 1;
 }
 
-/* mkdir(path) -> true (also when it exists as a directory), or nil, message */
-static int core_mkdir(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  struct stat st;
-  if (mkdir(path, 0777) == 0
-      || (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
-    lua_pushboolean(L, 1);
-    return 1;
+/* mkdirs(path) -> true once path is a directory (parents are created as
+** needed, like mkdir -p), or nil, message naming the part that failed */
+static int core_mkdirs(lua_State *L) {
+  size_t len, i;
+  const char *path = luaL_checklstring(L, 1, &len);
+  char *buf = (char *)lua_newuserdatauv(L, len + 1, 0);
+  memcpy(buf, path, len + 1);
+  for (i = 1; i <= len; i++) {
+    struct stat st;
+    char c = buf[i];
+    if (c != '/' && c != '\0') continue;
+    buf[i] = '\0';
+    if (mkdir(buf, 0777) < 0
+        && !(errno == EEXIST && stat(buf, &st) == 0 && S_ISDIR(st.st_mode))) {
+      luaL_pushfail(L);
+      lua_pushfstring(L, "%s: %s", buf,
+                      errno == EEXIST ? "exists and is not a directory"
+                                      : strerror(errno));
+      return 2;
+    }
+    buf[i] = c;
   }
-  luaL_pushfail(L);
-  lua_pushfstring(L, "%s: %s", path, strerror(errno));
-  return 2;
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 /* lock(path) -> a lock object held until :close() (or collection), or
@@ -467,7 +479,7 @@ static const luaL_Reg core_funcs[] = {
   {"newid", core_newid},
   {"time", core_time},
   {"getcwd", core_getcwd},
-  {"mkdir", core_mkdir},
+  {"mkdirs", core_mkdirs},
   {"lock", core_lock},
   {"daemon", core_daemon},
   {"pidAlive", core_pid_alive},

@@ -42,15 +42,6 @@ function local_platform.stateDir()
   return (os.getenv("HOME") or "/tmp") .. "/.local/state/mastra"
 end
 
-local function mkdirs(path)
-  local prefix = ""
-  for part in path:gmatch("[^/]+") do
-    prefix = prefix .. "/" .. part
-    local ok, err = core.mkdir(prefix)
-    if not ok then return nil, err end
-  end
-  return true
-end
 
 local function read_file(path)
   local f = io.open(path, "rb")
@@ -157,7 +148,7 @@ local announced = false
 -- it cannot.
 function local_platform.ensure()
   local dir = local_platform.stateDir()
-  local ok, err = mkdirs(dir)
+  local ok, err = core.mkdirs(dir)
   if not ok then
     error("mastra: cannot create the local platform's state directory: " .. err, 2)
   end

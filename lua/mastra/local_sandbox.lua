@@ -65,16 +65,6 @@ local function absolute(base, path)
   return (base:gsub("/+$", "")) .. "/" .. path
 end
 
--- mkdir -p
-local function mkdirs(path)
-  local prefix = ""
-  for part in path:gmatch("[^/]+") do
-    prefix = prefix .. "/" .. part
-    local ok, err = core.mkdir(prefix)
-    if not ok then return nil, err end
-  end
-  return true
-end
 
 local function copy_env(env)
   local out = {}
@@ -142,7 +132,7 @@ function LocalSandbox:start()
   end
   if self.status == "running" then return end
   self.status = "starting"
-  local ok, err = mkdirs(self.workingDirectory)
+  local ok, err = core.mkdirs(self.workingDirectory)
   if not ok then
     self.status = "error"
     error(("LocalSandbox:start: cannot create the working directory: %s"):format(err), 2)

@@ -562,32 +562,39 @@ static ssize_t no_body(void *cls, uint64_t pos, char *buf, size_t max) {
   return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+/* Queue resp (the object's bytes, or only its size for HEAD) with the
+** object's Last-Modified and Content-Type. Frees info. */
+static enum MHD_Result queue_object(struct MHD_Connection *conn,
+                                    struct MHD_Response *resp,
+                                    mp_object_info *info) {
+  char date[64];
+  enum MHD_Result rc;
+  if (resp == NULL) {
+    mp_object_info_free(info);
+    return MHD_NO;
+  }
+  http_date(info->mtime_ms, date);
+  MHD_add_response_header(resp, "Last-Modified", date);
+  MHD_add_response_header(resp, "Content-Type", info->content_type[0]
+                          ? info->content_type : "application/octet-stream");
+  mp_object_info_free(info);
+  rc = MHD_queue_response(conn, 200, resp);
+  MHD_destroy_response(resp);
+  return rc;
+}
+
 static enum MHD_Result head_object(mp_server *srv, struct MHD_Connection *conn,
                                    const char *project, const char *bucket,
                                    const char *key) {
   mp_object_info info;
-  struct MHD_Response *resp;
-  char date[64];
-  enum MHD_Result rc;
   int st;
   memset(&info, 0, sizeof info);
   st = mp_bucket_head(srv->buckets, project, bucket, key, &info);
   if (st < 0) return bucket_error(conn, st, key, NULL);
   /* HEAD: the size is announced, the reader is never called */
-  resp = MHD_create_response_from_callback(info.size, 4096, no_body, NULL,
-                                           NULL);
-  if (resp == NULL) {
-    mp_object_info_free(&info);
-    return MHD_NO;
-  }
-  http_date(info.mtime_ms, date);
-  MHD_add_response_header(resp, "Last-Modified", date);
-  MHD_add_response_header(resp, "Content-Type", info.content_type[0]
-                          ? info.content_type : "application/octet-stream");
-  mp_object_info_free(&info);
-  rc = MHD_queue_response(conn, 200, resp);
-  MHD_destroy_response(resp);
-  return rc;
+  return queue_object(conn, MHD_create_response_from_callback(
+                                info.size, 4096, no_body, NULL, NULL),
+                      &info);
 }
 
 static enum MHD_Result get_object(mp_server *srv, struct MHD_Connection *conn,
@@ -597,26 +604,13 @@ static enum MHD_Result get_object(mp_server *srv, struct MHD_Connection *conn,
   struct MHD_Response *resp;
   void *data = NULL;
   size_t len = 0;
-  char date[64];
-  enum MHD_Result rc;
   int st;
   memset(&info, 0, sizeof info);
   st = mp_bucket_get(srv->buckets, project, bucket, key, &data, &len, &info);
   if (st < 0) return bucket_error(conn, st, key, NULL);
   resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-  if (resp == NULL) {
-    free(data);
-    mp_object_info_free(&info);
-    return MHD_NO;
-  }
-  http_date(info.mtime_ms, date);
-  MHD_add_response_header(resp, "Last-Modified", date);
-  MHD_add_response_header(resp, "Content-Type", info.content_type[0]
-                          ? info.content_type : "application/octet-stream");
-  mp_object_info_free(&info);
-  rc = MHD_queue_response(conn, 200, resp);
-  MHD_destroy_response(resp);
-  return rc;
+  if (resp == NULL) free(data);
+  return queue_object(conn, resp, &info);
 }
 
 static enum MHD_Result post_object(mp_server *srv, struct MHD_Connection *conn,

@@ -21,19 +21,7 @@
 
 #include "server/bucket.h"
 
-static int g_pass, g_fail;
-
-static int check_(int ok, const char *expr, const char *file, int line) {
-  if (ok) {
-    g_pass++;
-  } else {
-    g_fail++;
-    fprintf(stderr, "%s:%d: CHECK failed: %s\n", file, line, expr);
-  }
-  return ok;
-}
-
-#define CHECK(cond) check_((cond) != 0, #cond, __FILE__, __LINE__)
+#include "check.h"
 
 /* {====== helpers ====== */
 

@@ -10,19 +10,7 @@
 
 #include "sha1.h"
 
-static int g_pass, g_fail;
-
-static int check_(int ok, const char *expr, const char *file, int line) {
-  if (ok) {
-    g_pass++;
-  } else {
-    g_fail++;
-    fprintf(stderr, "%s:%d: CHECK failed: %s\n", file, line, expr);
-  }
-  return ok;
-}
-
-#define CHECK(cond) check_((cond) != 0, #cond, __FILE__, __LINE__)
+#include "check.h"
 
 static void hex(const unsigned char *md, char out[2 * MASTRA__SHA1_LEN + 1]) {
   static const char digits[] = "0123456789abcdef";
