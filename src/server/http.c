@@ -189,10 +189,34 @@ static cJSON *sandbox_json(const mp_sandbox *sb) {
 }
 
 /* The JSON object body of a request; NULL after answering 400. */
+/* Whether the JSON text has a \u0000 escape inside a string: cJSON would
+** silently cut the string there, so such bodies are refused. */
+static int has_nul_escape(const char *s, size_t n) {
+  size_t i;
+  int in_string = 0;
+  for (i = 0; i < n; i++) {
+    if (!in_string) {
+      if (s[i] == '"') in_string = 1;
+    } else if (s[i] == '"') {
+      in_string = 0;
+    } else if (s[i] == '\\' && i + 1 < n) {
+      if (s[i + 1] == 'u' && i + 5 < n && memcmp(s + i + 2, "0000", 4) == 0)
+        return 1;
+      i++; /* skip the escaped character */
+    }
+  }
+  return 0;
+}
+
 static cJSON *parse_body(struct MHD_Connection *conn, request *r,
                          int required) {
   cJSON *json;
   if (r->len == 0 && !required) return cJSON_CreateObject();
+  if (r->body != NULL && has_nul_escape(r->body, r->len)) {
+    mp_send_error(conn, 400, "invalid_request",
+                  "strings in the body may not contain NUL (\\u0000)");
+    return NULL;
+  }
   json = cJSON_ParseWithLength(r->body ? r->body : "", r->len);
   if (!cJSON_IsObject(json)) {
     cJSON_Delete(json);
@@ -375,6 +399,35 @@ static void legacy_append(request *r, char **buf, size_t *len,
   *len += n;
 }
 
+/* A JSON string of bytes that may hold NULs (cJSON strings cannot). */
+static cJSON *json_bytes(const char *data, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  char *out = malloc(len * 6 + 3), *o = out;
+  size_t i;
+  cJSON *item;
+  if (out == NULL) return cJSON_CreateString("");
+  *o++ = '"';
+  for (i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)data[i];
+    if (c == '"' || c == '\\') {
+      *o++ = '\\';
+      *o++ = (char)c;
+    } else if (c < 0x20) {
+      memcpy(o, "\\u00", 4);
+      o[4] = hex[c >> 4];
+      o[5] = hex[c & 15];
+      o += 6;
+    } else {
+      *o++ = (char)c;
+    }
+  }
+  *o++ = '"';
+  *o = '\0';
+  item = cJSON_CreateRaw(out);
+  free(out);
+  return item;
+}
+
 static void legacy_notify(mastra__proc *p, void *data) {
   request *r = data;
   legacy_append(r, &r->out, &r->out_len, p->out.data, p->out.len);
@@ -400,10 +453,8 @@ static enum MHD_Result legacy_exec(mp_server *srv, struct MHD_Connection *conn,
     res = cJSON_CreateObject();
     if (r->timed_out) cJSON_AddNullToObject(res, "exitCode");
     else cJSON_AddNumberToObject(res, "exitCode", r->exit_code);
-    cJSON_AddItemToObject(res, "stdout",
-                          cJSON_CreateString(r->out ? r->out : ""));
-    cJSON_AddItemToObject(res, "stderr",
-                          cJSON_CreateString(r->err ? r->err : ""));
+    cJSON_AddItemToObject(res, "stdout", json_bytes(r->out, r->out_len));
+    cJSON_AddItemToObject(res, "stderr", json_bytes(r->err, r->err_len));
     cJSON_AddBoolToObject(res, "truncated", r->truncated);
     cJSON_AddBoolToObject(res, "timedOut", r->timed_out);
     cJSON_AddNullToObject(res, "sessionName");
