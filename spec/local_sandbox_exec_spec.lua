@@ -9,8 +9,6 @@
 local lfs = require "lfs"
 local mastra = require "mastra"
 local util = require "spec.support.util"
-local tmpdir = util.tmpdir
-local rm_rf = util.rm_rf
 local trim = util.trim
 local read_file = util.read_file
 local alive = util.alive
@@ -19,23 +17,17 @@ local collector = util.collector
 
 local CancelledError = mastra.errors.CancelledError
 
--- {====== helpers ======
-
--- }======
 
 describe("LocalSandbox executeCommand (SBX-EXEC)", function()
   local dir, base, wd, sb
 
   setup(function()
-    dir, base = tmpdir()
-    wd = dir .. "/wd"
-    sb = mastra.LocalSandbox.new{ workingDirectory = wd }
-    sb:start()
+    sb, dir, base = util.tempSandbox()
+    wd = sb.workingDirectory
   end)
 
   teardown(function()
-    if sb then sb:destroy() end
-    rm_rf(dir, base)
+    util.dropSandbox(sb, dir, base)
   end)
 
   it("SBX-EXEC-01 runs a simple command and returns the full result shape", function()

@@ -2,30 +2,22 @@
 -- SIGTERM, and process-group cleanup.
 local mastra = require "mastra"
 local util = require "spec.support.util"
-local tmpdir = util.tmpdir
-local rm_rf = util.rm_rf
 local trim = util.trim
 local read_file = util.read_file
 local alive = util.alive
 local wait_until = util.wait_until
 
--- {====== helpers ======
-
--- }======
 
 describe("LocalSandbox under stress", function()
   local dir, base, wd, sb
 
   setup(function()
-    dir, base = tmpdir()
-    wd = dir .. "/wd"
-    sb = mastra.LocalSandbox.new{ workingDirectory = wd }
-    sb:start()
+    sb, dir, base = util.tempSandbox()
+    wd = sb.workingDirectory
   end)
 
   teardown(function()
-    if sb then sb:destroy() end
-    rm_rf(dir, base)
+    util.dropSandbox(sb, dir, base)
   end)
 
   it("(a) runs 200 concurrent `sleep 0.2; echo $I` commands, overlapping", function()

@@ -16,6 +16,7 @@
 local lfs = require "lfs"
 local json = require "dkjson"
 local mastra = require "mastra"
+local util = require "spec.support.util"
 
 local platform = {}
 platform.json = json
@@ -57,21 +58,8 @@ function platform.tmpdir()
   return base
 end
 
-function platform.rm_rf(...)
-  for _, p in ipairs{ ... } do
-    if p ~= nil and p ~= "" and p ~= "/" then
-      os.execute("rm -rf -- " .. mastra.quote(p))
-    end
-  end
-end
-
-function platform.readFile(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+platform.rm_rf = util.rm_rf
+platform.readFile = util.read_file
 
 function platform.writeFile(path, data)
   local f = assert(io.open(path, "wb"))
@@ -96,12 +84,7 @@ end
 
 --- Drive the loop until pred() holds or ms have passed; true if it held.
 function platform.waitUntil(pred, ms, step)
-  local deadline = mastra.now() + (ms or 5000)
-  while not pred() do
-    if mastra.now() > deadline then return pred() and true or false end
-    mastra.sleep(step or 20)
-  end
-  return true
+  return util.wait_until(pred, ms, step or 20)
 end
 
 -- The last header block of a curl -D file (after 100 Continue and the

@@ -15,7 +15,9 @@ end
 
 function util.rm_rf(...)
   for _, p in ipairs{ ... } do
-    os.execute("rm -rf -- " .. mastra.quote(p))
+    if p ~= nil and p ~= "" and p ~= "/" then
+      os.execute("rm -rf -- " .. mastra.quote(p))
+    end
   end
 end
 
@@ -44,10 +46,25 @@ end
 function util.wait_until(pred, ms, step)
   local deadline = mastra.now() + (ms or 5000)
   while not pred() do
-    if mastra.now() > deadline then return false end
+    if mastra.now() > deadline then return pred() and true or false end
     mastra.sleep(step or 10)
   end
   return true
+end
+
+--- A started LocalSandbox whose working directory is <fresh dir>/wd;
+-- returns the sandbox, the directory and the reserved name beside it
+-- (give all three to util.dropSandbox).
+function util.tempSandbox()
+  local dir, base = util.tmpdir()
+  local sb = mastra.LocalSandbox.new{ workingDirectory = dir .. "/wd" }
+  sb:start()
+  return sb, dir, base
+end
+
+function util.dropSandbox(sb, dir, base)
+  if sb then sb:destroy() end
+  util.rm_rf(dir, base)
 end
 
 --- A list and a callback that appends to it (for onStdout/onStderr).

@@ -7,6 +7,7 @@
 #ifndef MASTRA_TEST_CHECK_H
 #define MASTRA_TEST_CHECK_H
 
+#include <dirent.h>
 #include <stdio.h>
 
 static int g_pass, g_fail;
@@ -22,5 +23,17 @@ static int check_(int ok, const char *expr, const char *file, int line) {
 }
 
 #define CHECK(cond) check_((cond) != 0, #cond, __FILE__, __LINE__)
+
+/* Open descriptors of this process, to catch leaks; -1 if unknown. */
+static inline int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
+  int n = 0;
+  if (d == NULL) return -1;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n - 1; /* the descriptor of the listing itself */
+}
 
 #endif

@@ -45,18 +45,6 @@ static void fill_random(unsigned char *p, size_t n) {
     p[i] = (unsigned char)(rnd64() >> 56);
 }
 
-static int count_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  struct dirent *e;
-  int n = 0;
-  if (d == NULL)
-    return -1;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.')
-      n++;
-  closedir(d);
-  return n - 1; /* the DIR's own descriptor */
-}
 
 static double now_s(void) {
   struct timespec ts;

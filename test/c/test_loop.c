@@ -54,16 +54,6 @@ static void shuffle(int *a, int n) {
   }
 }
 
-static int count_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  struct dirent *e;
-  int n = 0;
-  if (d == NULL) return -1;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n;
-}
 
 /* Read /proc/<pid>/stat: state, parent and process group. */
 static int proc_stat(pid_t pid, char *state, pid_t *ppid, pid_t *pgrp) {
