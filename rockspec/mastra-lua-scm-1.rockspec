@@ -36,8 +36,12 @@ build = {
     ["mastra.process"] = "lua/mastra/process.lua",
     ["mastra.local_sandbox"] = "lua/mastra/local_sandbox.lua",
     ["mastra.local_platform"] = "lua/mastra/local_platform.lua",
+    ["mastra.platform_client"] = "lua/mastra/platform_client.lua",
+    ["mastra.direct_exec"] = "lua/mastra/direct_exec.lua",
+    ["mastra.platform_sandbox"] = "lua/mastra/platform_sandbox.lua",
     ["mastra.core"] = {
-      sources = { "src/loop.c", "src/proc.c", "src/sha1.c", "src/lcore.c", "src/ljson.c" },
+      sources = { "src/loop.c", "src/proc.c", "src/sha1.c", "src/http.c", "src/ws.c",
+        "src/lcore.c", "src/ljson.c", "src/lnet.c" },
       incdirs = { "include", "src", "$(CJSON_INCDIR)", "$(WSLAY_INCDIR)" },
       libdirs = { "$(CURL_LIBDIR)" },
       libraries = { "curl", "cjson", "wslay" },

@@ -17,6 +17,11 @@ mastra__loop *mastra__lua_loop(lua_State *L);
 ** the top of the stack (ljson.c). */
 void mastra__open_json(lua_State *L);
 
+/* src/lnet.c: add http() and websocket() to the module table below the
+** loop (mastra.Loop userdata) on the stack top; pops the loop, which
+** becomes their upvalue. */
+void mastra__open_net(lua_State *L);
+
 /* The Lua sources of the facade, compiled into the library
 ** (generated from lua/mastra/ by cmake/embed_lua.cmake). */
 typedef struct mastra__lua_module {

@@ -556,6 +556,8 @@ int luaopen_mastra_core(lua_State *L) {
   luaL_newlibtable(L, core_funcs);
   push_loop(L);
   luaL_setfuncs(L, core_funcs, 1);
+  push_loop(L);
+  mastra__open_net(L); /* http, websocket: src/lnet.c */
   mastra__open_json(L);
   lua_pushliteral(L, "mastra.core");
   lua_setfield(L, -2, "_NAME");

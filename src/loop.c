@@ -33,6 +33,7 @@ struct mastra__loop {
   size_t nsig, capsig, capsig_out;
   mastra__handle handles;   /* sentinel of a circular list */
   mastra__handle deferred;  /* sentinel: handles to free after dispatch */
+  void *http;               /* src/http.c: the shared libcurl multi */
 };
 
 uint64_t mastra__now_ms(void) {
@@ -115,6 +116,11 @@ void mastra__loop_unref(mastra__loop *loop) {
 int mastra__loop_closed(const mastra__loop *loop) { return loop->closed; }
 int mastra__loop_fd(const mastra__loop *loop) { return loop->epfd; }
 uint64_t mastra__loop_newid(mastra__loop *loop) { return loop->next_id++; }
+
+void *mastra__loop_http(const mastra__loop *loop) { return loop->http; }
+void mastra__loop_set_http(mastra__loop *loop, void *http) {
+  loop->http = http;
+}
 
 void mastra__loop_add_handle(mastra__loop *loop, mastra__handle *h) {
   list_push(&loop->handles, h);

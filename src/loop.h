@@ -95,6 +95,11 @@ void mastra__timer_init(mastra__loop *loop, mastra__timer *t,
 int mastra__timer_start(mastra__timer *t, uint64_t ms);
 void mastra__timer_stop(mastra__timer *t);
 
+/* The HTTP client of the loop (src/http.c): created on first use, shut
+** down with the other handles. NULL until then. */
+void *mastra__loop_http(const mastra__loop *loop);
+void mastra__loop_set_http(mastra__loop *loop, void *http);
+
 void mastra__loop_add_handle(mastra__loop *loop, mastra__handle *h);
 void mastra__loop_remove_handle(mastra__loop *loop, mastra__handle *h);
 /* Free h after the current dispatch (or now, outside one). */

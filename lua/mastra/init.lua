@@ -15,6 +15,7 @@ local mastra = {
 
   errors = require "mastra.errors",
   LocalSandbox = require "mastra.local_sandbox",
+  PlatformSandbox = require "mastra.platform_sandbox",
   localPlatform = require("mastra.local_platform").ensure,
 
   spawn = task.spawn,

@@ -88,7 +88,7 @@ function LocalSandbox.new(opts)
     _live = {}, -- handles of running executeCommand calls
   }, LocalSandbox)
   self.processes = process.newManager(self, function(command, o)
-    return self:_launch(command, o, o.timeout, true)
+    return process.background(self:_launch(command, o, o.timeout, true))
   end)
   return self
 end

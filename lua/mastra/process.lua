@@ -189,7 +189,8 @@ local SPAWN_OPTS = {
 }
 
 --- sandbox: the owner (its _ensureRunning() runs before a spawn);
--- launch(command, opts) -> a started handle.
+-- launch(command, opts) -> a handle already running in the background.
+-- Handles are duck-typed: pid, command, exitCode, wait(), kill().
 function process.newManager(sandbox, launch)
   return setmetatable({
     _sandbox = sandbox,
@@ -223,7 +224,7 @@ function Manager:spawn(command, opts)
   options.arg("processes:spawn", 1, "command", command, options.string)
   opts = options.check("processes:spawn", opts, SPAWN_OPTS)
   self._sandbox:_ensureRunning()
-  local h = process.background(self._launch(command, opts))
+  local h = self._launch(command, opts)
   self._tracked[h.pid] = h
   self._order[#self._order + 1] = h.pid
   self._dismissed[h.pid] = nil -- the OS may reuse a pid

@@ -1,0 +1,144 @@
+-- One command over the direct-exec WebSocket (platform-protocol.md 2.2 and
+-- 2.3): open with the subprotocols [subprotocol, jwt], send init_exec and
+-- stdin_close, collect the tagged output frames until the exit frame, then
+-- close(1000) once.
+--
+-- run() returns the DirectExecResult {exitCode (nil on a transport
+-- failure), stdout, stderr, truncated = false, timedOut, opened,
+-- closeCode?, closeReason?}. Cancelling the calling task closes the
+-- socket (the local platform then kills the command's process group).
+local core = require "mastra.core"
+local task = require "mastra.task"
+
+local direct_exec = {}
+
+local HANDSHAKE_MS = 30000
+
+local function ordered(t, keys)
+  return setmetatable(t, { __jsonorder = keys })
+end
+
+-- The longest prefix of s made of whole UTF-8 sequences, and the rest
+-- (an incomplete sequence at the end, kept for the next frame).
+local function utf8_split(s)
+  local n = #s
+  for back = 1, math.min(3, n) do
+    local c = s:byte(n - back + 1)
+    if c >= 0xC0 then -- a lead byte: is its sequence complete?
+      local need = c >= 0xF0 and 4 or c >= 0xE0 and 3 or 2
+      if back < need then return s:sub(1, n - back), s:sub(n - back + 1) end
+      break
+    elseif c < 0x80 then
+      break
+    end
+  end
+  return s, ""
+end
+direct_exec.utf8Split = utf8_split
+
+-- A stream: its chunks, the callback, and the bytes held back for it.
+local function stream(cb)
+  return { chunks = {}, cb = cb, held = "" }
+end
+
+local function deliver(st, bytes)
+  st.chunks[#st.chunks + 1] = bytes
+  if st.cb then
+    local whole
+    whole, st.held = utf8_split(st.held .. bytes)
+    if whole ~= "" then st.cb(whole) end
+  end
+end
+
+local function flush(st)
+  if st.cb and st.held ~= "" then
+    local rest = st.held
+    st.held = ""
+    st.cb(rest)
+  end
+end
+
+--- spec: url, subprotocol, jwt, command, cwd?, env? (a table with at least
+-- one key, or nil), timeout? (ms > 0), handshakeTimeout? (ms, default
+-- 30000), onStdout?, onStderr?
+function direct_exec.run(spec)
+  local res = { exitCode = nil, truncated = false, timedOut = false, opened = false }
+  local out, err = stream(spec.onStdout), stream(spec.onStderr)
+  local timeout = spec.timeout and spec.timeout > 0 and spec.timeout or nil
+  -- with a timeout, its timer covers everything; without, the handshake
+  -- must complete within its deadline, then the command may run forever
+  local limit = timeout or spec.handshakeTimeout or HANDSHAKE_MS
+  local deadline = core.now() + limit
+  local timer <close> = core.timer(math.ceil(limit))
+  local ws <close>, errname, message = core.websocket{
+    url = spec.url,
+    protocols = { spec.subprotocol, spec.jwt },
+    timeout = math.ceil(limit),
+  }
+  if ws == nil then
+    error(("the exec lease's wsEndpoint %s cannot be used: %s (%s)")
+      :format(spec.url, message, errname), 0)
+  end
+  local sent, exited = false, false
+  while true do
+    local state = ws:state()
+    if state == "open" and not sent then
+      local data = ordered({ command = spec.command, cwd = spec.cwd, env = spec.env },
+        { "command", "cwd", "env" })
+      ws:send(core.jsonEncode(ordered({ type = "init_exec", data = data }, { "type", "data" })),
+        "text")
+      ws:send('{"type":"stdin_close"}', "text")
+      sent = true
+      res.opened = true
+    end
+    while true do
+      local msg, kind = ws:receive()
+      if msg == nil then break end
+      if kind == "binary" then
+        if #msg > 1 then
+          local tag = msg:byte(1)
+          if tag == 1 then deliver(out, msg:sub(2))
+          elseif tag == 3 then deliver(err, msg:sub(2)) end
+        end
+      else
+        local frame = core.jsonDecode(msg)
+        if type(frame) == "table" and frame.type == "exit" then
+          local code = type(frame.data) == "table" and frame.data.exit_code
+          res.exitCode = math.type(code) == "integer" and code or 0
+          exited = true
+          break
+        end
+      end
+    end
+    if exited then break end
+    if state == "closed" then
+      local code, reason = ws:closeInfo()
+      if code then
+        res.closeCode = code
+        res.closeReason = reason or ""
+      end
+      res.opened = res.opened or ws:opened()
+      break
+    end
+    if core.now() >= deadline and (timeout or not res.opened) then
+      if timeout then
+        res.timedOut = true
+        res.exitCode = 124
+      end
+      break
+    end
+    if res.opened and not timeout and deadline then
+      deadline = math.huge -- the handshake is done: no deadline any more
+      timer:close()
+    end
+    task.wait(ws:id(), timer:id())
+  end
+  flush(out)
+  flush(err)
+  res.stdout = table.concat(out.chunks)
+  res.stderr = table.concat(err.chunks)
+  if ws:state() ~= "closed" then ws:close(1000, "") end
+  return res
+end
+
+return direct_exec

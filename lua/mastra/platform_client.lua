@@ -1,0 +1,197 @@
+-- The control-plane client of the Mastra Platform workspace proxy
+-- (platform-protocol.md 1.1, 1.2 and 5.1): configuration, URLs, headers,
+-- requests, and PlatformApiError.
+local core = require "mastra.core"
+local errors = require "mastra.errors"
+local local_platform = require "mastra.local_platform"
+local task = require "mastra.task"
+
+local client = {}
+
+local DEFAULT_TIMEOUT = 60000
+local REGIONS = {
+  us = "https://workspaces.us.mastra.ai",
+  eu = "https://workspaces.eu.mastra.ai",
+}
+local DEFAULT_URL = "https://workspaces.mastra.ai"
+
+local function nonblank(v)
+  if type(v) == "string" and v:match("%S") then return v end
+  return nil
+end
+
+local function trim(s)
+  return s and (s:match("^%s*(.-)%s*$"))
+end
+
+--- encodeURIComponent: everything but A-Z a-z 0-9 - _ . ! ~ * ' ( ).
+function client.encodeComponent(s)
+  return (s:gsub("[^%w%-_%.!~%*'%(%)]", function(c)
+    return ("%%%02X"):format(c:byte())
+  end))
+end
+
+--- URLSearchParams form encoding of one value (space as +).
+local function form_encode(s)
+  return (s:gsub("[^%w%-_%.%*]", function(c)
+    if c == " " then return "+" end
+    return ("%%%02X"):format(c:byte())
+  end))
+end
+
+--- Resolve the connection settings of a PlatformSandbox or
+-- PlatformFilesystem from its options and the environment. With nothing
+-- configured, the local platform is found or started.
+function client.resolve(opts, where)
+  local cfg = {
+    actingUserId = nonblank(trim(opts.actingUserId)),
+    sessionId = opts.sessionId,
+    threadId = opts.threadId,
+    fetch = opts.fetch,
+    requestTimeout = opts.requestTimeout or DEFAULT_TIMEOUT,
+  }
+  local token = nonblank(opts.accessToken)
+    or nonblank(os.getenv("MASTRA_PLATFORM_ACCESS_TOKEN"))
+    or nonblank(os.getenv("MASTRA_PLATFORM_SECRET_KEY"))
+  local proxy = nonblank(opts.proxyUrl) or nonblank(os.getenv("MASTRA_WORKSPACE_PROXY_URL"))
+  local defaults = {}
+  if token == nil and proxy == nil and opts.fetch == nil then
+    local lp = local_platform.ensure()
+    token, proxy, defaults = lp.token, lp.url, lp
+  end
+  if token == nil then error(where .. ": accessToken is required", 3) end
+  cfg.accessToken = token
+  if proxy == nil then
+    local region = trim(os.getenv("MASTRA_PLATFORM_REGION") or "")
+    proxy = REGIONS[region:lower()] or DEFAULT_URL
+  end
+  cfg.baseUrl = proxy:gsub("/$", "")
+  cfg.projectId = nonblank(opts.projectId) or nonblank(os.getenv("MASTRA_PROJECT_ID"))
+    or defaults.projectId
+  if cfg.projectId == nil then error(where .. ": projectId is required", 3) end
+  local provider = nonblank(trim(opts.sandboxProvider))
+    or nonblank(trim(os.getenv("SANDBOX_PROVIDER") or "")) or "railway"
+  if provider == "e2b" then
+    error(where .. ': sandboxProvider "e2b" is not supported yet (mastra-lua speaks'
+      .. ' the Railway direct-exec data plane); use "railway"', 3)
+  elseif provider ~= "railway" then
+    error(where .. ': SANDBOX_PROVIDER must be either "railway" or "e2b"', 3)
+  end
+  cfg.provider = provider
+  cfg.defaultEnvironmentId = defaults.environmentId
+  cfg.defaultBucketName = defaults.bucketName
+  return cfg
+end
+
+--- PlatformApiError from a non-2xx answer (platform-protocol.md 5.1).
+function client.apiError(status, body)
+  body = body or ""
+  local code, proxyMessage
+  local j = core.jsonDecode(body)
+  if type(j) == "table" and type(j.error) == "table"
+      and type(j.error.message) == "string" and type(j.error.type) == "string" then
+    code, proxyMessage = j.error.type, j.error.message
+  end
+  local message = "Platform proxy request failed with " .. status
+  if code then
+    message = message .. ": " .. code .. ": " .. proxyMessage
+  elseif body ~= "" then
+    message = message .. ": " .. body
+  end
+  return errors.PlatformApiError:new{
+    message = message, status = status, code = code,
+    proxyMessage = proxyMessage, body = body,
+  }
+end
+
+-- One HTTP exchange through libcurl, waiting in the current task.
+local function transport(spec)
+  local req <close> = core.http(spec)
+  while true do
+    local status, a, b = req:result()
+    if status then return { status = status, headers = a, body = b } end
+    if a then
+      errors.NetworkError:raise({
+        message = ("cannot reach %s: %s (%s)"):format(spec.url, b, a),
+        url = spec.url, code = a,
+      }, 3)
+    end
+    task.wait(req:id())
+  end
+end
+
+--- Send a request under the project prefix. opts: json (a table, encoded
+-- with its __jsonorder), query (a list of {name, value}), timeout.
+-- Returns {status, headers, body, json}; a non-2xx answer raises
+-- PlatformApiError.
+function client.request(cfg, method, path, opts)
+  opts = opts or {}
+  local url = ("%s/v1/%s/projects/%s%s"):format(cfg.baseUrl, cfg.provider,
+    client.encodeComponent(cfg.projectId), path)
+  if opts.query and #opts.query > 0 then
+    local parts = {}
+    for i, kv in ipairs(opts.query) do
+      parts[i] = form_encode(kv[1]) .. "=" .. form_encode(tostring(kv[2]))
+    end
+    url = url .. "?" .. table.concat(parts, "&")
+  end
+  local headers = { authorization = "Bearer " .. cfg.accessToken }
+  if cfg.actingUserId then headers["x-acting-user-id"] = cfg.actingUserId end
+  if cfg.sessionId then headers["x-mastra-session-id"] = cfg.sessionId end
+  if cfg.threadId then headers["x-mastra-thread-id"] = cfg.threadId end
+  local body = opts.body
+  if opts.json ~= nil then
+    body = core.jsonEncode(opts.json)
+    headers["content-type"] = "application/json"
+  elseif opts.contentType then
+    headers["content-type"] = opts.contentType
+  end
+  for k, v in pairs(opts.headers or {}) do headers[k] = v end
+  local res
+  if cfg.fetch then
+    res = cfg.fetch{ method = method, url = url, headers = headers, body = body }
+    if type(res) ~= "table" or math.type(res.status) ~= "integer" then
+      error("fetch must return a table {status = <integer>, headers =, body =}", 2)
+    end
+    res.headers = res.headers or {}
+    res.body = res.body or ""
+  else
+    res = transport{ method = method, url = url, headers = headers, body = body,
+      timeout = opts.timeout or cfg.requestTimeout }
+  end
+  if res.status < 200 or res.status > 299 then
+    error(client.apiError(res.status, res.body), 2)
+  end
+  if res.body ~= "" and opts.expectJson ~= false then
+    res.json = core.jsonDecode(res.body)
+  end
+  return res
+end
+
+--- Milliseconds since the epoch of an ISO-8601 UTC time, or nil.
+function client.parseTime(s)
+  if type(s) ~= "string" then return nil end
+  local y, mo, d, h, mi, sec, frac, zone =
+    s:match("^(%d%d%d%d)%-(%d%d)%-(%d%d)T(%d%d):(%d%d):(%d%d)(%.?%d*)(.*)$")
+  if not y then return nil end
+  y, mo, d = tonumber(y), tonumber(mo), tonumber(d)
+  -- days from the civil date (proleptic Gregorian), 1970-01-01 = 0
+  local yy = mo <= 2 and y - 1 or y
+  local era = (yy >= 0 and yy or yy - 399) // 400
+  local yoe = yy - era * 400
+  local doy = (153 * (mo > 2 and mo - 3 or mo + 9) + 2) // 5 + d - 1
+  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+  local days = era * 146097 + doe - 719468
+  local ms = ((days * 24 + tonumber(h)) * 60 + tonumber(mi)) * 60000
+    + tonumber(sec) * 1000
+  if frac ~= "" and frac ~= "." then
+    ms = ms + math.floor(tonumber("0" .. frac) * 1000 + 0.5)
+  end
+  if zone == "Z" or zone == "" then return ms end
+  local sign, zh, zm = zone:match("^([+-])(%d%d):?(%d%d)$")
+  if not sign then return nil end
+  local offset = (tonumber(zh) * 60 + tonumber(zm)) * 60000
+  return sign == "+" and ms - offset or ms + offset
+end
+
+return client

@@ -1,0 +1,555 @@
+-- PlatformSandbox: a remote sandbox of a Mastra Platform environment
+-- (platform-protocol.md sections 1 to 3, 5 and 6; DESIGN section 3).
+--
+-- start() provisions (POST /sandbox, 5xx retried) or reattaches
+-- (GET /sandbox/:id); executeCommand() runs over the direct-exec WebSocket
+-- with a cached, coalesced exec lease and at most two attempts; destroy()
+-- (and its alias stop()) releases the VM and keeps the checkpoint of a
+-- stable `id`, so a later start() provisions again from it.
+local core = require "mastra.core"
+local errors = require "mastra.errors"
+local options = require "mastra.options"
+local shell = require "mastra.shell"
+local task = require "mastra.task"
+local client = require "mastra.platform_client"
+local direct_exec = require "mastra.direct_exec"
+local process = require "mastra.process"
+
+local PlatformSandbox = { __name = "mastra.PlatformSandbox" }
+PlatformSandbox.__index = PlatformSandbox
+
+local LEASE_REFRESH_MARGIN_MS = 60000
+local CREATE_ATTEMPTS = 3
+local DEFAULT_RETRY_DELAY_MS = 2000
+
+local function network(v)
+  return v == "ISOLATED" or v == "PRIVATE", '"ISOLATED" or "PRIVATE"'
+end
+
+local NEW_OPTS = {
+  accessToken = options.string,
+  projectId = options.string,
+  environmentId = options.string,
+  sandboxId = options.string,
+  idleTimeoutMinutes = options.ms,
+  networkIsolation = network,
+  env = options.env,
+  timeout = options.ms,
+  instructions = options.string_or_function,
+  id = options.string,
+  sandboxProvider = options.string,
+  actingUserId = options.string,
+  sessionId = options.string,
+  threadId = options.string,
+  fetch = options.func,
+  workingDirectory = options.string,
+  seedCheckpointName = options.string,
+  createRetryDelayMs = options.ms,
+  handshakeTimeout = options.ms,
+  requestTimeout = options.ms,
+  proxyUrl = options.string,
+}
+
+local CLONE_OPTS = {
+  id = options.string,
+  checkpointName = options.string,
+  sandboxId = options.string,
+  env = options.env,
+  idleTimeoutMinutes = options.ms,
+  actingUserId = options.string,
+  seedCheckpointName = options.string,
+}
+
+local EXEC_OPTS = {
+  cwd = options.string,
+  env = options.env,
+  timeout = options.ms,
+  onStdout = options.func,
+  onStderr = options.func,
+}
+
+local function base36(n)
+  local digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+  local s = ""
+  repeat
+    local d = n % 36
+    s = digits:sub(d + 1, d + 1) .. s
+    n = n // 36
+  until n == 0
+  return s
+end
+
+local function fresh_id()
+  local r = {}
+  for i = 1, 6 do r[i] = base36(math.random(0, 35)) end
+  return ("platform-sandbox-%s-%s"):format(base36(core.time()), table.concat(r))
+end
+
+local function copy_env(env)
+  local out = {}
+  for k, v in pairs(env or {}) do out[k] = tostring(v) end
+  return out
+end
+
+local function check_self(where, self)
+  options.self(where, self, PlatformSandbox, 4) -- not a tail call: level 4
+  return self
+end
+
+--- Run fn once for every concurrent caller: the callers that arrive while
+-- it runs wait for the same task and get the same results or error.
+local function coalesce(self, slot, fn)
+  local t = self[slot]
+  if t == nil then
+    t = task.spawn(fn)
+    self[slot] = t
+  end
+  local ok, a = pcall(t.wait, t)
+  if self[slot] == t then self[slot] = nil end
+  if not ok then error(a, 0) end
+  return a
+end
+
+local construct
+
+function PlatformSandbox.new(opts)
+  local where = "PlatformSandbox.new"
+  opts = options.check(where, opts, NEW_OPTS)
+  return construct(opts, client.resolve(opts, where), where)
+end
+
+function construct(opts, cfg, where)
+  local envId = opts.environmentId or os.getenv("MASTRA_ENVIRONMENT_ID")
+  if envId == nil or envId == "" then envId = cfg.defaultEnvironmentId or "" end
+  if envId == "" and opts.sandboxId == nil then
+    error(where .. ": environmentId is required", 3)
+  end
+  local self = setmetatable({
+    id = opts.id or fresh_id(),
+    name = "PlatformSandbox",
+    provider = "platform",
+    status = "pending",
+    sandboxId = opts.sandboxId,
+    environmentId = envId,
+    idleTimeoutMinutes = opts.idleTimeoutMinutes,
+    networkIsolation = opts.networkIsolation,
+    env = copy_env(opts.env),
+    timeout = opts.timeout,
+    workingDirectory = opts.workingDirectory,
+    seedCheckpointName = opts.seedCheckpointName,
+    _opts = opts,
+    _cfg = cfg,
+    _hasRecoveryKey = opts.id ~= nil,
+    _instructions = opts.instructions,
+    _retryDelay = opts.createRetryDelayMs or DEFAULT_RETRY_DELAY_MS,
+    _handshakeTimeout = opts.handshakeTimeout,
+    _pidCounter = 0,
+  }, PlatformSandbox)
+  self.processes = process.newManager(self, function(command, o)
+    return self:_spawnProcess(command, o)
+  end)
+  return self
+end
+
+-- {====== lifecycle ======
+
+local function create(self)
+  if self.environmentId == "" then
+    error("PlatformSandbox:start: environmentId is required", 0)
+  end
+  local body = setmetatable({
+    id = self.id,
+    seedCheckpointName = self.seedCheckpointName,
+    environmentId = self.environmentId,
+    idleTimeoutMinutes = self.idleTimeoutMinutes,
+    networkIsolation = self.networkIsolation,
+    env = self.env,
+  }, { __jsonorder = { "id", "seedCheckpointName", "templateDefinition",
+    "templateBuildEnvs", "environmentId", "idleTimeoutMinutes",
+    "networkIsolation", "env" } })
+  local res
+  for attempt = 1, CREATE_ATTEMPTS do
+    local ok, r = pcall(client.request, self._cfg, "POST", "/sandbox", { json = body })
+    if ok then
+      res = r
+      break
+    end
+    if not (errors.PlatformApiError:is(r) and r.status >= 500)
+        or attempt == CREATE_ATTEMPTS then
+      error(r, 0)
+    end
+    task.sleep(self._retryDelay * attempt)
+  end
+  local j = res.json or {}
+  if type(j.id) ~= "string" then
+    errors.PlatformApiError:raise({
+      message = "the platform answered POST /sandbox without an id",
+      status = res.status, body = res.body,
+    }, 0)
+  end
+  self.sandboxId = j.id
+  self.createdAt = j.createdAt or core.time()
+  self.templatePending = j.templatePending
+  self.instanceUrl = j.instanceUrl
+  return { outcome = "created" }
+end
+
+local function do_start(self)
+  self.status = "starting"
+  local ok, res = pcall(function()
+    if self.sandboxId then
+      local gok, r = pcall(client.request, self._cfg, "GET",
+        "/sandbox/" .. client.encodeComponent(self.sandboxId))
+      if gok and not (r.json and r.json.destroyedAt) then
+        self.createdAt = (r.json and r.json.createdAt) or self.createdAt
+        return { outcome = "connected" }
+      end
+      if not gok and not (errors.PlatformApiError:is(r) and r.status == 404) then
+        error(r, 0)
+      end
+      self.sandboxId = nil
+      self._lease = nil
+    end
+    return create(self)
+  end)
+  if not ok then
+    self.status = "error"
+    error(res, 0)
+  end
+  self.status = "running"
+  return res
+end
+
+--- Provision the sandbox, or reattach to `sandboxId`. Returns
+-- {outcome = "created" | "connected"}. Concurrent calls share one request.
+function PlatformSandbox:start()
+  check_self("PlatformSandbox:start", self)
+  if self.status == "running" then return { outcome = "connected" } end
+  return coalesce(self, "_starting", function() return do_start(self) end)
+end
+
+function PlatformSandbox:_ensureRunning(command)
+  if self.status ~= "running" and self.status ~= "stopping"
+      and self.status ~= "destroying" then
+    self:start()
+  end
+  if self.sandboxId == nil then
+    errors.SandboxNotReadyError:raise({
+      message = "Sandbox is not ready: " .. self.id, id = self.id, command = command,
+    }, 3)
+  end
+end
+
+local function teardown(self, final_status)
+  check_self("PlatformSandbox:" .. (final_status == "stopped" and "stop" or "destroy"), self)
+  if self._starting then pcall(self._starting.wait, self._starting) end
+  local id = self.sandboxId
+  for _, h in pairs(self._running or {}) do h:kill() end
+  if id == nil then
+    if self.status ~= "pending" or final_status == "destroyed" then
+      self.status = final_status
+    end
+    return
+  end
+  self.status = final_status == "stopped" and "stopping" or "destroying"
+  local ok, err = pcall(client.request, self._cfg, "DELETE",
+    "/sandbox/" .. client.encodeComponent(id), { expectJson = false })
+  self.sandboxId = nil
+  self.createdAt = nil
+  self._lease = nil
+  if not ok and not (errors.PlatformApiError:is(err) and err.status == 404) then
+    self.status = "error"
+    error(err, 0)
+  end
+  self.status = final_status
+end
+
+--- Release the remote sandbox (DELETE /sandbox/:id). The checkpoint of a
+-- stable `id` is kept: a later start() provisions again from it.
+function PlatformSandbox:destroy()
+  return teardown(self, "destroyed")
+end
+
+--- The same as destroy() on the wire; the status says "stopped".
+function PlatformSandbox:stop()
+  return teardown(self, "stopped")
+end
+
+-- `local sb <close>`: destroy at the end of the scope. Where the scope
+-- ends by an error in a task (nothing can wait there), the destroy runs
+-- in a task of its own.
+function PlatformSandbox.__close(self, err)
+  if not task.canWait() then
+    task.spawn(PlatformSandbox.destroy, self)
+  elseif err ~= nil then
+    pcall(self.destroy, self)
+  else
+    self:destroy()
+  end
+end
+
+function PlatformSandbox.__tostring(self)
+  return ("mastra.PlatformSandbox: %s (%s%s)"):format(self.id, self.status,
+    self.sandboxId and ", " .. self.sandboxId or "")
+end
+
+-- }======
+
+-- {====== commands ======
+
+local function fetch_lease(self, command, attempt)
+  local id = self.sandboxId
+  local ok, res = pcall(client.request, self._cfg, "POST",
+    "/sandbox/" .. client.encodeComponent(id or "") .. "/exec-lease")
+  if not ok then
+    if errors.PlatformApiError:is(res) and res.status == 410 then
+      self._lease = nil
+      self.sandboxId = nil
+      self.status = "stopped"
+      errors.SandboxDestroyedError:raise({
+        message = ("Sandbox %s was destroyed; /exec-lease returned 410"):format(id or "(unknown)"),
+        sandboxId = id, command = command, attempts = attempt,
+      }, 0)
+    end
+    error(res, 0)
+  end
+  local j = res.json or {}
+  if j.provider == "e2b" then
+    error("PlatformSandbox: the platform handed out an E2B lease; mastra-lua speaks"
+      .. " only the Railway direct-exec data plane", 0)
+  end
+  if type(j.jwt) ~= "string" or type(j.wsEndpoint) ~= "string" then
+    errors.PlatformApiError:raise({
+      message = "the exec lease has no jwt or wsEndpoint", status = res.status, body = res.body,
+    }, 0)
+  end
+  local lease = {
+    provider = j.provider, sandboxId = j.sandboxId, providerResourceId = j.providerResourceId,
+    jwt = j.jwt, wsEndpoint = j.wsEndpoint, subprotocol = j.subprotocol or "railway-shell",
+    expiresAt = j.expiresAt, expiresAtMs = client.parseTime(j.expiresAt),
+    capabilities = j.capabilities,
+  }
+  self._lease = lease
+  return lease
+end
+
+function PlatformSandbox:_ensureLease(command, attempt)
+  local l = self._lease
+  if l and l.expiresAtMs and l.expiresAtMs - LEASE_REFRESH_MARGIN_MS > core.time() then
+    return l
+  end
+  return coalesce(self, "_minting", function() return fetch_lease(self, command, attempt) end)
+end
+
+--- The DirectExecResult of `command`, with the retry policy of
+-- platform-protocol.md 2.5.
+function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, onStdout, onStderr)
+  local last, last_lease
+  for attempt = 1, 2 do
+    local lease = self:_ensureLease(command, attempt)
+    local r = direct_exec.run{
+      url = lease.wsEndpoint, subprotocol = lease.subprotocol, jwt = lease.jwt,
+      command = command, cwd = cwd, env = env, timeout = timeout,
+      handshakeTimeout = self._handshakeTimeout,
+      onStdout = onStdout, onStderr = onStderr,
+    }
+    if r.exitCode ~= nil or r.timedOut then return r end
+    last, last_lease = r, lease
+    if self._lease == lease then self._lease = nil end
+  end
+  if self._lease == last_lease then self._lease = nil end
+  local detail = ""
+  if last.closeCode then
+    detail = (" (close %d%s)"):format(last.closeCode,
+      (last.closeReason or "") ~= "" and " " .. last.closeReason or "")
+  end
+  errors.SandboxExecTransportError:raise({
+    message = ("Direct-exec transport failed for sandbox %s after 2 attempt(s)%s")
+      :format(self.sandboxId or "(unknown)", detail),
+    sandboxId = self.sandboxId, command = command, attempts = 2,
+    opened = last.opened, closeCode = last.closeCode, closeReason = last.closeReason,
+    wsEndpoint = last_lease.wsEndpoint,
+  }, 0)
+end
+
+local function merged_env(self, extra)
+  local env, n = {}, 0
+  for k, v in pairs(self.env) do env[k] = v; n = n + 1 end
+  for k, v in pairs(extra or {}) do env[k] = tostring(v); n = n + 1 end
+  if n == 0 then return nil end
+  return env
+end
+
+local function check_args(where, args)
+  if args == nil then return end
+  if type(args) ~= "table" then
+    error(("%s: argument #2 (args) must be a list of strings (got %s)")
+      :format(where, options.describe(args)), 3)
+  end
+  for i = 1, #args do
+    if type(args[i]) ~= "string" then
+      error(("%s: argument #2 (args) item %d must be a string (got %s)")
+        :format(where, i, options.describe(args[i])), 3)
+    end
+  end
+end
+
+--- Run `command` (shell text) with `args` (each quoted as one argument) in
+-- the sandbox. Returns {stdout, stderr, exitCode, success,
+-- executionTimeMs, timedOut, command, args}; a timeout gives exitCode 124.
+function PlatformSandbox:executeCommand(command, args, opts)
+  local where = "PlatformSandbox:executeCommand"
+  check_self(where, self)
+  options.arg(where, 1, "command", command, options.string)
+  check_args(where, args)
+  opts = options.check(where, opts, EXEC_OPTS)
+  local started = core.now()
+  local full = shell.commandLine(command, args)
+  self:_ensureRunning(full)
+  local timeout = opts.timeout
+  if timeout == nil then timeout = self.timeout end
+  local cwd = opts.cwd or self.workingDirectory
+  if cwd == "" then cwd = nil end
+  local r = self:_runDirectExec(full, cwd, merged_env(self, opts.env), timeout,
+    opts.onStdout, opts.onStderr)
+  local code = r.exitCode or 124
+  return {
+    stdout = r.stdout, stderr = r.stderr, exitCode = code, success = code == 0,
+    executionTimeMs = core.now() - started, timedOut = r.timedOut,
+    command = full, args = args,
+  }
+end
+
+-- }======
+
+-- {====== processes ======
+
+local Handle = { __name = "mastra.PlatformProcessHandle" }
+Handle.__index = Handle
+
+function Handle:wait()
+  options.self("ProcessHandle:wait", self, Handle)
+  self._task:wait()
+  return self._result
+end
+
+--- Closing the exec socket ends the command (the local platform kills its
+-- process group). True while it runs, false after it has exited.
+function Handle:kill()
+  options.self("ProcessHandle:kill", self, Handle)
+  if self.exitCode ~= nil or self.error ~= nil then return false end
+  self.killed = true
+  return self._task:cancel()
+end
+
+function Handle.sendStdin(_)
+  error("ProcessHandle:sendStdin: writing to stdin is not supported by this platform"
+    .. " (its exec lease does not advertise stdin)", 2)
+end
+
+function Handle.closeStdin(_)
+  error("ProcessHandle:closeStdin: stdin is not supported by this platform (commands"
+    .. " get end of file at once)", 2)
+end
+
+function PlatformSandbox:_spawnProcess(command, opts)
+  self._pidCounter = self._pidCounter + 1
+  local h = setmetatable({
+    pid = ("platform-proc-%s-%s"):format(base36(core.time()), base36(self._pidCounter - 1)),
+    command = command, stdout = "", stderr = "",
+  }, Handle)
+  self._running = self._running or {}
+  self._running[h] = h
+  local function out(chunk)
+    h.stdout = h.stdout .. chunk
+    if opts.onStdout then opts.onStdout(chunk) end
+  end
+  local function err(chunk)
+    h.stderr = h.stderr .. chunk
+    if opts.onStderr then opts.onStderr(chunk) end
+  end
+  h._task = task.spawn(function()
+    local ok, r = pcall(self.executeCommand, self, command, nil, {
+      cwd = opts.cwd, env = opts.env, timeout = opts.timeout,
+      onStdout = out, onStderr = err,
+    })
+    self._running[h] = nil
+    if ok then
+      h.exitCode = r.exitCode
+      h._result = r
+      return
+    end
+    if errors.CancelledError:is(r) and h.killed then
+      -- killed through the handle: a result, as for a local process
+      h.exitCode = 137
+      h._result = { stdout = h.stdout, stderr = h.stderr, exitCode = 137,
+        success = false, timedOut = false, killed = true, command = command }
+      return
+    end
+    h.error = r -- reported honestly: exited with an error, not running
+    error(r, 0)
+  end)
+  return h
+end
+
+-- }======
+
+-- {====== clone, info, instructions ======
+
+--- An unstarted sibling with the same settings (no I/O). id = opts.id or
+-- opts.checkpointName (a stable recovery key), else a fresh one.
+function PlatformSandbox:clone(opts)
+  check_self("PlatformSandbox:clone", self)
+  opts = options.check("PlatformSandbox:clone", opts, CLONE_OPTS)
+  local o = {}
+  for k, v in pairs(self._opts) do o[k] = v end
+  o.id = opts.id or opts.checkpointName
+  o.sandboxId = opts.sandboxId
+  o.env = opts.env or self._opts.env
+  o.idleTimeoutMinutes = opts.idleTimeoutMinutes or self.idleTimeoutMinutes
+  o.actingUserId = opts.actingUserId or self._opts.actingUserId
+  o.seedCheckpointName = opts.seedCheckpointName or self.seedCheckpointName
+  o.environmentId = self.environmentId
+  local cfg = {}
+  for k, v in pairs(self._cfg) do cfg[k] = v end
+  cfg.actingUserId = o.actingUserId
+  return construct(o, cfg, "PlatformSandbox:clone")
+end
+
+function PlatformSandbox:getInfo()
+  check_self("PlatformSandbox:getInfo", self)
+  if self.sandboxId == nil then
+    return { id = self.id, name = self.name, provider = self.provider,
+      status = self.status, createdAt = self.createdAt or core.time() }
+  end
+  local res = client.request(self._cfg, "GET",
+    "/sandbox/" .. client.encodeComponent(self.sandboxId))
+  local j = res.json or {}
+  return {
+    id = j.id, name = self.name, provider = self.provider, status = self.status,
+    createdAt = j.createdAt or self.createdAt or core.time(),
+    metadata = { sandboxId = j.id, providerResourceId = j.providerResourceId,
+      platformStatus = j.status },
+  }
+end
+
+function PlatformSandbox:getInstructions()
+  check_self("PlatformSandbox:getInstructions", self)
+  local default = ("Platform sandbox%s. Execute commands with the sandbox command APIs.")
+    :format(self.sandboxId and " " .. self.sandboxId or "")
+  local custom = self._instructions
+  if type(custom) == "string" then return custom end
+  if type(custom) == "function" then
+    local text = custom{ defaultInstructions = default }
+    if type(text) ~= "string" then
+      error(("PlatformSandbox:getInstructions: the instructions function must return"
+        .. " a string (got %s)"):format(options.describe(text)), 2)
+    end
+    return text
+  end
+  return default
+end
+
+-- }======
+
+return PlatformSandbox
