@@ -81,6 +81,23 @@ describe("PlatformSandbox on the wire", function()
     assert.is_nil(header(r, "x-acting-user-id"))
   end)
 
+  it("shares one create among concurrent start() calls, and a failure among them", function()
+    serve{ { method = "POST", path = P .. "/sandbox", responses = {
+      { status = 400, delayMs = 100,
+        json = { error = { message = "bad", type = "invalid_request" } } },
+      { status = 201, delayMs = 100, json = { id = "sbx_1" } } } } }
+    local sb = sandbox()
+    local function try() return pcall(sb.start, sb) end
+    local fails = mastra.all{ function() return select(2, try()).status end,
+      function() return select(2, try()).status end }
+    assert.are.same({ 400, 400 }, fails)
+    assert.are.equal(1, #srv:requests())
+    local outcomes = mastra.all{ function() return sb:start().outcome end,
+      function() return sb:start().outcome end, function() return sb:start().outcome end }
+    assert.are.same({ "created", "created", "created" }, outcomes)
+    assert.are.equal(2, #srv:requests())
+  end)
+
   it("retries a 5xx on create: 3 attempts, waiting 1x then 2x the delay", function()
     serve{ { method = "POST", path = P .. "/sandbox", responses = {
       { status = 503, json = { error = { message = "busy", type = "internal_error" } } },
