@@ -127,7 +127,7 @@ function direct_exec.run(spec)
       end
       break
     end
-    if res.opened and not timeout and deadline then
+    if res.opened and not timeout and deadline ~= math.huge then
       deadline = math.huge -- the handshake is done: no deadline any more
       timer:close()
     end
