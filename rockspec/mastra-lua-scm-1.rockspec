@@ -31,6 +31,7 @@ build = {
     ["mastra"] = "lua/mastra/init.lua",
     ["mastra.errors"] = "lua/mastra/errors.lua",
     ["mastra.options"] = "lua/mastra/options.lua",
+    ["mastra.common"] = "lua/mastra/common.lua",
     ["mastra.shell"] = "lua/mastra/shell.lua",
     ["mastra.task"] = "lua/mastra/task.lua",
     ["mastra.process"] = "lua/mastra/process.lua",

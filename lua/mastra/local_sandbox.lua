@@ -6,6 +6,7 @@
 -- parent environment).
 local core = require "mastra.core"
 local errors = require "mastra.errors"
+local common = require "mastra.common"
 local options = require "mastra.options"
 local process = require "mastra.process"
 local shell = require "mastra.shell"
@@ -25,35 +26,6 @@ local NEW_OPTS = {
   instructions = options.string_or_function,
 }
 
-local EXEC_OPTS = {
-  cwd = options.string,
-  env = options.env,
-  timeout = options.ms,
-  onStdout = options.func,
-  onStderr = options.func,
-}
-
-local function random_suffix()
-  local digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-  local out = {}
-  for i = 1, 6 do
-    local n = math.random(1, 36)
-    out[i] = digits:sub(n, n)
-  end
-  return table.concat(out)
-end
-
-local function base36(n)
-  local digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-  local s = ""
-  repeat
-    local d = n % 36
-    s = digits:sub(d + 1, d + 1) .. s
-    n = n // 36
-  until n == 0
-  return s
-end
-
 local function cwd_or_fail(where)
   local dir, err = core.getcwd()
   if not dir then error(("%s: cannot read the current directory: %s"):format(where, err), 3) end
@@ -64,7 +36,6 @@ local function absolute(base, path)
   if path:sub(1, 1) == "/" then return path end
   return (base:gsub("/+$", "")) .. "/" .. path
 end
-
 
 local function copy_env(env)
   local out = {}
@@ -77,7 +48,7 @@ function LocalSandbox.new(opts)
   local dir = opts.workingDirectory
   if dir == nil then dir = ".sandbox" end
   local self = setmetatable({
-    id = opts.id or ("local-sandbox-%s-%s"):format(base36(core.time()), random_suffix()),
+    id = opts.id or common.newId("local-sandbox"),
     name = "LocalSandbox",
     provider = "local",
     status = "pending",
@@ -194,20 +165,6 @@ function LocalSandbox.__tostring(self)
   return ("mastra.LocalSandbox: %s (%s)"):format(self.id, self.status)
 end
 
-local function check_args(where, args)
-  if args == nil then return end
-  if type(args) ~= "table" then
-    error(("%s: argument #2 (args) must be a list of strings (got %s)")
-      :format(where, options.describe(args)), 3)
-  end
-  for i = 1, #args do
-    if type(args[i]) ~= "string" then
-      error(("%s: argument #2 (args) item %d must be a string (got %s)")
-        :format(where, i, options.describe(args[i])), 3)
-    end
-  end
-end
-
 --- Run `command` (shell text) with `args` (quoted, each one argument).
 -- Returns {stdout, stderr, exitCode, success, executionTimeMs, timedOut,
 -- killed, command, args}. A timeout kills the process group and returns
@@ -216,8 +173,8 @@ function LocalSandbox:executeCommand(command, args, opts)
   local where = "LocalSandbox:executeCommand"
   check_self(where, self)
   options.arg(where, 1, "command", command, options.string)
-  check_args(where, args)
-  opts = options.check(where, opts, EXEC_OPTS)
+  common.checkArgs(where, args)
+  opts = options.check(where, opts, common.EXEC_OPTS)
   self:_ensureRunning()
   local timeout = opts.timeout
   if timeout == nil then timeout = self.timeout end
@@ -242,17 +199,8 @@ function LocalSandbox:getInstructions()
   check_self("LocalSandbox:getInstructions", self)
   local default = ('Local command execution. Working directory: "%s".')
     :format(self.workingDirectory)
-  local custom = self._instructions
-  if type(custom) == "string" then return custom end
-  if type(custom) == "function" then
-    local text = custom{ defaultInstructions = default }
-    if type(text) ~= "string" then
-      error(("LocalSandbox:getInstructions: the instructions function must return"
-        .. " a string (got %s)"):format(options.describe(text)), 2)
-    end
-    return text
-  end
-  return default
+  local text = common.instructions("LocalSandbox:getInstructions", self._instructions, default)
+  return text -- not a tail call: errors point at the caller
 end
 
 return LocalSandbox

@@ -8,6 +8,7 @@
 -- stable `id`, so a later start() provisions again from it.
 local core = require "mastra.core"
 local errors = require "mastra.errors"
+local common = require "mastra.common"
 local options = require "mastra.options"
 local shell = require "mastra.shell"
 local task = require "mastra.task"
@@ -60,31 +61,6 @@ local CLONE_OPTS = {
   seedCheckpointName = options.string,
 }
 
-local EXEC_OPTS = {
-  cwd = options.string,
-  env = options.env,
-  timeout = options.ms,
-  onStdout = options.func,
-  onStderr = options.func,
-}
-
-local function base36(n)
-  local digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-  local s = ""
-  repeat
-    local d = n % 36
-    s = digits:sub(d + 1, d + 1) .. s
-    n = n // 36
-  until n == 0
-  return s
-end
-
-local function fresh_id()
-  local r = {}
-  for i = 1, 6 do r[i] = base36(math.random(0, 35)) end
-  return ("platform-sandbox-%s-%s"):format(base36(core.time()), table.concat(r))
-end
-
 local function copy_env(env)
   local out = {}
   for k, v in pairs(env or {}) do out[k] = tostring(v) end
@@ -125,7 +101,7 @@ function construct(opts, cfg, where)
     error(where .. ": environmentId is required", 3)
   end
   local self = setmetatable({
-    id = opts.id or fresh_id(),
+    id = opts.id or common.newId("platform-sandbox"),
     name = "PlatformSandbox",
     provider = "platform",
     status = "pending",
@@ -380,20 +356,6 @@ local function merged_env(self, extra)
   return env
 end
 
-local function check_args(where, args)
-  if args == nil then return end
-  if type(args) ~= "table" then
-    error(("%s: argument #2 (args) must be a list of strings (got %s)")
-      :format(where, options.describe(args)), 3)
-  end
-  for i = 1, #args do
-    if type(args[i]) ~= "string" then
-      error(("%s: argument #2 (args) item %d must be a string (got %s)")
-        :format(where, i, options.describe(args[i])), 3)
-    end
-  end
-end
-
 --- Run `command` (shell text) with `args` (each quoted as one argument) in
 -- the sandbox. Returns {stdout, stderr, exitCode, success,
 -- executionTimeMs, timedOut, command, args}; a timeout gives exitCode 124.
@@ -401,8 +363,8 @@ function PlatformSandbox:executeCommand(command, args, opts)
   local where = "PlatformSandbox:executeCommand"
   check_self(where, self)
   options.arg(where, 1, "command", command, options.string)
-  check_args(where, args)
-  opts = options.check(where, opts, EXEC_OPTS)
+  common.checkArgs(where, args)
+  opts = options.check(where, opts, common.EXEC_OPTS)
   local started = core.now()
   local full = shell.commandLine(command, args)
   self:_ensureRunning(full)
@@ -455,7 +417,8 @@ end
 function PlatformSandbox:_spawnProcess(command, opts)
   self._pidCounter = self._pidCounter + 1
   local h = setmetatable({
-    pid = ("platform-proc-%s-%s"):format(base36(core.time()), base36(self._pidCounter - 1)),
+    pid = ("platform-proc-%s-%s"):format(common.base36(core.time()),
+      common.base36(self._pidCounter - 1)),
     command = command, stdout = "", stderr = "",
   }, Handle)
   self._running = self._running or {}
@@ -537,17 +500,8 @@ function PlatformSandbox:getInstructions()
   check_self("PlatformSandbox:getInstructions", self)
   local default = ("Platform sandbox%s. Execute commands with the sandbox command APIs.")
     :format(self.sandboxId and " " .. self.sandboxId or "")
-  local custom = self._instructions
-  if type(custom) == "string" then return custom end
-  if type(custom) == "function" then
-    local text = custom{ defaultInstructions = default }
-    if type(text) ~= "string" then
-      error(("PlatformSandbox:getInstructions: the instructions function must return"
-        .. " a string (got %s)"):format(options.describe(text)), 2)
-    end
-    return text
-  end
-  return default
+  local text = common.instructions("PlatformSandbox:getInstructions", self._instructions, default)
+  return text -- not a tail call: errors point at the caller
 end
 
 -- }======

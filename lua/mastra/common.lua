@@ -1,0 +1,70 @@
+-- Pieces shared by the sandbox classes: ids, the command arguments and
+-- options, and configured instructions.
+local core = require "mastra.core"
+local options = require "mastra.options"
+
+local common = {}
+
+local DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+function common.base36(n)
+  local s = ""
+  repeat
+    local d = n % 36
+    s = DIGITS:sub(d + 1, d + 1) .. s
+    n = n // 36
+  until n == 0
+  return s
+end
+
+--- "<prefix>-<ms since the epoch, base 36>-<6 random base-36 digits>"
+function common.newId(prefix)
+  local r = {}
+  for i = 1, 6 do
+    local n = math.random(1, 36)
+    r[i] = DIGITS:sub(n, n)
+  end
+  return ("%s-%s-%s"):format(prefix, common.base36(core.time()), table.concat(r))
+end
+
+--- The options of executeCommand.
+common.EXEC_OPTS = {
+  cwd = options.string,
+  env = options.env,
+  timeout = options.ms,
+  onStdout = options.func,
+  onStderr = options.func,
+}
+
+--- args of executeCommand: nil or a list of strings. Raises at the caller
+-- of the function that calls it.
+function common.checkArgs(where, args)
+  if args == nil then return end
+  if type(args) ~= "table" then
+    error(("%s: argument #2 (args) must be a list of strings (got %s)")
+      :format(where, options.describe(args)), 3)
+  end
+  for i = 1, #args do
+    if type(args[i]) ~= "string" then
+      error(("%s: argument #2 (args) item %d must be a string (got %s)")
+        :format(where, i, options.describe(args[i])), 3)
+    end
+  end
+end
+
+--- The instructions: the configured string, or what the configured
+-- function makes of {defaultInstructions}, or the default.
+function common.instructions(where, custom, default)
+  if type(custom) == "string" then return custom end
+  if type(custom) == "function" then
+    local text = custom{ defaultInstructions = default }
+    if type(text) ~= "string" then
+      error(("%s: the instructions function must return a string (got %s)")
+        :format(where, options.describe(text)), 3)
+    end
+    return text
+  end
+  return default
+end
+
+return common
