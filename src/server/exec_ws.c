@@ -541,6 +541,9 @@ refuse:
     free(s->extra);
     free(s);
   }
+  /* libmicrohttpd may keep the socket open when it is handed back from
+  ** inside this callback: end the connection for the client right away */
+  shutdown(sock, SHUT_RDWR);
   MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 }
 
