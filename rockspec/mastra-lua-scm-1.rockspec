@@ -24,6 +24,7 @@ external_dependencies = {
   CURL = { library = "curl" },
   CJSON = { header = "cjson/cJSON.h" },
   WSLAY = { header = "wslay/wslay.h" },
+  PCRE2 = { header = "pcre2.h" },
 }
 build = {
   type = "builtin",
@@ -40,12 +41,15 @@ build = {
     ["mastra.platform_client"] = "lua/mastra/platform_client.lua",
     ["mastra.direct_exec"] = "lua/mastra/direct_exec.lua",
     ["mastra.platform_sandbox"] = "lua/mastra/platform_sandbox.lua",
+    ["mastra.workspace"] = "lua/mastra/workspace.lua",
+    ["mastra.platform_filesystem"] = "lua/mastra/platform_filesystem.lua",
+    ["mastra.local_filesystem"] = "lua/mastra/local_filesystem.lua",
     ["mastra.core"] = {
       sources = { "src/loop.c", "src/proc.c", "src/sha1.c", "src/http.c", "src/ws.c",
-        "src/lcore.c", "src/ljson.c", "src/lnet.c" },
+        "src/lcore.c", "src/ljson.c", "src/lnet.c", "src/lregex.c", "src/lfs.c" },
       incdirs = { "include", "src", "$(CJSON_INCDIR)", "$(WSLAY_INCDIR)" },
       libdirs = { "$(CURL_LIBDIR)" },
-      libraries = { "curl", "cjson", "wslay" },
+      libraries = { "curl", "cjson", "wslay", "pcre2-8" },
     },
   },
 }

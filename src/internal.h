@@ -22,6 +22,14 @@ void mastra__open_json(lua_State *L);
 ** becomes their upvalue. */
 void mastra__open_net(lua_State *L);
 
+/* src/lfs.c: add the fs* filesystem primitives to the module table on the
+** top of the stack. */
+void mastra__open_fs(lua_State *L);
+
+/* src/lregex.c: add regexCompile and regexMatch (PCRE2) to the module
+** table on the top of the stack. */
+void mastra__open_regex(lua_State *L);
+
 /* The Lua sources of the facade, compiled into the library
 ** (generated from lua/mastra/ by cmake/embed_lua.cmake). */
 typedef struct mastra__lua_module {

@@ -559,6 +559,8 @@ int luaopen_mastra_core(lua_State *L) {
   push_loop(L);
   mastra__open_net(L); /* http, websocket: src/lnet.c */
   mastra__open_json(L);
+  mastra__open_regex(L); /* src/lregex.c */
+  mastra__open_fs(L); /* fs*: src/lfs.c */
   lua_pushliteral(L, "mastra.core");
   lua_setfield(L, -2, "_NAME");
   lua_pushliteral(L, MASTRA_VERSION_STRING);

@@ -16,6 +16,9 @@ local mastra = {
   errors = require "mastra.errors",
   LocalSandbox = require "mastra.local_sandbox",
   PlatformSandbox = require "mastra.platform_sandbox",
+  PlatformFilesystem = require "mastra.platform_filesystem",
+  LocalFilesystem = require "mastra.local_filesystem",
+  Workspace = require "mastra.workspace",
   localPlatform = require("mastra.local_platform").ensure,
 
   spawn = task.spawn,

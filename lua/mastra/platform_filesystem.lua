@@ -1,0 +1,527 @@
+-- PlatformFilesystem: a Mastra Platform bucket as a workspace filesystem
+-- (platform-protocol.md section 4 and 7.4; conformance-cases.md FS-*).
+--
+-- Objects live at /fs/{bucket}/{key} under the project prefix; a key is
+-- the normalized path without its leading "/", percent-encoded segment by
+-- segment. Directories are prefixes: mkdir stores the marker object
+-- "dir/", and a path is a directory when something is stored under it.
+--
+-- Contents are Lua strings, which are bytes: readFile returns the bytes
+-- whether or not `encoding` ("utf-8"/"utf8") is given (with it, the bytes
+-- are the UTF-8 text as stored). Times (createdAt, modifiedAt) are
+-- milliseconds since the epoch.
+--
+-- Where this client differs from upstream (on purpose, for the
+-- conformance cases): copyFile/moveFile map a 404 to FileNotFoundError;
+-- rmdir without `recursive` refuses a non-empty directory
+-- (DirectoryNotEmptyError); readdir of a path with nothing under it raises
+-- NotDirectoryError (an object is stored there) or DirectoryNotFoundError;
+-- a recursive readdir names entries by their path relative to the listed
+-- directory ("sub/nested.txt") and includes the directories.
+local core = require "mastra.core"
+local errors = require "mastra.errors"
+local options = require "mastra.options"
+local client = require "mastra.platform_client"
+local common = require "mastra.common"
+
+local PlatformFilesystem = { __name = "mastra.PlatformFilesystem" }
+PlatformFilesystem.__index = PlatformFilesystem
+
+local NEW_OPTS = {
+  bucketName = options.string,
+  accessToken = options.string,
+  projectId = options.string,
+  sandboxProvider = options.string,
+  actingUserId = options.string,
+  sessionId = options.string,
+  threadId = options.string,
+  fetch = options.func,
+  requestTimeout = options.ms,
+  proxyUrl = options.string,
+  readOnly = options.boolean,
+  displayName = options.string,
+  description = options.string,
+  instructions = options.string_or_function,
+  icon = options.string,
+  id = options.string,
+}
+
+local ENCODING = options.one_of("utf-8", "utf8")
+
+local function extension(v)
+  if type(v) == "string" then return true end
+  if type(v) == "table" then
+    for i = 1, #v do
+      if type(v[i]) ~= "string" then return false, "a string or a list of strings" end
+    end
+    return true
+  end
+  return false, "a string or a list of strings"
+end
+
+local function depth(v)
+  return math.type(v) == "integer" and v >= 0, "an integer >= 0"
+end
+
+local READ_OPTS = { encoding = ENCODING }
+local WRITE_OPTS = { overwrite = options.boolean, recursive = options.boolean,
+  mimeType = options.string, encoding = ENCODING }
+local DELETE_OPTS = { recursive = options.boolean, force = options.boolean }
+local COPY_OPTS = { overwrite = options.boolean, recursive = options.boolean }
+local MKDIR_OPTS = { recursive = options.boolean }
+local READDIR_OPTS = { recursive = options.boolean, extension = extension, maxDepth = depth }
+
+--- POSIX normalize under "/": "" and "." are "/", "//" collapses, "." and
+-- ".." resolve (clamped at the root), a trailing "/" is kept.
+function PlatformFilesystem.normalizePath(p)
+  if p == "" or p == "." then return "/" end
+  local trailing = p:sub(-1) == "/"
+  local parts = {}
+  for seg in p:gmatch("[^/]+") do
+    if seg == ".." then
+      if #parts > 0 then parts[#parts] = nil end
+    elseif seg ~= "." then
+      parts[#parts + 1] = seg
+    end
+  end
+  local out = "/" .. table.concat(parts, "/")
+  if trailing and out ~= "/" then out = out .. "/" end
+  return out
+end
+local normalize = PlatformFilesystem.normalizePath
+
+local function encode_key(key)
+  local out = {}
+  for seg in (key .. "/"):gmatch("([^/]*)/") do
+    out[#out + 1] = client.encodeComponent(seg)
+  end
+  return table.concat(out, "/")
+end
+
+local function last_segment(p)
+  return p:gsub("/+$", ""):match("([^/]*)$")
+end
+
+local MONTHS = { Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6,
+  Jul = 7, Aug = 8, Sep = 9, Oct = 10, Nov = 11, Dec = 12 }
+
+-- ms since the epoch of an HTTP date (RFC 1123) or an ISO-8601 time; 0.
+local function parse_date(s)
+  if type(s) ~= "string" then return 0 end
+  local d, mon, y, h, mi, sec = s:match("^%a+, (%d+) (%a+) (%d+) (%d+):(%d+):(%d+) GMT")
+  if d and MONTHS[mon] then
+    s = ("%04d-%02d-%02dT%s:%s:%sZ"):format(tonumber(y), MONTHS[mon], tonumber(d), h, mi, sec)
+  end
+  return client.parseTime(s) or 0
+end
+
+local function check_self(where, self)
+  options.self(where, self, PlatformFilesystem, 4)
+  return self
+end
+
+-- A path argument: a string without NUL bytes. Raises at the caller of
+-- the method.
+local function check_path(where, n, name, p, level)
+  level = level or 3
+  if type(p) ~= "string" then
+    error(("%s: argument #%d (%s) must be a string path (got %s)")
+      :format(where, n, name, options.describe(p)), level)
+  end
+  if p:find("%z") then
+    error(("%s: argument #%d (%s) must not contain NUL bytes"):format(where, n, name), level)
+  end
+  return p
+end
+
+function PlatformFilesystem.new(opts)
+  opts = options.check("PlatformFilesystem.new", opts, NEW_OPTS)
+  local cfg = client.resolve(opts, "PlatformFilesystem.new")
+  local bucket = opts.bucketName
+  if bucket == nil or bucket == "" then
+    bucket = os.getenv("MASTRA_PLATFORM_BUCKET_NAME")
+    if bucket == "" then bucket = nil end
+    bucket = bucket or cfg.defaultBucketName
+  end
+  if bucket == nil or bucket == "" then
+    error("PlatformFilesystem.new: bucketName is required (option bucketName or"
+      .. " MASTRA_PLATFORM_BUCKET_NAME)", 2)
+  end
+  return setmetatable({
+    id = opts.id or common.newId("platform-fs"),
+    name = "PlatformFilesystem",
+    provider = "platform",
+    icon = opts.icon or "cloud",
+    status = "pending",
+    readOnly = opts.readOnly == true,
+    displayName = opts.displayName,
+    description = opts.description,
+    bucketName = bucket,
+    _cfg = cfg,
+    _instructions = opts.instructions,
+  }, PlatformFilesystem)
+end
+
+--- Lazy init: no I/O for this provider.
+function PlatformFilesystem:init()
+  check_self("PlatformFilesystem:init", self)
+  if self.status == "ready" then return end
+  self.status = "initializing"
+  self.status = "ready"
+end
+
+function PlatformFilesystem:_ensureReady()
+  if self.status ~= "ready" then
+    self.status = "initializing"
+    self.status = "ready"
+  end
+end
+
+function PlatformFilesystem:destroy()
+  check_self("PlatformFilesystem:destroy", self)
+  self.status = "destroyed"
+end
+
+PlatformFilesystem.__close = function(self) self:destroy() end
+
+function PlatformFilesystem.__tostring(self)
+  return ("mastra.PlatformFilesystem: %s (bucket %s, %s)"):format(self.id, self.bucketName,
+    self.status)
+end
+
+local function read_only(self, op, path)
+  if self.readOnly then
+    errors.WorkspaceReadOnlyError:raise({
+      message = "Workspace is in read-only mode. Cannot perform: " .. op,
+      operation = op, path = path,
+    }, 3)
+  end
+end
+
+-- One request on /fs/{bucket}/{key}. Returns the response, or nil and the
+-- PlatformApiError when its status is one of `statuses`.
+function PlatformFilesystem:_fs(method, key, opts, statuses)
+  opts = opts or {}
+  opts.expectJson = false
+  local path = "/fs/" .. client.encodeComponent(self.bucketName) .. "/" .. encode_key(key)
+  local ok, res = pcall(client.request, self._cfg, method, path, opts)
+  if ok then return res end
+  if statuses and errors.PlatformApiError:is(res) and statuses[res.status] then
+    return nil, res
+  end
+  error(res, 0)
+end
+
+-- The listing under key (a "dir/" prefix, or "" for the root).
+function PlatformFilesystem:_list(prefix, recursive)
+  local query = {}
+  if not recursive then query[#query + 1] = { "delimiter", "/" } end
+  if prefix ~= "" then query[#query + 1] = { "prefix", prefix } end
+  local res = self:_fs("GET", "", { query = query })
+  local j = res.body ~= "" and core.jsonDecode(res.body) or {}
+  if type(j) ~= "table" then j = {} end
+  local contents = type(j.contents) == "table" and j.contents or {}
+  local prefixes = type(j.commonPrefixes) == "table" and j.commonPrefixes or {}
+  return contents, prefixes
+end
+
+local function dir_prefix(key)
+  if key == "" then return "" end
+  if key:sub(-1) ~= "/" then return key .. "/" end
+  return key
+end
+
+local function not_found(path)
+  errors.FileNotFoundError:raise({ message = "File not found: " .. path, path = path }, 3)
+end
+
+function PlatformFilesystem:readFile(path, opts)
+  local where = "PlatformFilesystem:readFile"
+  check_self(where, self)
+  check_path(where, 1, "path", path)
+  options.check(where, opts, READ_OPTS)
+  self:_ensureReady()
+  local key = normalize(path):sub(2)
+  if key == "" or key:sub(-1) == "/" then
+    errors.IsDirectoryError:raise({
+      message = "Is a directory: " .. path, path = path }, 2)
+  end
+  local res = self:_fs("GET", key, nil, { [404] = true })
+  if not res then not_found(path) end
+  return res.body
+end
+
+function PlatformFilesystem:writeFile(path, content, opts)
+  local where = "PlatformFilesystem:writeFile"
+  check_self(where, self)
+  check_path(where, 1, "path", path)
+  options.arg(where, 2, "content", content, options.string)
+  opts = options.check(where, opts, WRITE_OPTS)
+  self:_ensureReady()
+  read_only(self, "writeFile", path)
+  local key = normalize(path):sub(2)
+  if key == "" or key:sub(-1) == "/" then
+    errors.IsDirectoryError:raise({ message = "Is a directory: " .. path, path = path }, 2)
+  end
+  local headers = {}
+  if opts.overwrite == false then headers["if-none-match"] = "*" end
+  -- as fetch does: text gets text/plain;charset=UTF-8, bytes get none
+  local ctype = opts.mimeType
+  if ctype == nil and utf8.len(content) then ctype = "text/plain;charset=UTF-8" end
+  local res = self:_fs("PUT", key, { body = content, contentType = ctype, headers = headers },
+    { [412] = true })
+  if not res then
+    errors.FileExistsError:raise({ message = "File already exists: " .. path, path = path }, 2)
+  end
+end
+
+function PlatformFilesystem:appendFile(path, content, opts)
+  local where = "PlatformFilesystem:appendFile"
+  check_self(where, self)
+  check_path(where, 1, "path", path)
+  options.arg(where, 2, "content", content, options.string)
+  opts = options.check(where, opts, WRITE_OPTS)
+  self:_ensureReady()
+  read_only(self, "appendFile", path)
+  local key = normalize(path):sub(2)
+  if key == "" or key:sub(-1) == "/" then
+    errors.IsDirectoryError:raise({ message = "Is a directory: " .. path, path = path }, 2)
+  end
+  -- not atomic: concurrent appends are last-write-wins (as upstream)
+  local res = self:_fs("GET", key, nil, { [404] = true })
+  local old = res and res.body or ""
+  self:_fs("PUT", key, { body = old .. content, contentType = opts.mimeType })
+end
+
+function PlatformFilesystem:deleteFile(path, opts)
+  local where = "PlatformFilesystem:deleteFile"
+  check_self(where, self)
+  check_path(where, 1, "path", path)
+  opts = options.check(where, opts, DELETE_OPTS)
+  self:_ensureReady()
+  read_only(self, "deleteFile", path)
+  local key = normalize(path):sub(2)
+  local query = {}
+  if opts.recursive ~= nil then query[1] = { "recursive", opts.recursive } end
+  local res = self:_fs("DELETE", key, { query = query }, { [404] = true })
+  if not res and not opts.force then not_found(path) end
+end
+
+local function copy_or_move(self, where, op, src, dest, opts)
+  check_self(where, self)
+  check_path(where, 1, "src", src, 4)
+  check_path(where, 2, "dest", dest, 4)
+  opts = options.check(where, opts, COPY_OPTS, 4)
+  self:_ensureReady()
+  local method = op == "copy" and "copyFile" or "moveFile"
+  read_only(self, method, src)
+  if opts.overwrite == false then
+    error(("PlatformFilesystem.%s does not support overwrite: false"
+      .. " \u{2014} the proxy always overwrites."):format(method), 3)
+  end
+  local res = self:_fs("POST", normalize(src):sub(2), {
+    query = { { "op", op == "copy" and "copy" or "rename" } },
+    json = setmetatable({ destination = normalize(dest):sub(2) },
+      { __jsonorder = { "destination" } }),
+  }, { [404] = true })
+  if not res then
+    errors.FileNotFoundError:raise({ message = "File not found: " .. src, path = src }, 3)
+  end
+end
+
+function PlatformFilesystem:copyFile(src, dest, opts)
+  copy_or_move(self, "PlatformFilesystem:copyFile", "copy", src, dest, opts)
+end
+
+function PlatformFilesystem:moveFile(src, dest, opts)
+  copy_or_move(self, "PlatformFilesystem:moveFile", "move", src, dest, opts)
+end
+
+function PlatformFilesystem:mkdir(path, opts)
+  local where = "PlatformFilesystem:mkdir"
+  check_self(where, self)
+  check_path(where, 1, "path", path)
+  options.check(where, opts, MKDIR_OPTS)
+  self:_ensureReady()
+  read_only(self, "mkdir", path)
+  -- recursive is moot: a prefix needs no parents
+  self:_fs("POST", normalize(path):sub(2), { query = { { "op", "mkdir" } } })
+end
+
+function PlatformFilesystem:rmdir(path, opts)
+  local where = "PlatformFilesystem:rmdir"
+  check_self(where, self)
+  check_path(where, 1, "path", path)
+  opts = options.check(where, opts, DELETE_OPTS)
+  self:_ensureReady()
+  read_only(self, "rmdir", path)
+  local prefix = dir_prefix(normalize(path):sub(2))
+  if not opts.recursive then
+    local contents, prefixes = self:_list(prefix, false)
+    local marker = false
+    for _, c in ipairs(contents) do
+      if c.key == prefix then
+        marker = true
+      else
+        prefixes[#prefixes + 1] = c.key
+      end
+    end
+    if #prefixes > 0 then
+      errors.DirectoryNotEmptyError:raise({
+        message = "Directory not empty: " .. path, path = path }, 2)
+    end
+    if not marker then
+      if opts.force then return end
+      not_found(path)
+    end
+  end
+  local res = self:_fs("DELETE", prefix, { query = { { "recursive", true } } }, { [404] = true })
+  if not res and not opts.force then not_found(path) end
+end
+
+local function ext_match(name, ext)
+  if ext == nil then return true end
+  if type(ext) == "string" then ext = { ext } end
+  for _, e in ipairs(ext) do
+    if e == "" or name:sub(-#e) == e then return true end
+  end
+  return false
+end
+
+function PlatformFilesystem:readdir(path, opts)
+  local where = "PlatformFilesystem:readdir"
+  check_self(where, self)
+  check_path(where, 1, "path", path)
+  opts = options.check(where, opts, READDIR_OPTS)
+  self:_ensureReady()
+  local key = normalize(path):sub(2)
+  local prefix = dir_prefix(key)
+  local recursive = opts.recursive and opts.maxDepth ~= 0
+  local contents, prefixes = self:_list(prefix, recursive)
+  if prefix ~= "" and #contents == 0 and #prefixes == 0 then
+    local res = self:_fs("HEAD", key:gsub("/$", ""), nil, { [404] = true })
+    if res then
+      errors.NotDirectoryError:raise({ message = "Not a directory: " .. path, path = path }, 2)
+    end
+    errors.DirectoryNotFoundError:raise({
+      message = "Directory not found: " .. path, path = path }, 2)
+  end
+  local dirs, files = {}, {}
+  if not recursive then
+    for _, p in ipairs(prefixes) do
+      if type(p) == "string" then
+        dirs[#dirs + 1] = { name = last_segment(p), type = "directory" }
+      end
+    end
+    for _, c in ipairs(contents) do
+      local k = c.key
+      if type(k) == "string" and k ~= "" and k:sub(-1) ~= "/" then
+        local name = last_segment(k)
+        if ext_match(name, opts.extension) then
+          files[#files + 1] = { name = name, type = "file", size = math.tointeger(c.size) or 0 }
+        end
+      end
+    end
+  else
+    local max = opts.maxDepth or math.huge
+    local seen = {}
+    local function add_dir(rel)
+      if rel ~= "" and not seen[rel] then
+        seen[rel] = true
+        local _, slashes = rel:gsub("/", "")
+        if slashes + 1 <= max then dirs[#dirs + 1] = { name = rel, type = "directory" } end
+      end
+    end
+    for _, c in ipairs(contents) do
+      local k = c.key
+      if type(k) == "string" and k:sub(1, #prefix) == prefix then
+        local rel = k:sub(#prefix + 1)
+        local parent = ""
+        for seg in rel:gmatch("([^/]+)/") do
+          parent = parent == "" and seg or (parent .. "/" .. seg)
+          add_dir(parent)
+        end
+        if rel ~= "" and rel:sub(-1) ~= "/" then
+          local _, slashes = rel:gsub("/", "")
+          if slashes + 1 <= max and ext_match(rel, opts.extension) then
+            files[#files + 1] = { name = rel, type = "file", size = math.tointeger(c.size) or 0 }
+          end
+        end
+      end
+    end
+    table.sort(dirs, function(a, b) return a.name < b.name end)
+  end
+  for _, f in ipairs(files) do dirs[#dirs + 1] = f end
+  return dirs
+end
+
+local function root_stat()
+  return { name = "", path = "/", type = "directory", size = 0, createdAt = 0, modifiedAt = 0 }
+end
+
+function PlatformFilesystem:stat(path)
+  local where = "PlatformFilesystem:stat"
+  check_self(where, self)
+  check_path(where, 1, "path", path)
+  self:_ensureReady()
+  local norm = normalize(path)
+  if norm == "/" then return root_stat() end
+  local key = norm:sub(2)
+  local res = self:_fs("HEAD", key, nil, { [404] = true })
+  if res then
+    local h = res.headers or {}
+    local t = parse_date(h["last-modified"])
+    return {
+      name = last_segment(norm), path = norm,
+      type = norm:sub(-1) == "/" and "directory" or "file",
+      size = math.tointeger(tonumber(h["content-length"])) or 0,
+      createdAt = t, modifiedAt = t, mimeType = h["content-type"],
+    }
+  end
+  local contents, prefixes = self:_list(dir_prefix(key), false)
+  if #contents > 0 or #prefixes > 0 then
+    return { name = last_segment(norm), path = norm, type = "directory", size = 0,
+      createdAt = 0, modifiedAt = 0 }
+  end
+  not_found(path)
+end
+
+function PlatformFilesystem:exists(path)
+  local where = "PlatformFilesystem:exists"
+  check_self(where, self)
+  check_path(where, 1, "path", path)
+  local ok, err = pcall(self.stat, self, path)
+  if ok then return true end
+  if errors.FileNotFoundError:is(err) or (type(err) == "table" and err.status == 404) then
+    return false
+  end
+  error(err, 0)
+end
+
+function PlatformFilesystem:realpath(path)
+  check_self("PlatformFilesystem:realpath", self)
+  check_path("PlatformFilesystem:realpath", 1, "path", path)
+  return normalize(path)
+end
+
+function PlatformFilesystem:getInfo()
+  check_self("PlatformFilesystem:getInfo", self)
+  local metadata = { bucketName = self.bucketName }
+  if self.displayName and self.displayName ~= "" then metadata.displayName = self.displayName end
+  if self.description and self.description ~= "" then metadata.description = self.description end
+  return {
+    id = self.id, name = self.name, provider = self.provider, status = self.status,
+    readOnly = self.readOnly, icon = self.icon, metadata = metadata,
+  }
+end
+
+function PlatformFilesystem:getInstructions()
+  check_self("PlatformFilesystem:getInstructions", self)
+  local default = ("Platform filesystem backed by Mastra Platform bucket %s."
+    .. " Use absolute workspace paths."):format(self.bucketName)
+  local text = common.instructions("PlatformFilesystem:getInstructions", self._instructions,
+    default)
+  return text
+end
+
+return PlatformFilesystem

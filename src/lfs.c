@@ -1,0 +1,316 @@
+/*
+** mastra.core: filesystem primitives for LocalFilesystem
+** (lua/mastra/local_filesystem.lua).
+**
+**   core.fsStat(path)       -> {type, size, mtime, ctime, mode}
+**   core.fsLstat(path)      -> the same without following a symlink
+**   core.fsReaddir(path)    -> {name, ...} (no "." and "..")
+**   core.fsRealpath(path)   -> the canonical absolute path
+**   core.fsReadlink(path)   -> the target of a symlink
+**   core.fsReadFile(path)   -> the bytes of a regular file
+**   core.fsWriteAtomic(path, data, exclusive) -> true
+**       a temporary file beside path, written, fsynced, then renamed over
+**       path (or, with exclusive, linked: EEXIST if path exists), so a
+**       reader never sees a torn file; an overwritten file keeps its mode
+**   core.fsAppend(path, data) -> true (O_APPEND, created if missing)
+**   core.fsRename(from, to)  core.fsUnlink(path)  core.fsRmdir(path)
+**   core.fsMkdir(path)       -> true
+**
+** Type is "file", "directory", "symlink" or "other"; times are
+** milliseconds since the epoch. Every failure returns nil, message,
+** errno name ("ENOENT", "EEXIST", ...). Calls block (local disk).
+*/
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "internal.h"
+
+static const char *errno_name(int e) {
+  switch (e) {
+  case ENOENT: return "ENOENT";
+  case EEXIST: return "EEXIST";
+  case ENOTDIR: return "ENOTDIR";
+  case EISDIR: return "EISDIR";
+  case ENOTEMPTY: return "ENOTEMPTY";
+  case EACCES: return "EACCES";
+  case EPERM: return "EPERM";
+  case ELOOP: return "ELOOP";
+  case EXDEV: return "EXDEV";
+  case EINVAL: return "EINVAL";
+  case ENAMETOOLONG: return "ENAMETOOLONG";
+  case EROFS: return "EROFS";
+  case ENOSPC: return "ENOSPC";
+  case EBUSY: return "EBUSY";
+  case EMFILE: return "EMFILE";
+  case ENFILE: return "ENFILE";
+  case EIO: return "EIO";
+  case EFBIG: return "EFBIG";
+  case ENOMEM: return "ENOMEM";
+  default: return "EIO";
+  }
+}
+
+/* nil, "<path>: <strerror>", errno name */
+static int fail(lua_State *L, const char *path, int e) {
+  luaL_pushfail(L);
+  lua_pushfstring(L, "%s: %s", path, strerror(e));
+  lua_pushstring(L, errno_name(e));
+  return 3;
+}
+
+static lua_Integer ms_of(const struct timespec *ts) {
+  return (lua_Integer)ts->tv_sec * 1000 + ts->tv_nsec / 1000000;
+}
+
+static int push_stat(lua_State *L, const struct stat *st) {
+  const char *type = S_ISREG(st->st_mode)   ? "file"
+                     : S_ISDIR(st->st_mode) ? "directory"
+                     : S_ISLNK(st->st_mode) ? "symlink"
+                                            : "other";
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, type);
+  lua_setfield(L, -2, "type");
+  lua_pushinteger(L, (lua_Integer)st->st_size);
+  lua_setfield(L, -2, "size");
+  lua_pushinteger(L, ms_of(&st->st_mtim));
+  lua_setfield(L, -2, "mtime");
+  lua_pushinteger(L, ms_of(&st->st_ctim));
+  lua_setfield(L, -2, "ctime");
+  lua_pushinteger(L, (lua_Integer)(st->st_mode & 07777));
+  lua_setfield(L, -2, "mode");
+  return 1;
+}
+
+static int fs_stat(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (stat(path, &st) < 0) return fail(L, path, errno);
+  return push_stat(L, &st);
+}
+
+static int fs_lstat(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (lstat(path, &st) < 0) return fail(L, path, errno);
+  return push_stat(L, &st);
+}
+
+static int fs_readdir(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  DIR *d = opendir(path);
+  struct dirent *e;
+  lua_Integer n = 0;
+  if (d == NULL) return fail(L, path, errno);
+  lua_newtable(L);
+  errno = 0;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    lua_pushstring(L, e->d_name);
+    lua_rawseti(L, -2, ++n);
+  }
+  if (errno != 0) {
+    int err = errno;
+    closedir(d);
+    return fail(L, path, err);
+  }
+  closedir(d);
+  return 1;
+}
+
+static int fs_realpath(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  char *r = realpath(path, NULL);
+  if (r == NULL) return fail(L, path, errno);
+  lua_pushstring(L, r);
+  free(r);
+  return 1;
+}
+
+static int fs_readlink(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  char buf[PATH_MAX];
+  ssize_t n = readlink(path, buf, sizeof buf);
+  if (n < 0) return fail(L, path, errno);
+  lua_pushlstring(L, buf, (size_t)n);
+  return 1;
+}
+
+static int fs_readfile(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  luaL_Buffer b;
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(L, path, errno);
+  if (fstat(fd, &st) < 0) {
+    int err = errno;
+    close(fd);
+    return fail(L, path, err);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    close(fd);
+    return fail(L, path, EISDIR);
+  }
+  luaL_buffinit(L, &b);
+  for (;;) {
+    char *p = luaL_prepbuffsize(&b, 65536);
+    ssize_t n = read(fd, p, 65536);
+    if (n < 0) {
+      int err = errno;
+      if (err == EINTR) continue;
+      close(fd);
+      return fail(L, path, err);
+    }
+    if (n == 0) break;
+    luaL_addsize(&b, (size_t)n);
+  }
+  close(fd);
+  luaL_pushresult(&b);
+  return 1;
+}
+
+static int write_all(int fd, const char *p, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+static int fs_write_atomic(lua_State *L) {
+  size_t plen, len;
+  const char *path = luaL_checklstring(L, 1, &plen);
+  const char *data = luaL_checklstring(L, 2, &len);
+  int exclusive = lua_toboolean(L, 3);
+  char *tmp = (char *)lua_newuserdatauv(L, plen + 64, 0);
+  const char *slash = strrchr(path, '/');
+  size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+  struct timespec ts;
+  int fd, err, attempt;
+  struct stat st;
+  int keep_mode = 0;
+  if (stat(path, &st) == 0) {
+    /* a directory at path: the rename would fail with a less clear error */
+    if (S_ISDIR(st.st_mode)) return fail(L, path, EISDIR);
+    keep_mode = S_ISREG(st.st_mode); /* an overwrite keeps the file's mode */
+  }
+  clock_gettime(CLOCK_REALTIME, &ts);
+  fd = -1;
+  for (attempt = 0; attempt < 100 && fd < 0; attempt++) {
+    memcpy(tmp, path, dirlen);
+    snprintf(tmp + dirlen, 64, ".mastra-tmp-%ld-%lx-%d", (long)getpid(),
+             (unsigned long)(ts.tv_nsec ^ (long)rand()), attempt);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) return fail(L, path, errno);
+  }
+  if (fd < 0) return fail(L, path, EEXIST);
+  if ((keep_mode && fchmod(fd, st.st_mode & 07777) < 0)
+      || write_all(fd, data, len) < 0 || fsync(fd) < 0) {
+    err = errno;
+    close(fd);
+    unlink(tmp);
+    return fail(L, path, err);
+  }
+  if (close(fd) < 0) {
+    err = errno;
+    unlink(tmp);
+    return fail(L, path, err);
+  }
+  if (exclusive) {
+    /* link fails with EEXIST when path exists: no overwrite, no race */
+    if (link(tmp, path) < 0) {
+      err = errno;
+      unlink(tmp);
+      return fail(L, path, err);
+    }
+    unlink(tmp);
+  } else if (rename(tmp, path) < 0) {
+    err = errno;
+    unlink(tmp);
+    return fail(L, path, err);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int fs_append(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checkstring(L, 1);
+  const char *data = luaL_checklstring(L, 2, &len);
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return fail(L, path, errno);
+  if (write_all(fd, data, len) < 0) {
+    int err = errno;
+    close(fd);
+    return fail(L, path, err);
+  }
+  if (close(fd) < 0) return fail(L, path, errno);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int fs_rename(lua_State *L) {
+  const char *from = luaL_checkstring(L, 1);
+  const char *to = luaL_checkstring(L, 2);
+  if (rename(from, to) < 0) return fail(L, from, errno);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int fs_unlink(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  if (unlink(path) < 0) return fail(L, path, errno);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int fs_rmdir(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  if (rmdir(path) < 0) return fail(L, path, errno);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int fs_mkdir(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  if (mkdir(path, 0777) < 0) return fail(L, path, errno);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static const luaL_Reg fs_funcs[] = {
+  {"fsStat", fs_stat},
+  {"fsLstat", fs_lstat},
+  {"fsReaddir", fs_readdir},
+  {"fsRealpath", fs_realpath},
+  {"fsReadlink", fs_readlink},
+  {"fsReadFile", fs_readfile},
+  {"fsWriteAtomic", fs_write_atomic},
+  {"fsAppend", fs_append},
+  {"fsRename", fs_rename},
+  {"fsUnlink", fs_unlink},
+  {"fsRmdir", fs_rmdir},
+  {"fsMkdir", fs_mkdir},
+  {NULL, NULL}
+};
+
+void mastra__open_fs(lua_State *L) {
+  luaL_setfuncs(L, fs_funcs, 0);
+}
