@@ -1,0 +1,68 @@
+-- Shared by the Lua scripts of bench/run: a sub-millisecond clock, bounded
+-- repetitions, and the samples file ("key<TAB>unit<TAB>v1 v2 ...").
+local mastra = require "mastra"
+
+local lib = {}
+
+-- mastra.now() counts whole milliseconds: too coarse for a 2 ms round trip.
+-- bench/run builds mastra_bench_clock (bench/clock.c); luasystem is the
+-- fallback, whole milliseconds the last resort (said on stderr).
+local ok, clock = pcall(require, "mastra_bench_clock")
+if ok then
+  lib.now = clock.now
+else
+  local has_system, system = pcall(require, "system")
+  if has_system then
+    lib.now = function() return system.monotime() * 1e3 end
+  else
+    io.stderr:write("bench: no sub-millisecond clock; latencies are in whole ms\n")
+    lib.now = mastra.now
+  end
+end
+
+local out
+
+--- Open the samples file named by `path` (appended to).
+function lib.open(path)
+  out = assert(io.open(path, "a"))
+end
+
+--- Append one figure: its key, its unit, and its samples.
+function lib.emit(key, unit, xs)
+  local parts = {}
+  for i, x in ipairs(xs) do parts[i] = ("%.4f"):format(x) end
+  out:write(key, "\t", unit, "\t", table.concat(parts, " "), "\n")
+  out:flush()
+  local sum = 0
+  for _, x in ipairs(xs) do sum = sum + x end
+  io.stderr:write(("  %-40s n=%-5d mean %.3f %s\n"):format(key, #xs, sum / math.max(#xs, 1), unit))
+end
+
+--- Milliseconds taken by fn(...).
+function lib.time(fn, ...)
+  local t0 = lib.now()
+  fn(...)
+  return lib.now() - t0
+end
+
+--- Run fn(i) n times, or until budget_ms has passed (at least `min` runs,
+-- default 3), and return the list of the times in ms.
+function lib.reps(n, budget_ms, fn, min)
+  min = min or 3
+  local xs, start = {}, lib.now()
+  for i = 1, n do
+    xs[#xs + 1] = lib.time(fn, i)
+    if i >= min and lib.now() - start > budget_ms then break end
+  end
+  return xs
+end
+
+--- Read a whole file.
+function lib.slurp(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+return lib

@@ -1,0 +1,194 @@
+-- The PlatformSandbox figures of bench/run, against one mastra-platform.
+--   mastra-lua bench/platform.lua SAMPLES DRIVER URL TOKEN_FILE [quick]
+-- Every key starts with the driver's name, so that drivers slot in.
+package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
+local mastra = require "mastra"
+local core = require "mastra.core"
+local task = require "mastra.task"
+local lib = require "lib"
+
+local samples, driver, url, token_file, mode = arg[1], arg[2], arg[3], arg[4], arg[5]
+assert(samples and driver and url and token_file, "usage: platform.lua SAMPLES DRIVER URL TOKEN")
+local quick = mode == "quick"
+local function q(full, small) return quick and small or full end
+lib.open(samples)
+local token = lib.slurp(token_file):match("^%s*(.-)%s*$")
+local K = driver .. "."
+
+local base = {
+  accessToken = token, proxyUrl = url, projectId = "bench", environmentId = "bench",
+}
+local function new_sandbox()
+  local o = {}
+  for k, v in pairs(base) do o[k] = v end
+  return mastra.PlatformSandbox.new(o)
+end
+
+local function must(r)
+  if r.exitCode ~= 0 then error(("exec failed: %d %s"):format(r.exitCode, r.stderr)) end
+  return r
+end
+
+-- 1. sandbox create -> first exec (destroy is not timed; one warm-up first)
+do
+  local warm = new_sandbox()
+  warm:start()
+  must(warm:executeCommand("true"))
+  warm:destroy()
+  local xs = {}
+  local start = lib.now()
+  for i = 1, q(40, 3) do
+    local sb = new_sandbox()
+    xs[i] = lib.time(function()
+      sb:start()
+      must(sb:executeCommand("true"))
+    end)
+    sb:destroy()
+    if i >= 3 and lib.now() - start > 60000 then break end
+  end
+  lib.emit(K .. "create_first_exec", "ms", xs)
+end
+
+-- 2. exec round trip of `true` on a running sandbox: sequential, then 50 at once
+local sb <close> = new_sandbox()
+sb:start()
+for _ = 1, 10 do must(sb:executeCommand("true")) end -- warm-up (lease, connections)
+lib.emit(K .. "exec_seq", "ms", lib.reps(q(400, 10), 30000, function()
+  must(sb:executeCommand("true"))
+end))
+
+do
+  local conc, per = 50, q(10, 1)
+  local list, lat, rates = {}, {}, {}
+  for i = 1, conc do list[i] = i end
+  for r = 1, q(3, 1) do
+    local n0, t0 = #lat, lib.now()
+    mastra.map(list, function()
+      for _ = 1, per do
+        local ms = lib.time(function() must(sb:executeCommand("true")) end)
+        lat[#lat + 1] = ms -- after the call: other tasks append while it waits
+      end
+    end, { concurrency = conc })
+    rates[r] = (#lat - n0) / ((lib.now() - t0) / 1000)
+  end
+  lib.emit(K .. "exec_conc", "ms", lat)
+  lib.emit(K .. "exec_conc_rate", "ops/s", rates)
+end
+
+-- The physical limits that go with sections 3 and 4 are measured between
+-- their repetitions, so that a noisy neighbour hits both alike.
+local baseline = os.getenv("MASTRA_BENCH_BASELINE") -- build-bench/bench/baseline
+
+--- Time `head -c bytes /dev/zero | cat > /dev/null` and emit its MB/s.
+local function pipe_baseline(bytes)
+  local ms = lib.time(os.execute, ("head -c %d /dev/zero | cat > /dev/null"):format(bytes))
+  lib.emit("pipe.cat_mbps", "MB/s", { bytes / 1048576 / (ms / 1000) })
+end
+
+-- 3. stdout throughput through the exec WebSocket (counted by onStdout)
+do
+  local bytes = q(256, 16) * 1024 * 1024
+  local xs = {}
+  for i = 1, q(5, 1) do
+    pipe_baseline(bytes)
+    local got = 0
+    local ms = lib.time(function()
+      local r = sb:executeCommand("head", { "-c", tostring(bytes), "/dev/zero" }, {
+        onStdout = function(chunk) got = got + #chunk end,
+      })
+      must(r)
+    end)
+    assert(got == bytes, ("stdout: got %d of %d bytes"):format(got, bytes))
+    xs[i] = bytes / 1048576 / (ms / 1000)
+    collectgarbage("collect") -- the result kept a copy of the output
+  end
+  lib.emit(K .. "stdout_mbps", "MB/s", xs)
+end
+
+-- 4. a fleet of 100: clone, start, exec `true`, destroy; wall time. The
+-- platform keeps the record of every sandbox it has seen, so the order of
+-- the sections matters: keep it.
+for _, conc in ipairs{ 1, 16, 100 } do
+  local size = q(100, 10)
+  local walls = {}
+  for r = 1, q(5, 1) do
+    if baseline then
+      os.execute(("%s spawn spawn.fleet_c%d %d %d /bin/sh -c true >> %s"):format(
+        baseline, conc, size, conc, samples))
+    end
+    local list = {}
+    for i = 1, size do list[i] = i end
+    walls[r] = lib.time(function()
+      mastra.map(list, function()
+        local s <close> = sb:clone{}
+        s:start()
+        must(s:executeCommand("true"))
+      end, { concurrency = conc })
+    end)
+  end
+  lib.emit(K .. "fleet_c" .. conc, "ms", walls)
+end
+
+-- 5. bucket PUT and GET through core.http, 4 KB and 4 MB objects
+local function http(method, path, body)
+  local req <close> = core.http{ method = method, url = url .. path, body = body,
+    headers = { authorization = "Bearer " .. token } }
+  while true do
+    local status, headers, resp = req:result()
+    if status then
+      if status >= 300 then error(method .. " " .. path .. ": " .. status) end
+      return resp
+    end
+    if headers then error(resp) end
+    task.wait(req:id())
+  end
+end
+for _, size in ipairs{ { "4k", 4096, q(300, 10) }, { "4m", 4 << 20, q(20, 2) } } do
+  local name, bytes, n = size[1], size[2], size[3]
+  local body = ("x"):rep(bytes)
+  local prefix = "/v1/projects/bench/fs/b/obj-" .. name .. "-"
+  lib.emit(K .. "bucket_put_" .. name, "ms", lib.reps(n, 20000, function(i)
+    http("PUT", prefix .. i, body)
+  end))
+  lib.emit(K .. "bucket_get_" .. name, "ms", lib.reps(n, 20000, function(i)
+    assert(#http("GET", prefix .. i) == bytes)
+  end))
+end
+
+-- 6. one HTTP request from Lua (core.http) to the platform's 404 route,
+-- beside the same request from C with libcurl
+for _ = 1, 10 do pcall(http, "GET", "/nope") end
+lib.emit(K .. "http_404", "ms", lib.reps(q(1000, 20), 10000, function()
+  pcall(http, "GET", "/nope")
+end))
+
+-- 7. client memory per idle PlatformSandbox handle
+do
+  local function kib()
+    collectgarbage("collect")
+    collectgarbage("collect")
+    return collectgarbage("count")
+  end
+  -- a started handle, idle after one command (its lease is cached)
+  local xs = {}
+  for i = 1, q(5, 2) do
+    local before = kib()
+    local s = new_sandbox()
+    s:start()
+    must(s:executeCommand("true"))
+    xs[i] = kib() - before
+    s:destroy()
+  end
+  lib.emit(K .. "mem_started_handle", "KiB", xs)
+  -- 1,000 unstarted handles
+  local per, total = {}, {}
+  for r = 1, q(3, 1) do
+    local before = kib()
+    local hs = {}
+    for i = 1, 1000 do hs[i] = new_sandbox() end
+    local delta = kib() - before
+    total[r], per[r] = delta, delta / #hs
+  end
+  lib.emit(K .. "mem_handle", "KiB", per)
+  lib.emit(K .. "mem_1000_handles", "KiB", total)
+end
