@@ -1,10 +1,10 @@
 /*
 ** Sandboxes of mastra-platform: records, the `process` driver, commands,
-** checkpoints, idle reaping, exec leases and the state file.
+** checkpoints, idle reaping, exec leases and the record files.
 **
 ** A record outlives its sandbox: a destroyed sandbox keeps its record with
-** destroyedAt (GET shows it; exec-lease answers 410). Records are written
-** to <data>/state/sandboxes.json after every change (atomically).
+** destroyedAt (GET shows it; exec-lease answers 410). Each record is
+** written to <data>/state/sandboxes/<id>.json when it changes (atomically).
 **
 ** Checkpoints are keyed by (project, environment, recovery key): a tar of
 ** the working tree in <data>/checkpoints/<name>.tar, captured when the
@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <spawn.h>
@@ -194,18 +195,18 @@ static cJSON *record_json(const mp_sandbox *sb) {
   return o;
 }
 
-int mp_state_save(mp_server *srv) {
+/* One file per record, <data>/state/sandboxes/<id>.json, written
+** atomically: a change costs one small write, whatever the number of
+** records the platform keeps. */
+int mp_record_save(mp_server *srv, const mp_sandbox *sb) {
   char path[4200];
-  cJSON *arr = cJSON_CreateArray();
-  mp_sandbox *sb;
-  char *text;
+  cJSON *o = record_json(sb);
+  char *text = cJSON_Print(o);
   int rc;
-  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
-    cJSON_AddItemToArray(arr, record_json(sb));
-  text = cJSON_Print(arr);
-  cJSON_Delete(arr);
+  cJSON_Delete(o);
   if (text == NULL) return -1;
-  snprintf(path, sizeof path, "%s/state/sandboxes.json", srv->data_dir);
+  snprintf(path, sizeof path, "%s/state/sandboxes/%s.json", srv->data_dir,
+           sb->id);
   rc = mp_write_file_atomic(path, text, strlen(text));
   free(text);
   if (rc < 0) mp_log("cannot write %s: %s", path, strerror(errno));
@@ -240,42 +241,56 @@ static void set_dirs(mp_server *srv, mp_sandbox *sb) {
 
 static void arm_idle(mp_sandbox *sb);
 
+static void load_record(mp_server *srv, const cJSON *o) {
+  char err[256];
+  mp_sandbox *sb = sandbox_alloc(srv);
+  const cJSON *env = cJSON_GetObjectItemCaseSensitive(o, "env");
+  if (sb == NULL) return;
+  copy_field(sb->id, sizeof sb->id, o, "id");
+  copy_field(sb->project, sizeof sb->project, o, "projectId");
+  copy_field(sb->environment, sizeof sb->environment, o, "environmentId");
+  copy_field(sb->recovery_key, sizeof sb->recovery_key, o, "recoveryKey");
+  copy_field(sb->network, sizeof sb->network, o, "networkIsolation");
+  sb->idle_timeout_min = num_field(o, "idleTimeoutMinutes");
+  sb->created_ms = (int64_t)num_field(o, "createdMs");
+  sb->destroyed_ms = (int64_t)num_field(o, "destroyedMs");
+  sb->last_exec_ms = (int64_t)num_field(o, "lastExecMs");
+  sb->env = cJSON_IsObject(env) ? cJSON_Duplicate(env, 1)
+                                : cJSON_CreateObject();
+  set_dirs(srv, sb);
+  if (!sb->destroyed_ms && srv->driver->prepare(srv, sb, err, sizeof err) < 0)
+    sb->destroyed_ms = mp_now_ms();
+  sb->next = srv->sandboxes;
+  srv->sandboxes = sb;
+  if (!sb->destroyed_ms) arm_idle(sb);
+}
+
 int mp_state_load(mp_server *srv) {
-  char path[4200];
-  char *text;
-  cJSON *arr, *o;
-  snprintf(path, sizeof path, "%s/state/sandboxes.json", srv->data_dir);
-  if (mp_read_file(path, &text, NULL) < 0) return errno == ENOENT ? 0 : -1;
-  arr = cJSON_Parse(text);
-  free(text);
-  if (!cJSON_IsArray(arr)) {
-    cJSON_Delete(arr);
-    mp_log("%s is not a JSON array; starting with no sandboxes", path);
+  char dir[4200], path[4600];
+  DIR *d;
+  struct dirent *e;
+  snprintf(dir, sizeof dir, "%s/state/sandboxes", srv->data_dir);
+  if (mp_mkdirs(dir) < 0 || (d = opendir(dir)) == NULL) {
+    mp_log("cannot open %s: %s", dir, strerror(errno));
     return -1;
   }
-  cJSON_ArrayForEach(o, arr) {
-    mp_sandbox *sb = sandbox_alloc(srv);
-    const cJSON *env = cJSON_GetObjectItemCaseSensitive(o, "env");
-    if (sb == NULL) break;
-    copy_field(sb->id, sizeof sb->id, o, "id");
-    copy_field(sb->project, sizeof sb->project, o, "projectId");
-    copy_field(sb->environment, sizeof sb->environment, o, "environmentId");
-    copy_field(sb->recovery_key, sizeof sb->recovery_key, o, "recoveryKey");
-    copy_field(sb->network, sizeof sb->network, o, "networkIsolation");
-    sb->idle_timeout_min = num_field(o, "idleTimeoutMinutes");
-    sb->created_ms = (int64_t)num_field(o, "createdMs");
-    sb->destroyed_ms = (int64_t)num_field(o, "destroyedMs");
-    sb->last_exec_ms = (int64_t)num_field(o, "lastExecMs");
-    sb->env = cJSON_IsObject(env) ? cJSON_Duplicate(env, 1)
-                                  : cJSON_CreateObject();
-    set_dirs(srv, sb);
-    if (!sb->destroyed_ms && srv->driver->prepare(srv, sb, path, sizeof path) < 0)
-      sb->destroyed_ms = mp_now_ms();
-    sb->next = srv->sandboxes;
-    srv->sandboxes = sb;
-    if (!sb->destroyed_ms) arm_idle(sb);
+  while ((e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    char *text;
+    cJSON *o;
+    /* records only: leftovers of an interrupted write are not *.json */
+    if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (mp_read_file(path, &text, NULL) < 0) continue;
+    o = cJSON_Parse(text);
+    free(text);
+    if (cJSON_IsObject(o))
+      load_record(srv, o);
+    else
+      mp_log("%s is not a sandbox record; skipped", path);
+    cJSON_Delete(o);
   }
-  cJSON_Delete(arr);
+  closedir(d);
   return 0;
 }
 
@@ -356,7 +371,7 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   sb->next = srv->sandboxes;
   srv->sandboxes = sb;
   arm_idle(sb);
-  mp_state_save(srv);
+  mp_record_save(srv, sb);
   *out = sb;
   return 0;
 }
@@ -372,7 +387,7 @@ void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb) {
   mastra__timer_stop(&sb->idle_timer);
   mastra__timer_stop(&sb->checkpoint_timer);
   srv->driver->teardown(srv, sb);
-  mp_state_save(srv);
+  mp_record_save(srv, sb);
 }
 
 /* Shutdown: end every command and capture the checkpoints. The records
@@ -388,8 +403,8 @@ void mp_sandbox_shutdown_all(mp_server *srv) {
     mastra__timer_stop(&sb->idle_timer);
     mastra__timer_stop(&sb->checkpoint_timer);
     mp_checkpoint_capture(srv, sb, name);
+    mp_record_save(srv, sb);
   }
-  mp_state_save(srv);
 }
 
 void mp_sandbox_free_all(mp_server *srv) {

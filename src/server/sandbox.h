@@ -38,6 +38,7 @@ int mp_lease_mint(mp_server *srv, mp_sandbox *sb, char token[65],
 mp_sandbox *mp_lease_check(mp_server *srv, const char *token, size_t len);
 
 int mp_state_load(mp_server *srv);
-int mp_state_save(mp_server *srv);
+/* write the record of sb (create, destroy, shutdown) */
+int mp_record_save(mp_server *srv, const mp_sandbox *sb);
 
 #endif
