@@ -33,6 +33,7 @@ build = {
     ["mastra.errors"] = "lua/mastra/errors.lua",
     ["mastra.options"] = "lua/mastra/options.lua",
     ["mastra.common"] = "lua/mastra/common.lua",
+    ["mastra.fs_common"] = "lua/mastra/fs_common.lua",
     ["mastra.shell"] = "lua/mastra/shell.lua",
     ["mastra.task"] = "lua/mastra/task.lua",
     ["mastra.process"] = "lua/mastra/process.lua",

@@ -21,6 +21,11 @@
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 local options = require "mastra.options"
+local fs_common = require "mastra.fs_common"
+local check_path, ext_match = fs_common.checkPath, fs_common.extMatch
+local READ_OPTS, WRITE_OPTS = fs_common.READ_OPTS, fs_common.WRITE_OPTS
+local DELETE_OPTS, COPY_OPTS = fs_common.DELETE_OPTS, fs_common.COPY_OPTS
+local MKDIR_OPTS, READDIR_OPTS = fs_common.MKDIR_OPTS, fs_common.READDIR_OPTS
 local client = require "mastra.platform_client"
 local common = require "mastra.common"
 
@@ -45,31 +50,6 @@ local NEW_OPTS = {
   icon = options.string,
   id = options.string,
 }
-
-local ENCODING = options.one_of("utf-8", "utf8")
-
-local function extension(v)
-  if type(v) == "string" then return true end
-  if type(v) == "table" then
-    for i = 1, #v do
-      if type(v[i]) ~= "string" then return false, "a string or a list of strings" end
-    end
-    return true
-  end
-  return false, "a string or a list of strings"
-end
-
-local function depth(v)
-  return math.type(v) == "integer" and v >= 0, "an integer >= 0"
-end
-
-local READ_OPTS = { encoding = ENCODING }
-local WRITE_OPTS = { overwrite = options.boolean, recursive = options.boolean,
-  mimeType = options.string, encoding = ENCODING }
-local DELETE_OPTS = { recursive = options.boolean, force = options.boolean }
-local COPY_OPTS = { overwrite = options.boolean, recursive = options.boolean }
-local MKDIR_OPTS = { recursive = options.boolean }
-local READDIR_OPTS = { recursive = options.boolean, extension = extension, maxDepth = depth }
 
 --- POSIX normalize under "/": "" and "." are "/", "//" collapses, "." and
 -- ".." resolve (clamped at the root), a trailing "/" is kept.
@@ -122,17 +102,6 @@ end
 
 -- A path argument: a string without NUL bytes. Raises at the caller of
 -- the method.
-local function check_path(where, n, name, p, level)
-  level = level or 3
-  if type(p) ~= "string" then
-    error(("%s: argument #%d (%s) must be a string path (got %s)")
-      :format(where, n, name, options.describe(p)), level)
-  end
-  if p:find("%z") then
-    error(("%s: argument #%d (%s) must not contain NUL bytes"):format(where, n, name), level)
-  end
-  return p
-end
 
 function PlatformFilesystem.new(opts)
   opts = options.check("PlatformFilesystem.new", opts, NEW_OPTS)
@@ -377,15 +346,6 @@ function PlatformFilesystem:rmdir(path, opts)
   end
   local res = self:_fs("DELETE", prefix, { query = { { "recursive", true } } }, { [404] = true })
   if not res and not opts.force then not_found(path) end
-end
-
-local function ext_match(name, ext)
-  if ext == nil then return true end
-  if type(ext) == "string" then ext = { ext } end
-  for _, e in ipairs(ext) do
-    if e == "" or name:sub(-#e) == e then return true end
-  end
-  return false
 end
 
 function PlatformFilesystem:readdir(path, opts)
