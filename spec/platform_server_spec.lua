@@ -371,6 +371,28 @@ describe("mastra-platform checkpoint recovery", function()
     assert.are.equal(204, srv:curl("DELETE", P .. "/sandbox/" .. sb.id).status)
   end)
 
+  it("a tree emptied before the destroy leaves no checkpoint behind (no tar of nothing)",
+    function()
+      local function tars()
+        local r = srv:sh("ls " .. mastra.quote(srv.dataDir .. "/checkpoints")
+          .. " | grep -c '[.]tar$' || true")
+        return tonumber(r.stdout)
+      end
+      local first = create(srv, P, { id = "k-empty", environmentId = "env" })
+      assert.are.equal(0, run(first, "echo x > f.txt").exitCode)
+      local before = tars()
+      assert.are.equal(204, srv:curl("DELETE", P .. "/sandbox/" .. first.id).status)
+      assert.are.equal(before + 1, tars())
+      local second = create(srv, P, { id = "k-empty", environmentId = "env" })
+      assert.are.equal("x\n", run(second, "cat f.txt").stdout)
+      assert.are.equal(0, run(second, "rm f.txt").exitCode)
+      assert.are.equal(204, srv:curl("DELETE", P .. "/sandbox/" .. second.id).status)
+      assert.are.equal(before, tars())
+      local third = create(srv, P, { id = "k-empty", environmentId = "env" })
+      assert.are.equal("0\n", run(third, "ls -A | wc -l").stdout)
+      assert.are.equal(204, srv:curl("DELETE", P .. "/sandbox/" .. third.id).status)
+    end)
+
   it("the same id in another project starts fresh", function()
     local sb = create(srv, rails("proj-other"), { id = "k1", environmentId = "env" })
     local r = srv:wsExec(srv:lease(rails("proj-other"), sb.id),

@@ -367,7 +367,7 @@ static enum MHD_Result checkpoint(mp_server *srv, struct MHD_Connection *conn,
   }
   if (sb->destroyed_ms)
     return (enum MHD_Result)mp_send_error(conn, 410, "gone", "sandbox %s was destroyed", sb->id);
-  rc = mp_checkpoint_capture(srv, sb, name);
+  rc = mp_checkpoint_capture(srv, sb, name, 1);
   if (rc < 0)
     return (enum MHD_Result)mp_send_error(conn, 500, "internal_error",
                          "capturing the checkpoint of %s failed", sb->id);

@@ -138,12 +138,32 @@ static int run_sync(char *const argv[]) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
-int mp_checkpoint_capture(mp_server *srv, mp_sandbox *sb, char name[64]) {
+/* 1 if path is a directory with no entries (or does not exist) */
+static int dir_is_empty(const char *path) {
+  DIR *d = opendir(path);
+  struct dirent *e;
+  int empty = 1;
+  if (d == NULL) return errno == ENOENT;
+  while (empty && (e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = 0;
+  closedir(d);
+  return empty;
+}
+
+int mp_checkpoint_capture(mp_server *srv, mp_sandbox *sb, char name[64],
+                          int explicit_request) {
   char path[4200], tmp[4300];
   char *argv[] = {"tar", "-C", sb->dir, "-cf", tmp, ".", NULL};
   checkpoint_name(sb, name);
   if (sb->recovery_key[0] == '\0' || sb->destroyed_ms) return 1; /* skipped */
   checkpoint_path(srv, sb, path, sizeof path);
+  if (!explicit_request && dir_is_empty(sb->dir)) {
+    /* nothing to keep: an empty tree is what a missing checkpoint restores
+    ** too, so drop an older one instead of running tar (fleets of short
+    ** sandboxes destroy empty trees all the time) */
+    if (unlink(path) < 0 && errno != ENOENT) return -1;
+    return 0;
+  }
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   if (run_sync(argv) < 0 || rename(tmp, path) < 0) {
     mp_log("checkpoint of %s failed", sb->id);
@@ -170,7 +190,7 @@ static int checkpoint_restore(mp_server *srv, mp_sandbox *sb) {
 static void on_checkpoint_due(mastra__timer *t) {
   mp_sandbox *sb = t->data;
   char name[64];
-  if (sb->running == 0) mp_checkpoint_capture(sb->srv, sb, name);
+  if (sb->running == 0) mp_checkpoint_capture(sb->srv, sb, name, 0);
 }
 
 /* }====== */
@@ -382,7 +402,7 @@ void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb) {
   if (sb->destroyed_ms) return;
   /* commands end; their sessions see them finish and let go */
   for (i = 0; i < sb->nprocs; i++) mastra__proc_kill(sb->procs[i]);
-  mp_checkpoint_capture(srv, sb, name);
+  mp_checkpoint_capture(srv, sb, name, 0);
   sb->destroyed_ms = mp_now_ms();
   mastra__timer_stop(&sb->idle_timer);
   mastra__timer_stop(&sb->checkpoint_timer);
@@ -402,7 +422,7 @@ void mp_sandbox_shutdown_all(mp_server *srv) {
     for (i = 0; i < sb->nprocs; i++) mastra__proc_kill(sb->procs[i]);
     mastra__timer_stop(&sb->idle_timer);
     mastra__timer_stop(&sb->checkpoint_timer);
-    mp_checkpoint_capture(srv, sb, name);
+    mp_checkpoint_capture(srv, sb, name, 0);
     mp_record_save(srv, sb);
   }
 }

@@ -27,8 +27,11 @@ size_t mp_sandbox_live_count(mp_server *srv);
 void mp_sandbox_shutdown_all(mp_server *srv);
 void mp_sandbox_free_all(mp_server *srv);
 
-/* 0 captured, 1 skipped (no recovery key), -1 failed; name is set */
-int mp_checkpoint_capture(mp_server *srv, mp_sandbox *sb, char name[64]);
+/* 0 captured, 1 skipped (no recovery key), -1 failed; name is set. Only
+** an explicit request (POST /checkpoint) archives an empty tree; otherwise
+** an empty tree just removes the older checkpoint. */
+int mp_checkpoint_capture(mp_server *srv, mp_sandbox *sb, char name[64],
+                          int explicit_request);
 int mp_checkpoint_delete(mp_server *srv, mp_sandbox *sb);
 
 /* a fresh lease token for sb (hex of 256 random bits) */
