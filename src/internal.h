@@ -6,12 +6,19 @@
 
 #include <stddef.h>
 
+#include <lauxlib.h>
 #include <lua.h>
 
 #include "loop.h"
 
 /* The loop of L, or NULL if mastra.core was never opened in L. */
 mastra__loop *mastra__lua_loop(lua_State *L);
+
+/* Register the metatable `name` (liolib's createmeta shape): gc serves as
+** __gc and __close, tostring (or NULL) as __tostring, meth (or NULL)
+** becomes __index (lcore.c). */
+void mastra__createmeta(lua_State *L, const char *name, const luaL_Reg *meth,
+                        lua_CFunction gc, lua_CFunction tostring);
 
 /* Add jsonDecode, jsonEncode, jsonArray and null to the module table on
 ** the top of the stack (ljson.c). */

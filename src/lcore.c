@@ -513,8 +513,8 @@ static const luaL_Reg proc_meth[] = {
   {NULL, NULL}
 };
 
-static void createmeta(lua_State *L, const char *name, const luaL_Reg *meth,
-                       lua_CFunction gc, lua_CFunction tostring) {
+void mastra__createmeta(lua_State *L, const char *name, const luaL_Reg *meth,
+                        lua_CFunction gc, lua_CFunction tostring) {
   luaL_newmetatable(L, name);
   lua_pushcfunction(L, gc);
   lua_setfield(L, -2, "__gc");
@@ -549,10 +549,10 @@ static void push_loop(lua_State *L) {
 
 int luaopen_mastra_core(lua_State *L) {
   luaL_checkversion(L);
-  createmeta(L, LOOP_MT, NULL, loop_gc, NULL);
-  createmeta(L, TIMER_MT, timer_meth, timer_close, NULL);
-  createmeta(L, PROC_MT, proc_meth, proc_close, proc_tostring);
-  createmeta(L, LOCK_MT, lock_meth, lock_close, NULL);
+  mastra__createmeta(L, LOOP_MT, NULL, loop_gc, NULL);
+  mastra__createmeta(L, TIMER_MT, timer_meth, timer_close, NULL);
+  mastra__createmeta(L, PROC_MT, proc_meth, proc_close, proc_tostring);
+  mastra__createmeta(L, LOCK_MT, lock_meth, lock_close, NULL);
   luaL_newlibtable(L, core_funcs);
   push_loop(L);
   luaL_setfuncs(L, core_funcs, 1);

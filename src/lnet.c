@@ -511,23 +511,8 @@ static const luaL_Reg ws_meth[] = {
   {NULL, NULL}
 };
 
-static void newmeta(lua_State *L, const char *name, const luaL_Reg *meth,
-                    lua_CFunction gc, lua_CFunction tostring) {
-  luaL_newmetatable(L, name);
-  lua_pushcfunction(L, gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, gc);
-  lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_newtable(L);
-  luaL_setfuncs(L, meth, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
-}
-
 void mastra__open_net(lua_State *L) {
-  newmeta(L, REQ_MT, req_meth, req_close, req_tostring);
-  newmeta(L, WS_MT, ws_meth, ws_gc, ws_tostring);
+  mastra__createmeta(L, REQ_MT, req_meth, req_close, req_tostring);
+  mastra__createmeta(L, WS_MT, ws_meth, ws_gc, ws_tostring);
   luaL_setfuncs(L, net_funcs, 1); /* pops the loop */
 }

@@ -100,9 +100,6 @@ local function check_self(where, self)
   return self
 end
 
--- A path argument: a string without NUL bytes. Raises at the caller of
--- the method.
-
 function PlatformFilesystem.new(opts)
   opts = options.check("PlatformFilesystem.new", opts, NEW_OPTS)
   local cfg = client.resolve(opts, "PlatformFilesystem.new")
