@@ -90,7 +90,7 @@ static int load_token(mp_server *srv, const char *path) {
   srv->token_len = strlen(srv->token);
   {
     mode_t old = umask(077);
-    int rc = mp_write_file_atomic(path, srv->token, srv->token_len);
+    int rc = mp_write_file_atomic(path, srv->token, srv->token_len, 1);
     umask(old);
     if (rc < 0) {
       fprintf(stderr, "mastra-platform: cannot write %s: %s\n", path,

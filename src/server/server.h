@@ -133,9 +133,11 @@ void mp_iso8601(int64_t ms, char out[32]);
 int mp_random_hex(char *out, size_t nbytes);
 /* constant-time equality of two byte strings */
 int mp_secure_equal(const char *a, size_t alen, const char *b, size_t blen);
-/* write data to path atomically and durably: temporary file in the same
-** directory, fsync, rename, fsync of the directory. */
-int mp_write_file_atomic(const char *path, const void *data, size_t len);
+/* write data to path atomically: a temporary file in the same directory,
+** renamed over path; with sync, durably too (the file and the directory
+** are fsync'd). */
+int mp_write_file_atomic(const char *path, const void *data, size_t len,
+                         int sync);
 /* read a whole file; *out is malloc'd and NUL-terminated */
 int mp_read_file(const char *path, char **out, size_t *len);
 int mp_mkdirs(const char *path);

@@ -84,7 +84,8 @@ static int fsync_dir_of(const char *path) {
   return rc;
 }
 
-int mp_write_file_atomic(const char *path, const void *data, size_t len) {
+int mp_write_file_atomic(const char *path, const void *data, size_t len,
+                         int sync) {
   char tmp[4200];
   char rnd[17];
   const char *p = data;
@@ -105,14 +106,14 @@ int mp_write_file_atomic(const char *path, const void *data, size_t len) {
     p += n;
     len -= (size_t)n;
   }
-  if (fsync(fd) < 0) goto fail;
+  if (sync && fsync(fd) < 0) goto fail;
   if (close(fd) < 0) {
     fd = -1;
     goto fail;
   }
   fd = -1;
   if (rename(tmp, path) < 0) goto fail;
-  return fsync_dir_of(path);
+  return sync ? fsync_dir_of(path) : 0;
 fail:
   saved = errno;
   if (fd >= 0) close(fd);
