@@ -746,71 +746,71 @@ int mp_bucket_put(mp_bucket_store *st, const char *project,
   return rc;
 }
 
-static int get_or_head(mp_bucket_store *st, const char *project,
-                       const char *bucket, const char *key, void **data,
-                       size_t *len, mp_object_info *info) {
+int mp_bucket_open_read(mp_bucket_store *st, const char *project,
+                        const char *bucket, const char *key, int *fd,
+                        uint64_t *offset, mp_object_info *info) {
   obj_hdr h;
-  char *buf = NULL;
-  int bfd, fd, rc;
-  if (data)
-    *data = NULL;
-  if (len)
-    *len = 0;
-  if (info)
-    memset(info, 0, sizeof *info);
+  int bfd, rc;
+  *fd = -1;
+  *offset = 0;
+  memset(info, 0, sizeof *info);
   if (!name_ok(project) || !name_ok(bucket) || !object_key_ok(key))
     return MP_BUCKET_BAD_KEY;
   bfd = bucket_dir(st, project, bucket, 0);
   if (bfd < 0)
     return errno == ENOENT ? MP_BUCKET_NOT_FOUND : MP_BUCKET_IO;
-  rc = obj_open(bfd, key, &h, &fd);
+  rc = obj_open(bfd, key, &h, fd);
   close_keep_errno(bfd);
   if (rc != MP_BUCKET_OK)
     return rc;
-  if (data) {
-    if (h.size > SIZE_MAX - 1) {
-      close(fd);
-      return MP_BUCKET_NOMEM;
-    }
-    if (h.size > 0) {
-      buf = malloc((size_t)h.size);
-      if (buf == NULL) {
-        close(fd);
-        return MP_BUCKET_NOMEM;
-      }
-      if (pread_all(fd, buf, (size_t)h.size, (off_t)h.hdrlen) < 0) {
-        close_keep_errno(fd);
-        free(buf);
-        return MP_BUCKET_IO;
-      }
-    }
+  info->key = strdup(key);
+  if (info->key == NULL) {
+    close(*fd);
+    *fd = -1;
+    return MP_BUCKET_NOMEM;
   }
-  close(fd);
-  if (info) {
-    info->key = strdup(key);
-    if (info->key == NULL) {
-      free(buf);
-      return MP_BUCKET_NOMEM;
-    }
-    fill_info_fields(info, &h);
-  }
-  if (data)
-    *data = buf;
-  if (len)
-    *len = (size_t)h.size;
+  fill_info_fields(info, &h);
+  *offset = h.hdrlen;
   return MP_BUCKET_OK;
 }
 
 int mp_bucket_get(mp_bucket_store *st, const char *project,
                   const char *bucket, const char *key, void **data,
                   size_t *len, mp_object_info *info) {
-  return get_or_head(st, project, bucket, key, data, len, info);
+  uint64_t off;
+  char *buf = NULL;
+  int fd, rc;
+  *data = NULL;
+  *len = 0;
+  rc = mp_bucket_open_read(st, project, bucket, key, &fd, &off, info);
+  if (rc != MP_BUCKET_OK)
+    return rc;
+  if (info->size > SIZE_MAX - 1 || (info->size > 0
+                                    && (buf = malloc((size_t)info->size)) == NULL)) {
+    rc = MP_BUCKET_NOMEM;
+  } else if (info->size > 0
+             && pread_all(fd, buf, (size_t)info->size, (off_t)off) < 0) {
+    rc = MP_BUCKET_IO;
+  }
+  close_keep_errno(fd);
+  if (rc != MP_BUCKET_OK) {
+    free(buf);
+    mp_object_info_free(info);
+    return rc;
+  }
+  *data = buf;
+  *len = (size_t)info->size;
+  return MP_BUCKET_OK;
 }
 
 int mp_bucket_head(mp_bucket_store *st, const char *project,
                    const char *bucket, const char *key,
                    mp_object_info *info) {
-  return get_or_head(st, project, bucket, key, NULL, NULL, info);
+  uint64_t off;
+  int fd, rc = mp_bucket_open_read(st, project, bucket, key, &fd, &off, info);
+  if (rc == MP_BUCKET_OK)
+    close(fd);
+  return rc;
 }
 
 /* does key fall under the recursive delete of `pfx`? "" is everything,

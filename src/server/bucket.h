@@ -61,6 +61,13 @@ int mp_bucket_put(mp_bucket_store *st, const char *project,
 int mp_bucket_get(mp_bucket_store *st, const char *project,
                   const char *bucket, const char *key, void **data,
                   size_t *len, mp_object_info *info);
+/* open the object for reading: *fd (the caller closes it) holds its bytes
+** at [*offset, *offset + info->size); info->key is set too. The file stays
+** readable however the key changes afterwards (a PUT renames a new file
+** over it, a DELETE unlinks it). */
+int mp_bucket_open_read(mp_bucket_store *st, const char *project,
+                        const char *bucket, const char *key, int *fd,
+                        uint64_t *offset, mp_object_info *info);
 int mp_bucket_head(mp_bucket_store *st, const char *project,
                    const char *bucket, const char *key,
                    mp_object_info *info);
