@@ -13,6 +13,7 @@
 #include <sys/epoll.h>
 
 #define BODY_CHUNK 16384
+#define BODY_PREALLOC_MAX (64 * 1024 * 1024)
 
 /* {====== the multi ====== */
 
@@ -362,7 +363,15 @@ static size_t on_body(char *buf, size_t size, size_t n, void *ud) {
   size_t len = size * n;
   if (r->body_cap - r->body_len < len) {
     size_t cap = r->body_cap ? r->body_cap : BODY_CHUNK;
+    curl_off_t announced = -1;
     char *p;
+    /* the first bytes: make room for the announced length at once (up to
+    ** BODY_PREALLOC_MAX, so that a lying header costs little) */
+    if (r->body_cap == 0
+        && curl_easy_getinfo(r->xfer.easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T,
+                             &announced) == CURLE_OK
+        && announced > (curl_off_t)cap && announced <= BODY_PREALLOC_MAX)
+      cap = (size_t)announced;
     while (cap - r->body_len < len) {
       if (cap > ((size_t)-1) / 2) goto oom;
       cap *= 2;
