@@ -84,3 +84,55 @@ describe("core.jsonEncode", function()
       "jsonEncode: value nested too deeply (or cyclic)")
   end)
 end)
+
+describe("core.isUtf8", function()
+  -- the reference: Lua's own strict decoder
+  local function reference(s) return utf8.len(s) ~= nil end
+
+  it("accepts well-formed UTF-8 at every length class and boundary", function()
+    for _, s in ipairs{ "", "a", "\0", ("x"):rep(1000), "\u{7F}", "\u{80}", "\u{7FF}",
+      "\u{800}", "\u{D7FF}", "\u{E000}", "\u{FFFF}", "\u{10000}", "\u{10FFFF}",
+      "héllo wörld ✓ 😀", ("abcdefg"):rep(3) .. "é" .. ("abcdefgh"):rep(3) } do
+      assert.is_true(core.isUtf8(s), ("%q"):format(s))
+    end
+  end)
+
+  it("refuses overlong forms, surrogates, code points above U+10FFFF and cut sequences", function()
+    for _, s in ipairs{
+      "\xC0\x80", "\xC1\xBF", "\xE0\x80\x80", "\xE0\x9F\xBF", "\xF0\x8F\xBF\xBF", -- overlong
+      "\xED\xA0\x80", "\xED\xBF\xBF",                                             -- surrogates
+      "\xF4\x90\x80\x80", "\xF5\x80\x80\x80", "\xFF",                             -- too big
+      "\x80", "abc\xBF", "\xC3", "\xE2\x9C", "\xF0\x9F\x98", "\xC3(",             -- cut, stray
+      ("abcdefgh"):rep(4) .. "\xC3", ("abcdefgh"):rep(4) .. "\x80" .. ("abcdefgh"):rep(4),
+    } do
+      assert.is_false(core.isUtf8(s), ("%q"):format(s))
+      assert.is_false(reference(s), ("the reference disagrees on %q"):format(s))
+    end
+  end)
+
+  it("agrees with utf8.len on random strings", function()
+    -- mostly ASCII with bytes of every class mixed in, so that both the
+    -- 8-byte fast path and the multibyte checks are crossed at odd offsets
+    local pick = { 0x41, 0x7F, 0x80, 0xBF, 0xC2, 0xC3, 0xDF, 0xE0, 0xE2, 0xED, 0xEF, 0xF0,
+      0xF4, 0xF5, 0xA0, 0x9F, 0x8F, 0x90 }
+    math.randomseed(20261129)
+    local disagreements = {}
+    for _ = 1, 5000 do
+      local t = {}
+      for i = 1, math.random(0, 40) do
+        t[i] = math.random() < 0.6 and math.random(0x20, 0x7E) or pick[math.random(#pick)]
+      end
+      local s = string.char(table.unpack(t))
+      if core.isUtf8(s) ~= reference(s) then
+        disagreements[#disagreements + 1] = ("%q"):format(s)
+      end
+    end
+    assert.are.same({}, disagreements)
+  end)
+
+  it("says what it wants when given something other than a string", function()
+    local ok, err = pcall(core.isUtf8, {})
+    assert.is_false(ok)
+    assert.matches("string expected, got table", err)
+  end)
+end)

@@ -233,7 +233,7 @@ function PlatformFilesystem:writeFile(path, content, opts)
   if opts.overwrite == false then headers["if-none-match"] = "*" end
   -- as fetch does: text gets text/plain;charset=UTF-8, bytes get none
   local ctype = opts.mimeType
-  if ctype == nil and utf8.len(content) then ctype = "text/plain;charset=UTF-8" end
+  if ctype == nil and core.isUtf8(content) then ctype = "text/plain;charset=UTF-8" end
   local res = self:_fs("PUT", key, { body = content, contentType = ctype, headers = headers },
     { [412] = true })
   if not res then
