@@ -7,12 +7,18 @@
  *                               KEY.wall (ms) and KEY.rate (ops/s) once
  *   baseline http KEY URL N     N x GET URL with libcurl, one easy handle (the
  *                               connection is kept alive): latency (ms)
+ *   baseline write KEY DIR BYTES N
+ *                               N x what a durable store does to keep BYTES:
+ *                               write a new file in DIR, fsync it, rename it
+ *                               over the final name, fsync DIR (after 3
+ *                               untimed ones): latency (ms)
  *
  * Prints "KEY<TAB>unit<TAB>samples" lines (samples space-separated), the
  * format every producer of bench/run appends to the samples file. */
 #define _GNU_SOURCE
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,12 +119,55 @@ static int bench_http(const char *key, const char *url, int n) {
   return 0;
 }
 
+static int write_all(int fd, const char *p, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n, len -= (size_t)n;
+  }
+  return 0;
+}
+
+static int bench_write(const char *key, const char *dir, size_t bytes, int n) {
+  double *lat = calloc((size_t)n, sizeof *lat);
+  char *data = malloc(bytes ? bytes : 1);
+  char tmp[4096], dst[4096];
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (!lat || !data || dfd < 0) {
+    perror(dfd < 0 ? dir : "malloc");
+    return 1;
+  }
+  memset(data, 'x', bytes);
+  snprintf(tmp, sizeof tmp, "%s/.baseline-write.tmp", dir);
+  snprintf(dst, sizeof dst, "%s/.baseline-write", dir);
+  for (int i = -3; i < n; i++) {
+    double t = now_ms();
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write_all(fd, data, bytes) < 0 || fsync(fd) < 0 || close(fd) < 0 ||
+        rename(tmp, dst) < 0 || fsync(dfd) < 0) {
+      perror(tmp);
+      return 1;
+    }
+    if (i >= 0) lat[i] = now_ms() - t;
+  }
+  unlink(dst);
+  close(dfd);
+  emit(key, "ms", lat, n);
+  free(lat), free(data);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static char *true_argv[] = {"/bin/true", NULL};
   if (argc >= 5 && !strcmp(argv[1], "spawn"))
     return bench_spawn(argv[2], atoi(argv[3]), atoi(argv[4]), argc > 5 ? argv + 5 : true_argv);
   if (argc == 5 && !strcmp(argv[1], "http"))
     return bench_http(argv[2], argv[3], atoi(argv[4]));
-  fprintf(stderr, "usage: baseline spawn KEY N CONC [ARGV...] | http KEY URL N\n");
+  if (argc == 6 && !strcmp(argv[1], "write"))
+    return bench_write(argv[2], argv[3], strtoul(argv[4], NULL, 10), atoi(argv[5]));
+  fprintf(stderr,
+          "usage: baseline spawn KEY N CONC [ARGV...] | http KEY URL N"
+          " | write KEY DIR BYTES N\n");
   return 2;
 }

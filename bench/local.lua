@@ -1,5 +1,5 @@
 -- The LocalSandbox figures of bench/run (the same round trips as the peer,
--- bench/peers/local-sandbox.mjs).
+-- bench/peers/local-sandbox.mjs): one round of them.
 --   mastra-lua bench/local.lua SAMPLES WORKDIR [quick]
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local mastra = require "mastra"
@@ -22,7 +22,7 @@ do
   must(warm:executeCommand("true"))
   warm:destroy()
   local xs = {}
-  for i = 1, q(40, 3) do
+  for i = 1, q(20, 3) do
     local sb = mastra.LocalSandbox.new{ workingDirectory = workdir .. "/c" .. i }
     xs[i] = lib.time(function()
       sb:start()
@@ -36,7 +36,7 @@ end
 local sb <close> = mastra.LocalSandbox.new{ workingDirectory = workdir .. "/run" }
 sb:start()
 for _ = 1, 20 do must(sb:executeCommand("true")) end -- warm-up
-lib.emit("local.exec_seq", "ms", lib.reps(q(400, 10), 30000, function()
+lib.emit("local.exec_seq", "ms", lib.reps(q(200, 10), 30000, function()
   must(sb:executeCommand("true"))
 end))
 
@@ -44,7 +44,7 @@ do
   local conc, per = 50, q(10, 1)
   local list, lat, rates = {}, {}, {}
   for i = 1, conc do list[i] = i end
-  for r = 1, q(3, 1) do
+  for r = 1, q(2, 1) do
     local n0, t0 = #lat, lib.now()
     mastra.map(list, function()
       for _ = 1, per do
@@ -63,7 +63,7 @@ end
 do
   local bytes = q(256, 16) * 1024 * 1024
   local xs = {}
-  for i = 1, q(5, 1) do
+  for i = 1, q(2, 1) do
     local pms = lib.time(os.execute, ("head -c %d /dev/zero | cat > /dev/null"):format(bytes))
     lib.emit("pipe.cat_mbps", "MB/s", { bytes / 1048576 / (pms / 1000) })
     local got = 0
@@ -86,12 +86,8 @@ do
     collectgarbage("collect")
     return collectgarbage("count")
   end
-  local per = {}
-  for r = 1, q(3, 1) do
-    local before = kib()
-    local hs = {}
-    for i = 1, 1000 do hs[i] = mastra.LocalSandbox.new{ workingDirectory = workdir .. "/m" } end
-    per[r] = (kib() - before) / #hs
-  end
-  lib.emit("local.mem_handle", "KiB", per)
+  local before = kib()
+  local hs = {}
+  for i = 1, 1000 do hs[i] = mastra.LocalSandbox.new{ workingDirectory = workdir .. "/m" } end
+  lib.emit("local.mem_handle", "KiB", { (kib() - before) / #hs })
 end

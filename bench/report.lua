@@ -17,6 +17,27 @@ end
 
 local MB = 1048576
 
+local function median(key)
+  local d = data[key]
+  if not d or #d.xs == 0 then return nil end
+  local xs = { table.unpack(d.xs) }
+  table.sort(xs)
+  return xs[(#xs + 1) // 2]
+end
+
+-- The limit of a bucket PUT: one request, the bytes through a pipe, and a
+-- durable write of them in the platform's storage. Derived: each sample of
+-- the write plus the medians of the other two.
+for _, s in ipairs{ { "4k", 4096 }, { "4m", 4 * MB } } do
+  local write, req, pipe = data["disk.put_" .. s[1]], median("http.c"), median("pipe.cat_mbps")
+  if write and req and pipe then
+    local add = req + s[2] / MB / pipe * 1000
+    local xs = {}
+    for i, x in ipairs(write.xs) do xs[i] = x + add end
+    data["limit.put_" .. s[1]] = { unit = "ms", xs = xs }
+  end
+end
+
 -- A figure: key, and how its samples are shown: "ms" (latency, lower is
 -- better), or a rate (higher is better) taken as it is or derived from
 -- latencies in ms ("ops/s": 1000/ms, "MB/s": bytes/ms).
@@ -41,6 +62,11 @@ row("the same, 50 in flight: latency", fig("spawn.c50"))
 row("the same, 50 in flight: rate", fig("spawn.c50.rate", "rate"))
 row("HTTP GET over loopback, libcurl from C, kept alive (platform 404)", fig("http.c"))
 row("pipe: head -c 256M /dev/zero piped to cat", fig("pipe.cat_mbps", "rate"))
+row("disk: write 4 KB to a new file, fsync, rename, fsync the directory", fig("ondisk.put_4k"))
+row("disk: the same with 4 MB", fig("ondisk.put_4m"))
+row("disk: the same with 4 MB, MB/s", fig("ondisk.put_4m", "MB/s", 4 * MB))
+row("the platform's storage: write 4 KB, fsync, rename, fsync dir", fig("disk.put_4k"))
+row("the platform's storage: the same with 4 MB", fig("disk.put_4m"))
 limits = false
 for driver in drivers_arg:gmatch("[^,]+") do
   local D = driver .. "."
@@ -64,16 +90,27 @@ for driver in drivers_arg:gmatch("[^,]+") do
     local k, name, bytes = s[1], s[2], s[3]
     for _, op in ipairs{ "put", "get" } do
       local key = D .. "bucket_" .. op .. "_" .. k
-      local OP = op:upper()
-      if bytes == 4096 then
-        row(("bucket %s %s: latency"):format(OP, name), fig(key), fig("http.c"),
+      -- a PUT is durable (fsync'd); a GET's limit is one request (4 KB) or
+      -- the pipe (4 MB)
+      local disk = "limit.put_" .. k
+      local DISK = ("one request + %s through a pipe + write, fsync, rename, fsync dir")
+        :format(name)
+      if op == "put" then
+        row(("bucket PUT %s: latency"):format(name), fig(key), fig(disk), DISK)
+        row(("bucket PUT %s: ops/s"):format(name), fig(key, "ops/s"), fig(disk, "ops/s"), DISK)
+        if bytes > 4096 then
+          row(("bucket PUT %s: MB/s"):format(name), fig(key, "MB/s", bytes),
+            fig(disk, "MB/s", bytes), DISK)
+        end
+      elseif bytes == 4096 then
+        row(("bucket GET %s: latency"):format(name), fig(key), fig("http.c"),
           "libcurl GET from C (one request)")
-        row(("bucket %s %s: ops/s"):format(OP, name), fig(key, "ops/s"),
+        row(("bucket GET %s: ops/s"):format(name), fig(key, "ops/s"),
           fig("http.c", "ops/s"), "libcurl GET from C (one request)")
       else
-        row(("bucket %s %s: latency"):format(OP, name), fig(key))
-        row(("bucket %s %s: ops/s"):format(OP, name), fig(key, "ops/s"))
-        row(("bucket %s %s: MB/s"):format(OP, name), fig(key, "MB/s", bytes),
+        row(("bucket GET %s: latency"):format(name), fig(key))
+        row(("bucket GET %s: ops/s"):format(name), fig(key, "ops/s"))
+        row(("bucket GET %s: MB/s"):format(name), fig(key, "MB/s", bytes),
           fig("pipe.cat_mbps", "rate"), "head -c 256M /dev/zero, piped to cat")
       end
     end
