@@ -25,16 +25,26 @@ local function median(key)
   return xs[(#xs + 1) // 2]
 end
 
--- The limit of a bucket PUT: one request, the bytes through a pipe, and a
--- durable write of them in the platform's storage. Derived: each sample of
--- the write plus the medians of the other two.
-for _, s in ipairs{ { "4k", 4096 }, { "4m", 4 * MB } } do
-  local write, req, pipe = data["disk.put_" .. s[1]], median("http.c"), median("pipe.cat_mbps")
-  if write and req and pipe then
-    local add = req + s[2] / MB / pipe * 1000
-    local xs = {}
-    for i, x in ipairs(write.xs) do xs[i] = x + add end
-    data["limit.put_" .. s[1]] = { unit = "ms", xs = xs }
+-- The limits of the bucket's requests, derived from the measured ones: a
+-- GET is one request plus its bytes through a pipe (each sample of the
+-- request plus the pipe's median), a PUT that plus a durable write of the
+-- bytes in the platform's storage (each sample of the write plus the two
+-- medians).
+do
+  local req, pipe = median("http.c"), median("pipe.cat_mbps")
+  for _, s in ipairs{ { "4k", 4096 }, { "4m", 4 * MB } } do
+    local write = data["disk.put_" .. s[1]]
+    if req and pipe then
+      local move = s[2] / MB / pipe * 1000
+      local xs = {}
+      for i, x in ipairs(data["http.c"].xs) do xs[i] = x + move end
+      data["limit.get_" .. s[1]] = { unit = "ms", xs = xs }
+      if write then
+        xs = {}
+        for i, x in ipairs(write.xs) do xs[i] = x + req + move end
+        data["limit.put_" .. s[1]] = { unit = "ms", xs = xs }
+      end
+    end
   end
 end
 
@@ -89,29 +99,15 @@ for driver in drivers_arg:gmatch("[^,]+") do
   for _, s in ipairs{ { "4k", "4 KB", 4096 }, { "4m", "4 MB", 4 * MB } } do
     local k, name, bytes = s[1], s[2], s[3]
     for _, op in ipairs{ "put", "get" } do
-      local key = D .. "bucket_" .. op .. "_" .. k
-      -- a PUT is durable (fsync'd); a GET's limit is one request (4 KB) or
-      -- the pipe (4 MB)
-      local disk = "limit.put_" .. k
-      local DISK = ("one request + %s through a pipe + write, fsync, rename, fsync dir")
-        :format(name)
-      if op == "put" then
-        row(("bucket PUT %s: latency"):format(name), fig(key), fig(disk), DISK)
-        row(("bucket PUT %s: ops/s"):format(name), fig(key, "ops/s"), fig(disk, "ops/s"), DISK)
-        if bytes > 4096 then
-          row(("bucket PUT %s: MB/s"):format(name), fig(key, "MB/s", bytes),
-            fig(disk, "MB/s", bytes), DISK)
-        end
-      elseif bytes == 4096 then
-        row(("bucket GET %s: latency"):format(name), fig(key), fig("http.c"),
-          "libcurl GET from C (one request)")
-        row(("bucket GET %s: ops/s"):format(name), fig(key, "ops/s"),
-          fig("http.c", "ops/s"), "libcurl GET from C (one request)")
-      else
-        row(("bucket GET %s: latency"):format(name), fig(key))
-        row(("bucket GET %s: ops/s"):format(name), fig(key, "ops/s"))
-        row(("bucket GET %s: MB/s"):format(name), fig(key, "MB/s", bytes),
-          fig("pipe.cat_mbps", "rate"), "head -c 256M /dev/zero, piped to cat")
+      local key, limit = D .. "bucket_" .. op .. "_" .. k, "limit." .. op .. "_" .. k
+      local OP = op:upper()
+      local LIMIT = ("one request + %s through a pipe"):format(name)
+      if op == "put" then LIMIT = LIMIT .. " + write, fsync, rename, fsync dir" end
+      row(("bucket %s %s: latency"):format(OP, name), fig(key), fig(limit), LIMIT)
+      row(("bucket %s %s: ops/s"):format(OP, name), fig(key, "ops/s"), fig(limit, "ops/s"), LIMIT)
+      if bytes > 4096 then
+        row(("bucket %s %s: MB/s"):format(OP, name), fig(key, "MB/s", bytes),
+          fig(limit, "MB/s", bytes), LIMIT)
       end
     end
   end
