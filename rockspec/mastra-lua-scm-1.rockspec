@@ -36,6 +36,7 @@ build = {
     ["mastra.fs_common"] = "lua/mastra/fs_common.lua",
     ["mastra.shell"] = "lua/mastra/shell.lua",
     ["mastra.task"] = "lua/mastra/task.lua",
+    ["mastra.output"] = "lua/mastra/output.lua",
     ["mastra.process"] = "lua/mastra/process.lua",
     ["mastra.local_sandbox"] = "lua/mastra/local_sandbox.lua",
     ["mastra.local_platform"] = "lua/mastra/local_platform.lua",

@@ -204,7 +204,7 @@ describe("LocalSandbox processes (SBX-PROC)", function()
   end)
 
   it("SBX-PROC-17 (extra) sends 1 MiB through stdin while stdout is read", function()
-    local h = spawn("cat")
+    local h = spawn("cat", { maxRetainedBytes = math.huge })
     local line = ("0123456789abcdef"):rep(63) .. "\n" -- 1009 bytes
     local data = line:rep(1040)                      -- > 1 MiB, more than a pipe holds
     h:sendStdin(data)
@@ -213,6 +213,39 @@ describe("LocalSandbox processes (SBX-PROC)", function()
     assert.are.equal(0, r.exitCode)
     assert.are.equal(#data, #r.stdout)
     assert.is_true(r.stdout == data)
+    assert.is_false(r.stdoutTruncated)
+    assert.are.equal(0, r.stdoutDroppedBytes)
+  end)
+
+  it("keeps the newest 1 MiB of a spawned process's output by default (as upstream)", function()
+    local h = spawn("cat")
+    local line = ("0123456789abcdef"):rep(63) .. "\n" -- 1009 bytes
+    local data = line:rep(1040)
+    h:sendStdin(data)
+    h:closeStdin()
+    local r = h:wait()
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal(1048576, #r.stdout)
+    assert.is_true(r.stdout == data:sub(-1048576))
+    assert.is_true(h.stdout == r.stdout)
+    assert.is_true(r.stdoutTruncated)
+    assert.are.equal(#data - 1048576, r.stdoutDroppedBytes)
+    assert.is_false(r.stderrTruncated)
+    assert.are.equal(0, r.stderrDroppedBytes)
+  end)
+
+  it("spawn keeps what maxRetainedBytes says, and refuses a bad value", function()
+    local r = spawn("printf 0123456789; printf abc >&2", { maxRetainedBytes = 4 }):wait()
+    assert.are.equal("6789", r.stdout)
+    assert.are.equal(6, r.stdoutDroppedBytes)
+    assert.are.equal("abc", r.stderr)
+    assert.is_false(r.stderrTruncated)
+    for _, bad in ipairs{ -1, 1.5, "10", 0 / 0 } do
+      local ok, err = pcall(procs.spawn, procs, "true", { maxRetainedBytes = bad })
+      assert.is_false(ok)
+      assert.matches("processes:spawn: option 'maxRetainedBytes' must be an integer >= 0"
+        .. " %(bytes%), or math.huge", err)
+    end
   end)
 
   it("SBX-PROC-18 sendStdin to an exited process raises", function()

@@ -2,6 +2,7 @@
 -- options, and configured instructions.
 local core = require "mastra.core"
 local options = require "mastra.options"
+local output = require "mastra.output"
 
 local common = {}
 
@@ -32,6 +33,7 @@ common.EXEC_OPTS = {
   cwd = options.string,
   env = options.env,
   timeout = options.ms,
+  maxRetainedBytes = output.checkMax,
   onStdout = options.func,
   onStderr = options.func,
 }

@@ -5,10 +5,12 @@
 --
 -- run() returns the DirectExecResult {exitCode (nil on a transport
 -- failure), stdout, stderr, truncated = false, timedOut, opened,
--- closeCode?, closeReason?}. Cancelling the calling task closes the
--- socket (the local platform then kills the command's process group).
+-- closeCode?, closeReason?, stdoutDroppedBytes, stderrDroppedBytes}.
+-- Cancelling the calling task closes the socket (the local platform then
+-- kills the command's process group).
 local core = require "mastra.core"
 local task = require "mastra.task"
+local output = require "mastra.output"
 
 local direct_exec = {}
 
@@ -36,13 +38,14 @@ local function utf8_split(s)
 end
 direct_exec.utf8Split = utf8_split
 
--- A stream: its chunks, the callback, and the bytes held back for it.
-local function stream(cb)
-  return { chunks = {}, cb = cb, held = "" }
+-- A stream: its retained output, the callback, and the bytes held back
+-- for it.
+local function stream(cb, max)
+  return { out = output.new(max), cb = cb, held = "" }
 end
 
 local function deliver(st, bytes)
-  st.chunks[#st.chunks + 1] = bytes
+  st.out:append(bytes)
   if st.cb then
     local whole
     whole, st.held = utf8_split(st.held .. bytes)
@@ -60,10 +63,11 @@ end
 
 --- spec: url, subprotocol, jwt, command, cwd?, env? (a table with at least
 -- one key, or nil), timeout? (ms > 0), handshakeTimeout? (ms, default
--- 30000), onStdout?, onStderr?
+-- 30000), maxRetainedBytes? (default: everything), onStdout?, onStderr?
 function direct_exec.run(spec)
   local res = { exitCode = nil, truncated = false, timedOut = false, opened = false }
-  local out, err = stream(spec.onStdout), stream(spec.onStderr)
+  local out = stream(spec.onStdout, spec.maxRetainedBytes)
+  local err = stream(spec.onStderr, spec.maxRetainedBytes)
   local timeout = spec.timeout and spec.timeout > 0 and spec.timeout or nil
   -- with a timeout, its timer covers everything; without, the handshake
   -- must complete within its deadline, then the command may run forever
@@ -135,8 +139,8 @@ function direct_exec.run(spec)
   end
   flush(out)
   flush(err)
-  res.stdout = table.concat(out.chunks)
-  res.stderr = table.concat(err.chunks)
+  res.stdout, res.stdoutDroppedBytes = out.out:text(), out.out.dropped
+  res.stderr, res.stderrDroppedBytes = err.out:text(), err.out.dropped
   if ws:state() ~= "closed" then ws:close(1000, "") end
   return res
 end

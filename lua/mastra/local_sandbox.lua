@@ -81,6 +81,7 @@ function LocalSandbox:_launch(command, opts, timeout, stdin)
     env = env,
     stdin = stdin,
     timeout = timeout,
+    maxRetainedBytes = opts.maxRetainedBytes,
     onStdout = opts.onStdout,
     onStderr = opts.onStderr,
     onExit = function(handle) live[handle] = nil end,

@@ -14,6 +14,7 @@ local shell = require "mastra.shell"
 local task = require "mastra.task"
 local client = require "mastra.platform_client"
 local direct_exec = require "mastra.direct_exec"
+local output = require "mastra.output"
 local process = require "mastra.process"
 
 local PlatformSandbox = { __name = "mastra.PlatformSandbox" }
@@ -319,15 +320,15 @@ end
 
 --- The DirectExecResult of `command`, with the retry policy of
 -- platform-protocol.md 2.5.
-function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, onStdout, onStderr)
+function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
   local last, last_lease
   for attempt = 1, 2 do
     local lease = self:_ensureLease(command, attempt)
     local r = direct_exec.run{
       url = lease.wsEndpoint, subprotocol = lease.subprotocol, jwt = lease.jwt,
       command = command, cwd = cwd, env = env, timeout = timeout,
-      handshakeTimeout = self._handshakeTimeout,
-      onStdout = onStdout, onStderr = onStderr,
+      handshakeTimeout = self._handshakeTimeout, maxRetainedBytes = opts.maxRetainedBytes,
+      onStdout = opts.onStdout, onStderr = opts.onStderr,
     }
     if r.exitCode ~= nil or r.timedOut then return r end
     last, last_lease = r, lease
@@ -358,7 +359,9 @@ end
 
 --- Run `command` (shell text) with `args` (each quoted as one argument) in
 -- the sandbox. Returns {stdout, stderr, exitCode, success,
--- executionTimeMs, timedOut, command, args}; a timeout gives exitCode 124.
+-- executionTimeMs, timedOut, command, args, stdoutTruncated,
+-- stderrTruncated, stdoutDroppedBytes, stderrDroppedBytes}; a timeout gives
+-- exitCode 124.
 function PlatformSandbox:executeCommand(command, args, opts)
   local where = "PlatformSandbox:executeCommand"
   check_self(where, self)
@@ -372,13 +375,14 @@ function PlatformSandbox:executeCommand(command, args, opts)
   if timeout == nil then timeout = self.timeout end
   local cwd = opts.cwd or self.workingDirectory
   if cwd == "" then cwd = nil end
-  local r = self:_runDirectExec(full, cwd, merged_env(self, opts.env), timeout,
-    opts.onStdout, opts.onStderr)
+  local r = self:_runDirectExec(full, cwd, merged_env(self, opts.env), timeout, opts)
   local code = r.exitCode or 124
   return {
     stdout = r.stdout, stderr = r.stderr, exitCode = code, success = code == 0,
     executionTimeMs = core.now() - started, timedOut = r.timedOut,
     command = full, args = args,
+    stdoutTruncated = r.stdoutDroppedBytes > 0, stderrTruncated = r.stderrDroppedBytes > 0,
+    stdoutDroppedBytes = r.stdoutDroppedBytes, stderrDroppedBytes = r.stderrDroppedBytes,
   }
 end
 
@@ -387,7 +391,21 @@ end
 -- {====== processes ======
 
 local Handle = { __name = "mastra.PlatformProcessHandle" }
-Handle.__index = Handle
+
+-- stdout and stderr are the handle's retained output (mastra.output)
+function Handle.__index(h, k)
+  if k == "stdout" or k == "stderr" then return h._out[k]:text() end
+  return Handle[k]
+end
+
+-- A result carries the handle's retained output, and what it dropped.
+local function with_output(h, r)
+  local o, e = h._out.stdout, h._out.stderr
+  r.stdout, r.stderr = o:text(), e:text()
+  r.stdoutTruncated, r.stderrTruncated = o:truncated(), e:truncated()
+  r.stdoutDroppedBytes, r.stderrDroppedBytes = o.dropped, e.dropped
+  return r
+end
 
 function Handle:wait()
   options.self("ProcessHandle:wait", self, Handle)
@@ -419,34 +437,37 @@ function PlatformSandbox:_spawnProcess(command, opts)
   local h = setmetatable({
     pid = ("platform-proc-%s-%s"):format(common.base36(core.time()),
       common.base36(self._pidCounter - 1)),
-    command = command, stdout = "", stderr = "",
+    command = command,
+    _out = { stdout = output.new(opts.maxRetainedBytes),
+      stderr = output.new(opts.maxRetainedBytes) },
   }, Handle)
   self._running = self._running or {}
   self._running[h] = h
   local function out(chunk)
-    h.stdout = h.stdout .. chunk
+    h._out.stdout:append(chunk)
     if opts.onStdout then opts.onStdout(chunk) end
   end
   local function err(chunk)
-    h.stderr = h.stderr .. chunk
+    h._out.stderr:append(chunk)
     if opts.onStderr then opts.onStderr(chunk) end
   end
   h._task = task.spawn(function()
+    -- the handle keeps the output: the command's own result keeps none
     local ok, r = pcall(self.executeCommand, self, command, nil, {
-      cwd = opts.cwd, env = opts.env, timeout = opts.timeout,
+      cwd = opts.cwd, env = opts.env, timeout = opts.timeout, maxRetainedBytes = 0,
       onStdout = out, onStderr = err,
     })
     self._running[h] = nil
     if ok then
       h.exitCode = r.exitCode
-      h._result = r
+      h._result = with_output(h, r)
       return
     end
     if errors.CancelledError:is(r) and h.killed then
       -- killed through the handle: a result, as for a local process
       h.exitCode = 137
-      h._result = { stdout = h.stdout, stderr = h.stderr, exitCode = 137,
-        success = false, timedOut = false, killed = true, command = command }
+      h._result = with_output(h, { exitCode = 137, success = false, timedOut = false,
+        killed = true, command = command })
       return
     end
     h.error = r -- reported honestly: exited with an error, not running

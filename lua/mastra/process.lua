@@ -8,25 +8,17 @@ local core = require "mastra.core"
 local task = require "mastra.task"
 local options = require "mastra.options"
 local errors = require "mastra.errors"
+local output = require "mastra.output"
 
 local process = {}
 
 local Handle = { __name = "mastra.ProcessHandle" }
 process.Handle = Handle
 
--- stdout and stderr are kept as chunk lists and joined when read.
-local function joined(h, stream)
-  local list = h._chunks[stream]
-  if #list > 1 then
-    local s = table.concat(list)
-    for i = #list, 2, -1 do list[i] = nil end
-    list[1] = s
-  end
-  return list[1] or ""
-end
-
+-- stdout and stderr are retained output buffers (mastra.output), joined
+-- when read.
 function Handle.__index(h, k)
-  if k == "stdout" or k == "stderr" then return joined(h, k) end
+  if k == "stdout" or k == "stderr" then return h._out[k]:text() end
   return Handle[k]
 end
 
@@ -52,8 +44,8 @@ function Handle.__close(h)
 end
 
 --- Start `command` (shell text) and return its handle. spec: command,
--- cwd, env (full map), stdin (boolean), timeout (ms, 0: none), onStdout,
--- onStderr, onExit.
+-- cwd, env (full map), stdin (boolean), timeout (ms, 0: none),
+-- maxRetainedBytes (default: everything), onStdout, onStderr, onExit.
 function process.start(spec)
   local proc = core.spawn{
     command = spec.command,
@@ -67,7 +59,8 @@ function process.start(spec)
     command = spec.command,
     exitCode = nil,
     _proc = proc,
-    _chunks = { stdout = {}, stderr = {} },
+    _out = { stdout = output.new(spec.maxRetainedBytes),
+      stderr = output.new(spec.maxRetainedBytes) },
     _started = core.now(),
     _onStdout = spec.onStdout,
     _onStderr = spec.onStderr,
@@ -82,13 +75,11 @@ function process.pump(h)
   while true do
     local out, err, done = proc:read()
     if out then
-      local list = h._chunks.stdout
-      list[#list + 1] = out
+      h._out.stdout:append(out)
       if h._onStdout then h._onStdout(out) end
     end
     if err then
-      local list = h._chunks.stderr
-      list[#list + 1] = err
+      h._out.stderr:append(err)
       if h._onStderr then h._onStderr(err) end
     end
     if done then break end
@@ -127,6 +118,10 @@ function Handle:result(args)
     killed = self.killed or false,
     command = self.command,
     args = args,
+    stdoutTruncated = self._out.stdout:truncated(),
+    stderrTruncated = self._out.stderr:truncated(),
+    stdoutDroppedBytes = self._out.stdout.dropped,
+    stderrDroppedBytes = self._out.stderr.dropped,
   }
 end
 
@@ -184,9 +179,14 @@ local SPAWN_OPTS = {
   cwd = options.string,
   env = options.env,
   timeout = options.ms,
+  maxRetainedBytes = output.checkMax,
   onStdout = options.func,
   onStderr = options.func,
 }
+
+-- What a spawned process keeps of each stream unless told otherwise (as
+-- upstream: it may run for hours).
+process.SPAWN_RETAINED_BYTES = 1048576
 
 --- sandbox: the owner (its _ensureRunning() runs before a spawn);
 -- launch(command, opts) -> a handle already running in the background.
@@ -224,7 +224,10 @@ function Manager:spawn(command, opts)
   options.arg("processes:spawn", 1, "command", command, options.string)
   opts = options.check("processes:spawn", opts, SPAWN_OPTS)
   self._sandbox:_ensureRunning()
-  local h = self._launch(command, opts)
+  local launch_opts = {}
+  for k, v in pairs(opts) do launch_opts[k] = v end
+  launch_opts.maxRetainedBytes = opts.maxRetainedBytes or process.SPAWN_RETAINED_BYTES
+  local h = self._launch(command, launch_opts)
   self._tracked[h.pid] = h
   self._order[#self._order + 1] = h.pid
   self._dismissed[h.pid] = nil -- the OS may reuse a pid
