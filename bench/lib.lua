@@ -57,6 +57,35 @@ function lib.reps(n, budget_ms, fn, min)
   return xs
 end
 
+--- r, the result of an exec, if it exited 0; else an error with its stderr.
+function lib.must(r)
+  if r.exitCode ~= 0 then error(("exec failed: %d %s"):format(r.exitCode, r.stderr)) end
+  return r
+end
+
+--- Time `head -c bytes /dev/zero | cat > /dev/null`, the pipe's limit, and
+-- emit its MB/s (key pipe.cat_mbps).
+function lib.pipeBaseline(bytes)
+  local ms = lib.time(os.execute, ("head -c %d /dev/zero | cat > /dev/null"):format(bytes))
+  lib.emit("pipe.cat_mbps", "MB/s", { bytes / 1048576 / (ms / 1000) })
+end
+
+--- MB/s of `head -c bytes /dev/zero` run by sb:executeCommand, counted by
+-- onStdout; the result keeps maxRetainedBytes of it (nil: all).
+function lib.stdoutMbps(sb, bytes, maxRetainedBytes)
+  local got = 0
+  local ms = lib.time(function()
+    local r = sb:executeCommand("head", { "-c", tostring(bytes), "/dev/zero" }, {
+      onStdout = function(chunk) got = got + #chunk end,
+      maxRetainedBytes = maxRetainedBytes,
+    })
+    lib.must(r)
+  end)
+  assert(got == bytes, ("stdout: got %d of %d bytes"):format(got, bytes))
+  collectgarbage("collect") -- the result kept a copy of the output
+  return bytes / 1048576 / (ms / 1000)
+end
+
 --- Read a whole file.
 function lib.slurp(path)
   local f = assert(io.open(path, "rb"))

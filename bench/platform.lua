@@ -26,10 +26,7 @@ local function new_sandbox()
   return mastra.PlatformSandbox.new(o)
 end
 
-local function must(r)
-  if r.exitCode ~= 0 then error(("exec failed: %d %s"):format(r.exitCode, r.stderr)) end
-  return r
-end
+local must = lib.must
 
 -- 1. sandbox create -> first exec (destroy is not timed; one warm-up first)
 do
@@ -81,30 +78,18 @@ end
 -- their repetitions, so that a noisy neighbour hits both alike.
 local baseline = os.getenv("MASTRA_BENCH_BASELINE") -- build-bench/bench/baseline
 
---- Time `head -c bytes /dev/zero | cat > /dev/null` and emit its MB/s.
-local function pipe_baseline(bytes)
-  local ms = lib.time(os.execute, ("head -c %d /dev/zero | cat > /dev/null"):format(bytes))
-  lib.emit("pipe.cat_mbps", "MB/s", { bytes / 1048576 / (ms / 1000) })
-end
-
--- 3. stdout throughput through the exec WebSocket (counted by onStdout)
+-- 3. stdout throughput through the exec WebSocket (counted by onStdout),
+-- kept in the result, and not kept (maxRetainedBytes = 0)
 do
   local bytes = q(256, 16) * 1024 * 1024
-  local xs = {}
+  local xs, ys = {}, {}
   for i = 1, q(2, 1) do
-    pipe_baseline(bytes)
-    local got = 0
-    local ms = lib.time(function()
-      local r = sb:executeCommand("head", { "-c", tostring(bytes), "/dev/zero" }, {
-        onStdout = function(chunk) got = got + #chunk end,
-      })
-      must(r)
-    end)
-    assert(got == bytes, ("stdout: got %d of %d bytes"):format(got, bytes))
-    xs[i] = bytes / 1048576 / (ms / 1000)
-    collectgarbage("collect") -- the result kept a copy of the output
+    lib.pipeBaseline(bytes)
+    xs[i] = lib.stdoutMbps(sb, bytes)
+    ys[i] = lib.stdoutMbps(sb, bytes, 0)
   end
   lib.emit(K .. "stdout_mbps", "MB/s", xs)
+  lib.emit(K .. "stdout_noretain_mbps", "MB/s", ys)
 end
 
 -- 4. a fleet of 100: clone, start, exec `true`, destroy; wall time. The

@@ -92,7 +92,10 @@ for driver in drivers_arg:gmatch("[^,]+") do
       fig(D .. "fleet_c" .. c), fig("spawn.fleet_c" .. c .. ".wall"),
       ("100 × " .. SPAWN .. ", %d in flight"):format(c))
   end
-  row("stdout through the exec WebSocket (256 MB)", fig(D .. "stdout_mbps", "rate"),
+  row("stdout through the exec WebSocket (256 MB), kept in the result",
+    fig(D .. "stdout_mbps", "rate"), fig("pipe.cat_mbps", "rate"),
+    "head -c 256M /dev/zero, piped to cat")
+  row("the same, not kept (maxRetainedBytes = 0)", fig(D .. "stdout_noretain_mbps", "rate"),
     fig("pipe.cat_mbps", "rate"), "head -c 256M /dev/zero, piped to cat")
   row("HTTP GET, core.http from Lua (kept alive)", fig(D .. "http_404"), fig("http.c"),
     "libcurl from C, same URL")
@@ -127,9 +130,12 @@ row("exec `true`, 50 concurrent: latency", fig("local.exec_conc"), fig("spawn.c5
 row("exec `true`, 50 concurrent: rate", fig("local.exec_conc_rate", "rate"),
   fig("spawn.c50.rate", "rate"), SPAWN .. ", 50 in flight",
   fig("peer.local.exec_conc_rate", "rate"))
-row("stdout through the pipe (256 MB)", fig("local.stdout_mbps", "rate"),
+row("stdout through the pipe (256 MB), kept in the result", fig("local.stdout_mbps", "rate"),
   fig("pipe.cat_mbps", "rate"), "head -c 256M /dev/zero, piped to cat",
   fig("peer.local.stdout_mbps", "rate"))
+row("the same, not kept (maxRetainedBytes = 0)", fig("local.stdout_noretain_mbps", "rate"),
+  fig("pipe.cat_mbps", "rate"), "head -c 256M /dev/zero, piped to cat",
+  fig("peer.local.stdout_noretain_mbps", "rate"))
 row("client memory per idle handle (unstarted), KiB", fig("local.mem_handle", "KiB"), nil, nil,
   fig("peer.local.mem_per_handle", "KiB"))
 

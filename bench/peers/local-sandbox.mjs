@@ -76,6 +76,20 @@ try {
     mbps.push(bytes / 1048576 / (ms / 1000));
   }
   emit('peer.local.stdout_mbps', 'MB/s', mbps);
+  // the same, keeping none of it in the result
+  const bare = [];
+  for (let r = 0; r < +stdoutReps; r++) {
+    let got = 0;
+    const t = performance.now();
+    await sb.executeCommand('head', ['-c', String(bytes), '/dev/zero'], {
+      onStdout: (chunk) => { got += Buffer.byteLength(chunk); },
+      maxRetainedBytes: 0,
+    });
+    const ms = performance.now() - t;
+    if (got !== bytes) throw new Error(`stdout: got ${got} of ${bytes} bytes`);
+    bare.push(bytes / 1048576 / (ms / 1000));
+  }
+  emit('peer.local.stdout_noretain_mbps', 'MB/s', bare);
   await sb.destroy();
 
   // client memory per idle (unstarted) handle
