@@ -265,20 +265,7 @@ describe("LocalSandbox executeCommand (SBX-EXEC)", function()
   end)
 
   it("keeps the newest maxRetainedBytes of the output; onStdout still sees it all", function()
-    local seen = 0
-    local r = sb:executeCommand("head -c 300000 /dev/zero | tr '\\0' x; printf end; echo e >&2",
-      nil, { maxRetainedBytes = 10, onStdout = function(chunk) seen = seen + #chunk end })
-    assert.are.equal(0, r.exitCode)
-    assert.are.equal(300003, seen)
-    assert.are.equal("xxxxxxxend", r.stdout)
-    assert.is_true(r.stdoutTruncated)
-    assert.are.equal(300003 - 10, r.stdoutDroppedBytes)
-    assert.are.equal("e\n", r.stderr)
-    assert.is_false(r.stderrTruncated)
-    assert.are.equal(0, r.stderrDroppedBytes)
-    r = sb:executeCommand("printf abc", nil, { maxRetainedBytes = 0 })
-    assert.are.equal("", r.stdout)
-    assert.are.equal(3, r.stdoutDroppedBytes)
+    util.checkRetainedOutput(sb)
     assert.has_error(function() sb:executeCommand("true", nil, { maxRetainedBytes = -1 }) end,
       "LocalSandbox:executeCommand: option 'maxRetainedBytes' must be an integer >= 0 (bytes),"
       .. " or math.huge (keep everything) (got number -1)")

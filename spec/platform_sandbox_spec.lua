@@ -129,26 +129,10 @@ describe("PlatformSandbox on the local platform", function()
 
   it("keeps the newest maxRetainedBytes of the output; onStdout still sees it all", function()
     local sb = new()
-    local seen = 0
-    -- 300000 bytes of stdout, split over several frames
-    local r = sb:executeCommand("head -c 300000 /dev/zero | tr '\\0' x; printf end; echo err >&2",
-      nil, { maxRetainedBytes = 10, onStdout = function(chunk) seen = seen + #chunk end })
-    assert.are.equal(0, r.exitCode)
-    assert.are.equal(300003, seen)
-    assert.are.equal("xxxxxxxend", r.stdout)
-    assert.is_true(r.stdoutTruncated)
-    assert.are.equal(300003 - 10, r.stdoutDroppedBytes)
-    assert.are.equal("err\n", r.stderr)
-    assert.is_false(r.stderrTruncated)
-    assert.are.equal(0, r.stderrDroppedBytes)
-    -- by default an exec keeps everything
-    r = sb:executeCommand("head -c 300000 /dev/zero | tr '\\0' x")
-    assert.are.equal(300000, #r.stdout)
-    assert.is_false(r.stdoutTruncated)
-    assert.are.equal(0, r.stdoutDroppedBytes)
+    util.checkRetainedOutput(sb)
     -- a background process keeps the newest 1 MiB unless told otherwise
     local h = sb.processes:spawn("head -c 1100000 /dev/zero | tr '\\0' y; printf z")
-    r = h:wait()
+    local r = h:wait()
     assert.are.equal(1048576, #r.stdout)
     assert.are.equal("yyz", r.stdout:sub(-3))
     assert.is_true(r.stdoutTruncated)

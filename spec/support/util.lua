@@ -67,6 +67,33 @@ function util.dropSandbox(sb, dir, base)
   util.rm_rf(dir, base)
 end
 
+--- The maxRetainedBytes contract of sb:executeCommand, any sandbox: the
+-- result keeps the newest bytes of a stream and counts the others, while
+-- onStdout sees everything (300003 bytes of stdout, over several reads or
+-- frames).
+function util.checkRetainedOutput(sb)
+  local check = require "luassert" -- busted's assert lives in the specs' own environment
+  local seen = 0
+  local r = sb:executeCommand("head -c 300000 /dev/zero | tr '\\0' x; printf end; echo e >&2",
+    nil, { maxRetainedBytes = 10, onStdout = function(chunk) seen = seen + #chunk end })
+  check.are.equal(0, r.exitCode)
+  check.are.equal(300003, seen)
+  check.are.equal("xxxxxxxend", r.stdout)
+  check.is_true(r.stdoutTruncated)
+  check.are.equal(300003 - 10, r.stdoutDroppedBytes)
+  check.are.equal("e\n", r.stderr)
+  check.is_false(r.stderrTruncated)
+  check.are.equal(0, r.stderrDroppedBytes)
+  r = sb:executeCommand("printf abc", nil, { maxRetainedBytes = 0 })
+  check.are.equal("", r.stdout)
+  check.are.equal(3, r.stdoutDroppedBytes)
+  -- by default an exec keeps everything
+  r = sb:executeCommand("head -c 300000 /dev/zero | tr '\\0' x")
+  check.are.equal(300000, #r.stdout)
+  check.is_false(r.stdoutTruncated)
+  check.are.equal(0, r.stdoutDroppedBytes)
+end
+
 --- A list and a callback that appends to it (for onStdout/onStderr).
 function util.collector()
   local chunks = {}
