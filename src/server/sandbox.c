@@ -220,8 +220,9 @@ static cJSON *record_json(const mp_sandbox *sb) {
 ** records the platform keeps. Not fsync'd, like the working trees and the
 ** checkpoints the records describe: a record survives kill -9 of the
 ** server (the page cache has it); a machine crash can lose the newest
-** changes (a torn record is skipped at load). With an fsync per change, a
-** fleet of 100 sandboxes spent 3/4 of its time waiting for the disk. */
+** changes (a torn record is skipped at load). On ext4, a fleet of 100
+** sandboxes (concurrency 16) took 177-232 ms with an fsync per change and
+** 112-157 ms without, in interleaved runs. */
 int mp_record_save(mp_server *srv, const mp_sandbox *sb) {
   char path[4200];
   cJSON *o = record_json(sb);
