@@ -9,6 +9,7 @@ local task = require "mastra.task"
 local options = require "mastra.options"
 local errors = require "mastra.errors"
 local output = require "mastra.output"
+local common = require "mastra.common"
 
 local process = {}
 
@@ -175,15 +176,6 @@ local Manager = { __name = "mastra.ProcessManager" }
 Manager.__index = Manager
 process.Manager = Manager
 
-local SPAWN_OPTS = {
-  cwd = options.string,
-  env = options.env,
-  timeout = options.ms,
-  maxRetainedBytes = output.checkMax,
-  onStdout = options.func,
-  onStderr = options.func,
-}
-
 -- What a spawned process keeps of each stream unless told otherwise (as
 -- upstream: it may run for hours).
 process.SPAWN_RETAINED_BYTES = 1048576
@@ -222,7 +214,8 @@ end
 function Manager:spawn(command, opts)
   options.self("processes:spawn", self, Manager)
   options.arg("processes:spawn", 1, "command", command, options.string)
-  opts = options.check("processes:spawn", opts, SPAWN_OPTS)
+  -- the options of executeCommand; only maxRetainedBytes's default differs
+  opts = options.check("processes:spawn", opts, common.EXEC_OPTS)
   self._sandbox:_ensureRunning()
   local launch_opts = {}
   for k, v in pairs(opts) do launch_opts[k] = v end
