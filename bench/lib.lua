@@ -70,9 +70,9 @@ function lib.pipeBaseline(bytes)
   lib.emit("pipe.cat_mbps", "MB/s", { bytes / 1048576 / (ms / 1000) })
 end
 
---- MB/s of `head -c bytes /dev/zero` run by sb:executeCommand, counted by
+-- MB/s of `head -c bytes /dev/zero` run by sb:executeCommand, counted by
 -- onStdout; the result keeps maxRetainedBytes of it (nil: all).
-function lib.stdoutMbps(sb, bytes, maxRetainedBytes)
+local function stdout_mbps(sb, bytes, maxRetainedBytes)
   local got = 0
   local ms = lib.time(function()
     local r = sb:executeCommand("head", { "-c", tostring(bytes), "/dev/zero" }, {
@@ -84,6 +84,51 @@ function lib.stdoutMbps(sb, bytes, maxRetainedBytes)
   assert(got == bytes, ("stdout: got %d of %d bytes"):format(got, bytes))
   collectgarbage("collect") -- the result kept a copy of the output
   return bytes / 1048576 / (ms / 1000)
+end
+
+--- The exec figures of a started sandbox, keys prefix .. "exec_seq",
+-- "exec_conc" and "exec_conc_rate": `true` seq_n times in a row (or for
+-- 30 s), then `batches` times 50 tasks of `per` execs each.
+function lib.execFigures(prefix, sb, seq_n, batches, per)
+  local function exec() lib.must(sb:executeCommand("true")) end
+  for _ = 1, 20 do exec() end -- warm-up (a lease and its connections, the page cache)
+  lib.emit(prefix .. "exec_seq", "ms", lib.reps(seq_n, 30000, exec))
+  local conc = 50
+  local list, lat, rates = {}, {}, {}
+  for i = 1, conc do list[i] = i end
+  for r = 1, batches do
+    local n0, t0 = #lat, lib.now()
+    mastra.map(list, function()
+      for _ = 1, per do
+        local ms = lib.time(exec)
+        lat[#lat + 1] = ms -- after the call: other tasks append while it waits
+      end
+    end, { concurrency = conc })
+    rates[r] = (#lat - n0) / ((lib.now() - t0) / 1000)
+  end
+  lib.emit(prefix .. "exec_conc", "ms", lat)
+  lib.emit(prefix .. "exec_conc_rate", "ops/s", rates)
+end
+
+--- The stdout figures of a started sandbox, keys prefix .. "stdout_mbps"
+-- (kept in the result) and prefix .. "stdout_noretain_mbps" (not kept):
+-- `reps` times each, with the pipe's baseline before each repetition.
+function lib.stdoutFigures(prefix, sb, bytes, reps)
+  local xs, ys = {}, {}
+  for i = 1, reps do
+    lib.pipeBaseline(bytes)
+    xs[i] = stdout_mbps(sb, bytes)
+    ys[i] = stdout_mbps(sb, bytes, 0)
+  end
+  lib.emit(prefix .. "stdout_mbps", "MB/s", xs)
+  lib.emit(prefix .. "stdout_noretain_mbps", "MB/s", ys)
+end
+
+--- The Lua heap in KiB, after full collections.
+function lib.kib()
+  collectgarbage("collect")
+  collectgarbage("collect")
+  return collectgarbage("count")
 end
 
 --- Read a whole file.

@@ -32,53 +32,15 @@ end
 
 local sb <close> = mastra.LocalSandbox.new{ workingDirectory = workdir .. "/run" }
 sb:start()
-for _ = 1, 20 do must(sb:executeCommand("true")) end -- warm-up
-lib.emit("local.exec_seq", "ms", lib.reps(q(200, 10), 30000, function()
-  must(sb:executeCommand("true"))
-end))
+lib.execFigures("local.", sb, q(200, 10), q(2, 1), q(10, 1))
 
-do
-  local conc, per = 50, q(10, 1)
-  local list, lat, rates = {}, {}, {}
-  for i = 1, conc do list[i] = i end
-  for r = 1, q(2, 1) do
-    local n0, t0 = #lat, lib.now()
-    mastra.map(list, function()
-      for _ = 1, per do
-        local ms = lib.time(function() must(sb:executeCommand("true")) end)
-        lat[#lat + 1] = ms -- after the call: other tasks append while it waits
-      end
-    end, { concurrency = conc })
-    rates[r] = (#lat - n0) / ((lib.now() - t0) / 1000)
-  end
-  lib.emit("local.exec_conc", "ms", lat)
-  lib.emit("local.exec_conc_rate", "ops/s", rates)
-end
-
--- stdout throughput through the LocalSandbox pipe, as onStdout sees it,
--- kept in the result and not kept (with the pipe baseline between the
--- repetitions)
-do
-  local bytes = q(256, 16) * 1024 * 1024
-  local xs, ys = {}, {}
-  for i = 1, q(2, 1) do
-    lib.pipeBaseline(bytes)
-    xs[i] = lib.stdoutMbps(sb, bytes)
-    ys[i] = lib.stdoutMbps(sb, bytes, 0)
-  end
-  lib.emit("local.stdout_mbps", "MB/s", xs)
-  lib.emit("local.stdout_noretain_mbps", "MB/s", ys)
-end
+-- stdout throughput through the LocalSandbox pipe, as onStdout sees it
+lib.stdoutFigures("local.", sb, q(256, 16) * 1024 * 1024, q(2, 1))
 
 -- client memory per unstarted handle
 do
-  local function kib()
-    collectgarbage("collect")
-    collectgarbage("collect")
-    return collectgarbage("count")
-  end
-  local before = kib()
+  local before = lib.kib()
   local hs = {}
   for i = 1, 1000 do hs[i] = mastra.LocalSandbox.new{ workingDirectory = workdir .. "/m" } end
-  lib.emit("local.mem_handle", "KiB", { (kib() - before) / #hs })
+  lib.emit("local.mem_handle", "KiB", { (lib.kib() - before) / #hs })
 end

@@ -51,28 +51,7 @@ end
 -- 2. exec round trip of `true` on a running sandbox: sequential, then 50 at once
 local sb <close> = new_sandbox()
 sb:start()
-for _ = 1, 10 do must(sb:executeCommand("true")) end -- warm-up (lease, connections)
-lib.emit(K .. "exec_seq", "ms", lib.reps(q(200, 10), 30000, function()
-  must(sb:executeCommand("true"))
-end))
-
-do
-  local conc, per = 50, q(10, 1)
-  local list, lat, rates = {}, {}, {}
-  for i = 1, conc do list[i] = i end
-  for r = 1, q(2, 1) do
-    local n0, t0 = #lat, lib.now()
-    mastra.map(list, function()
-      for _ = 1, per do
-        local ms = lib.time(function() must(sb:executeCommand("true")) end)
-        lat[#lat + 1] = ms -- after the call: other tasks append while it waits
-      end
-    end, { concurrency = conc })
-    rates[r] = (#lat - n0) / ((lib.now() - t0) / 1000)
-  end
-  lib.emit(K .. "exec_conc", "ms", lat)
-  lib.emit(K .. "exec_conc_rate", "ops/s", rates)
-end
+lib.execFigures(K, sb, q(200, 10), q(2, 1), q(10, 1))
 
 -- The physical limits that go with sections 3 and 4 are measured between
 -- their repetitions, so that a noisy neighbour hits both alike.
@@ -80,17 +59,7 @@ local baseline = os.getenv("MASTRA_BENCH_BASELINE") -- build-bench/bench/baselin
 
 -- 3. stdout throughput through the exec WebSocket (counted by onStdout),
 -- kept in the result, and not kept (maxRetainedBytes = 0)
-do
-  local bytes = q(256, 16) * 1024 * 1024
-  local xs, ys = {}, {}
-  for i = 1, q(2, 1) do
-    lib.pipeBaseline(bytes)
-    xs[i] = lib.stdoutMbps(sb, bytes)
-    ys[i] = lib.stdoutMbps(sb, bytes, 0)
-  end
-  lib.emit(K .. "stdout_mbps", "MB/s", xs)
-  lib.emit(K .. "stdout_noretain_mbps", "MB/s", ys)
-end
+lib.stdoutFigures(K, sb, q(256, 16) * 1024 * 1024, q(2, 1))
 
 -- 4. a fleet of 100: clone, start, exec `true`, destroy; wall time. The
 -- platform keeps the record of every sandbox it has seen, so the order of
@@ -157,27 +126,22 @@ end))
 
 -- 7. client memory per idle PlatformSandbox handle
 do
-  local function kib()
-    collectgarbage("collect")
-    collectgarbage("collect")
-    return collectgarbage("count")
-  end
   -- a started handle, idle after one command (its lease is cached)
   local xs = {}
   for i = 1, q(2, 1) do
-    local before = kib()
+    local before = lib.kib()
     local s = new_sandbox()
     s:start()
     must(s:executeCommand("true"))
-    xs[i] = kib() - before
+    xs[i] = lib.kib() - before
     s:destroy()
   end
   lib.emit(K .. "mem_started_handle", "KiB", xs)
   -- 1,000 unstarted handles (deterministic: once a round is plenty)
-  local before = kib()
+  local before = lib.kib()
   local hs = {}
   for i = 1, 1000 do hs[i] = new_sandbox() end
-  local delta = kib() - before
+  local delta = lib.kib() - before
   lib.emit(K .. "mem_handle", "KiB", { delta / #hs })
   lib.emit(K .. "mem_1000_handles", "KiB", { delta })
 end
