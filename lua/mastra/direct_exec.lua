@@ -5,7 +5,8 @@
 --
 -- run() returns the DirectExecResult {exitCode (nil on a transport
 -- failure), stdout, stderr, truncated = false, timedOut, opened,
--- closeCode?, closeReason?, stdoutDroppedBytes, stderrDroppedBytes}.
+-- closeCode?, closeReason?, stdoutTruncated, stderrTruncated,
+-- stdoutDroppedBytes, stderrDroppedBytes}.
 -- Cancelling the calling task closes the socket (the local platform then
 -- kills the command's process group).
 local core = require "mastra.core"
@@ -139,8 +140,7 @@ function direct_exec.run(spec)
   end
   flush(out)
   flush(err)
-  res.stdout, res.stdoutDroppedBytes = out.out:text(), out.out.dropped
-  res.stderr, res.stderrDroppedBytes = err.out:text(), err.out.dropped
+  output.fill(res, out.out, err.out)
   if ws:state() ~= "closed" then ws:close(1000, "") end
   return res
 end

@@ -168,8 +168,9 @@ end
 
 --- Run `command` (shell text) with `args` (quoted, each one argument).
 -- Returns {stdout, stderr, exitCode, success, executionTimeMs, timedOut,
--- killed, command, args}. A timeout kills the process group and returns
--- exitCode 124 with the output received so far.
+-- killed, command, args, stdoutTruncated, stderrTruncated,
+-- stdoutDroppedBytes, stderrDroppedBytes}. A timeout kills the process group
+-- and returns exitCode 124 with the output received so far.
 function LocalSandbox:executeCommand(command, args, opts)
   local where = "LocalSandbox:executeCommand"
   check_self(where, self)

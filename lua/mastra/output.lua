@@ -92,4 +92,14 @@ function Retained:truncated()
   return self.dropped > 0
 end
 
+--- Put the retained text of out and err, and what they dropped, in the
+-- result r (stdout, stderr, stdoutTruncated, stderrTruncated,
+-- stdoutDroppedBytes, stderrDroppedBytes). Returns r.
+function output.fill(r, out, err)
+  r.stdout, r.stderr = out:text(), err:text()
+  r.stdoutTruncated, r.stderrTruncated = out:truncated(), err:truncated()
+  r.stdoutDroppedBytes, r.stderrDroppedBytes = out.dropped, err.dropped
+  return r
+end
+
 return output

@@ -381,7 +381,7 @@ function PlatformSandbox:executeCommand(command, args, opts)
     stdout = r.stdout, stderr = r.stderr, exitCode = code, success = code == 0,
     executionTimeMs = core.now() - started, timedOut = r.timedOut,
     command = full, args = args,
-    stdoutTruncated = r.stdoutDroppedBytes > 0, stderrTruncated = r.stderrDroppedBytes > 0,
+    stdoutTruncated = r.stdoutTruncated, stderrTruncated = r.stderrTruncated,
     stdoutDroppedBytes = r.stdoutDroppedBytes, stderrDroppedBytes = r.stderrDroppedBytes,
   }
 end
@@ -398,14 +398,6 @@ function Handle.__index(h, k)
   return Handle[k]
 end
 
--- A result carries the handle's retained output, and what it dropped.
-local function with_output(h, r)
-  local o, e = h._out.stdout, h._out.stderr
-  r.stdout, r.stderr = o:text(), e:text()
-  r.stdoutTruncated, r.stderrTruncated = o:truncated(), e:truncated()
-  r.stdoutDroppedBytes, r.stderrDroppedBytes = o.dropped, e.dropped
-  return r
-end
 
 function Handle:wait()
   options.self("ProcessHandle:wait", self, Handle)
@@ -460,14 +452,14 @@ function PlatformSandbox:_spawnProcess(command, opts)
     self._running[h] = nil
     if ok then
       h.exitCode = r.exitCode
-      h._result = with_output(h, r)
+      h._result = output.fill(r, h._out.stdout, h._out.stderr)
       return
     end
     if errors.CancelledError:is(r) and h.killed then
       -- killed through the handle: a result, as for a local process
       h.exitCode = 137
-      h._result = with_output(h, { exitCode = 137, success = false, timedOut = false,
-        killed = true, command = command })
+      h._result = output.fill({ exitCode = 137, success = false, timedOut = false,
+        killed = true, command = command }, h._out.stdout, h._out.stderr)
       return
     end
     h.error = r -- reported honestly: exited with an error, not running

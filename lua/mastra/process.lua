@@ -109,9 +109,7 @@ end
 
 --- The CommandResult of a finished process.
 function Handle:result(args)
-  return {
-    stdout = self.stdout,
-    stderr = self.stderr,
+  return output.fill({
     exitCode = self.exitCode,
     success = self.exitCode == 0,
     executionTimeMs = self.executionTimeMs,
@@ -119,11 +117,7 @@ function Handle:result(args)
     killed = self.killed or false,
     command = self.command,
     args = args,
-    stdoutTruncated = self._out.stdout:truncated(),
-    stderrTruncated = self._out.stderr:truncated(),
-    stdoutDroppedBytes = self._out.stdout.dropped,
-    stderrDroppedBytes = self._out.stderr.dropped,
-  }
+  }, self._out.stdout, self._out.stderr)
 end
 
 --- Wait for the process to finish; returns its CommandResult. Repeatable.
