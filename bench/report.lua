@@ -4,16 +4,8 @@
 local samples_path, header_path, md_path, svg_path, drivers_arg = table.unpack(arg, 1, 5)
 assert(drivers_arg, "usage: report.lua SAMPLES HEADER_MD OUT_MD OUT_SVG DRIVERS")
 
--- key -> {unit = ..., xs = {...}}; lines of the same key are merged
-local data = {}
-for line in io.lines(samples_path) do
-  local key, unit, rest = line:match("^([^\t]+)\t([^\t]+)\t(.*)$")
-  if key then
-    local d = data[key] or { unit = unit, xs = {} }
-    data[key] = d
-    for v in rest:gmatch("%S+") do d.xs[#d.xs + 1] = tonumber(v) end
-  end
-end
+package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
+local data = require("samples").load(samples_path) -- key -> {unit, xs}
 
 local MB = 1048576
 
