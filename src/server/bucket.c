@@ -774,35 +774,6 @@ int mp_bucket_open_read(mp_bucket_store *st, const char *project,
   return MP_BUCKET_OK;
 }
 
-int mp_bucket_get(mp_bucket_store *st, const char *project,
-                  const char *bucket, const char *key, void **data,
-                  size_t *len, mp_object_info *info) {
-  uint64_t off;
-  char *buf = NULL;
-  int fd, rc;
-  *data = NULL;
-  *len = 0;
-  rc = mp_bucket_open_read(st, project, bucket, key, &fd, &off, info);
-  if (rc != MP_BUCKET_OK)
-    return rc;
-  if (info->size > SIZE_MAX - 1 || (info->size > 0
-                                    && (buf = malloc((size_t)info->size)) == NULL)) {
-    rc = MP_BUCKET_NOMEM;
-  } else if (info->size > 0
-             && pread_all(fd, buf, (size_t)info->size, (off_t)off) < 0) {
-    rc = MP_BUCKET_IO;
-  }
-  close_keep_errno(fd);
-  if (rc != MP_BUCKET_OK) {
-    free(buf);
-    mp_object_info_free(info);
-    return rc;
-  }
-  *data = buf;
-  *len = (size_t)info->size;
-  return MP_BUCKET_OK;
-}
-
 int mp_bucket_head(mp_bucket_store *st, const char *project,
                    const char *bucket, const char *key,
                    mp_object_info *info) {

@@ -57,10 +57,6 @@ int mp_bucket_put(mp_bucket_store *st, const char *project,
                   const char *bucket, const char *key, const void *data,
                   size_t len, const char *content_type, int if_none_match,
                   char *err, size_t errlen);
-/* *data is malloc'd (may be NULL when len is 0); info->key is set too */
-int mp_bucket_get(mp_bucket_store *st, const char *project,
-                  const char *bucket, const char *key, void **data,
-                  size_t *len, mp_object_info *info);
 /* open the object for reading: *fd (the caller closes it) holds its bytes
 ** at [*offset, *offset + info->size); info->key is set too. The file stays
 ** readable however the key changes afterwards (a PUT renames a new file
