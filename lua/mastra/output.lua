@@ -92,6 +92,20 @@ function Retained:truncated()
   return self.dropped > 0
 end
 
+--- A handle's two streams, each keeping max bytes: {stdout = ..., stderr = ...}.
+function output.pair(max)
+  return { stdout = output.new(max), stderr = output.new(max) }
+end
+
+--- The __index of a handle class whose objects keep output.pair() in _out:
+-- h.stdout and h.stderr are the retained text, the rest comes from class.
+function output.index(class)
+  return function(h, k)
+    if k == "stdout" or k == "stderr" then return h._out[k]:text() end
+    return class[k]
+  end
+end
+
 --- Put the retained text of out and err, and what they dropped, in the
 -- result r (stdout, stderr, stdoutTruncated, stderrTruncated,
 -- stdoutDroppedBytes, stderrDroppedBytes). Returns r.

@@ -393,11 +393,7 @@ end
 local Handle = { __name = "mastra.PlatformProcessHandle" }
 
 -- stdout and stderr are the handle's retained output (mastra.output)
-function Handle.__index(h, k)
-  if k == "stdout" or k == "stderr" then return h._out[k]:text() end
-  return Handle[k]
-end
-
+Handle.__index = output.index(Handle)
 
 function Handle:wait()
   options.self("ProcessHandle:wait", self, Handle)
@@ -430,8 +426,7 @@ function PlatformSandbox:_spawnProcess(command, opts)
     pid = ("platform-proc-%s-%s"):format(common.base36(core.time()),
       common.base36(self._pidCounter - 1)),
     command = command,
-    _out = { stdout = output.new(opts.maxRetainedBytes),
-      stderr = output.new(opts.maxRetainedBytes) },
+    _out = output.pair(opts.maxRetainedBytes),
   }, Handle)
   self._running = self._running or {}
   self._running[h] = h

@@ -18,10 +18,7 @@ process.Handle = Handle
 
 -- stdout and stderr are retained output buffers (mastra.output), joined
 -- when read.
-function Handle.__index(h, k)
-  if k == "stdout" or k == "stderr" then return h._out[k]:text() end
-  return Handle[k]
-end
+Handle.__index = output.index(Handle)
 
 function Handle.__tostring(h)
   return ("mastra.ProcessHandle: pid %s (%s)"):format(h.pid,
@@ -60,8 +57,7 @@ function process.start(spec)
     command = spec.command,
     exitCode = nil,
     _proc = proc,
-    _out = { stdout = output.new(spec.maxRetainedBytes),
-      stderr = output.new(spec.maxRetainedBytes) },
+    _out = output.pair(spec.maxRetainedBytes),
     _started = core.now(),
     _onStdout = spec.onStdout,
     _onStderr = spec.onStderr,
