@@ -344,6 +344,18 @@ function LocalFilesystem:appendFile(path, content, opts)
   if not ok then fail(path, msg, ename) end
 end
 
+-- The entry at path (not followed) and its lstat, for a removal; nil when
+-- nothing is there and force is set.
+local function removal_target(self, path, force, kind)
+  local _, entry = self:_resolve(path)
+  local st, msg, ename = core.fsLstat(entry)
+  if not st then
+    if force and (ename == "ENOENT" or ename == "ENOTDIR") then return nil end
+    fail(path, msg, ename, kind)
+  end
+  return st, entry
+end
+
 function LocalFilesystem:deleteFile(path, opts)
   local where = "LocalFilesystem:deleteFile"
   check_self(where, self)
@@ -351,13 +363,9 @@ function LocalFilesystem:deleteFile(path, opts)
   opts = options.check(where, opts, DELETE_OPTS)
   self:_ensureReady()
   read_only(self, "deleteFile", path)
-  local _, entry = self:_resolve(path)
-  local st, msg, ename = core.fsLstat(entry)
-  if not st then
-    if opts.force and (ename == "ENOENT" or ename == "ENOTDIR") then return end
-    fail(path, msg, ename)
-  end
-  local ok
+  local st, entry = removal_target(self, path, opts.force)
+  if not st then return end
+  local ok, msg, ename
   if st.type == "directory" then
     if not opts.recursive then
       raise(errors.IsDirectoryError, "Is a directory: " .. path
@@ -458,16 +466,12 @@ function LocalFilesystem:rmdir(path, opts)
   opts = options.check(where, opts, DELETE_OPTS)
   self:_ensureReady()
   read_only(self, "rmdir", path)
-  local _, entry = self:_resolve(path)
-  local st, msg, ename = core.fsLstat(entry)
-  if not st then
-    if opts.force and (ename == "ENOENT" or ename == "ENOTDIR") then return end
-    fail(path, msg, ename, "dir")
-  end
+  local st, entry = removal_target(self, path, opts.force, "dir")
+  if not st then return end
   if st.type ~= "directory" then
     raise(errors.NotDirectoryError, "Not a directory: " .. path, path)
   end
-  local ok
+  local ok, msg, ename
   if opts.recursive then
     ok, msg, ename = remove_tree(entry)
   else

@@ -201,17 +201,23 @@ local function not_found(path)
   errors.FileNotFoundError:raise({ message = "File not found: " .. path, path = path }, 3)
 end
 
+-- The key of the file at path; a path that names a directory (the root,
+-- or one ending in "/") raises IsDirectoryError.
+local function file_key(path)
+  local key = normalize(path):sub(2)
+  if key == "" or key:sub(-1) == "/" then
+    errors.IsDirectoryError:raise({ message = "Is a directory: " .. path, path = path }, 3)
+  end
+  return key
+end
+
 function PlatformFilesystem:readFile(path, opts)
   local where = "PlatformFilesystem:readFile"
   check_self(where, self)
   check_path(where, 1, "path", path)
   options.check(where, opts, READ_OPTS)
   self:_ensureReady()
-  local key = normalize(path):sub(2)
-  if key == "" or key:sub(-1) == "/" then
-    errors.IsDirectoryError:raise({
-      message = "Is a directory: " .. path, path = path }, 2)
-  end
+  local key = file_key(path)
   local res = self:_fs("GET", key, nil, { [404] = true })
   if not res then not_found(path) end
   return res.body
@@ -225,10 +231,7 @@ function PlatformFilesystem:writeFile(path, content, opts)
   opts = options.check(where, opts, WRITE_OPTS)
   self:_ensureReady()
   read_only(self, "writeFile", path)
-  local key = normalize(path):sub(2)
-  if key == "" or key:sub(-1) == "/" then
-    errors.IsDirectoryError:raise({ message = "Is a directory: " .. path, path = path }, 2)
-  end
+  local key = file_key(path)
   local headers = {}
   if opts.overwrite == false then headers["if-none-match"] = "*" end
   -- as fetch does: text gets text/plain;charset=UTF-8, bytes get none
@@ -249,10 +252,7 @@ function PlatformFilesystem:appendFile(path, content, opts)
   opts = options.check(where, opts, WRITE_OPTS)
   self:_ensureReady()
   read_only(self, "appendFile", path)
-  local key = normalize(path):sub(2)
-  if key == "" or key:sub(-1) == "/" then
-    errors.IsDirectoryError:raise({ message = "Is a directory: " .. path, path = path }, 2)
-  end
+  local key = file_key(path)
   -- not atomic: concurrent appends are last-write-wins (as upstream)
   local res = self:_fs("GET", key, nil, { [404] = true })
   local old = res and res.body or ""
