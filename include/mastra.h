@@ -15,14 +15,12 @@
 
 #include <lua.h>
 
+#include "mastra_version.h" /* generated: MASTRA_VERSION_STRING and its parts */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define MASTRA_VERSION_MAJOR 0
-#define MASTRA_VERSION_MINOR 1
-#define MASTRA_VERSION_PATCH 0
-#define MASTRA_VERSION_STRING "0.1.0"
 
 #define MASTRA_OK 0
 #define MASTRA_ELUA (-1)      /* a Lua error: the error value is pushed */

@@ -1,5 +1,5 @@
 -- The HTTP and WebSocket client of mastra.core (core.http, core.websocket;
--- src/lnet.c) against a real mastra-platform: the control plane over
+-- src/lua/lnet.c) against a real mastra-platform: the control plane over
 -- HTTP, `echo hello` over the exec WebSocket (platform-protocol.md 2.2,
 -- 2.3), concurrency in tasks, failures, cancellation.
 -- Needs MASTRA_PLATFORM (set by CTest).

@@ -150,7 +150,7 @@
 #include <wslay/wslay.h>
 
 #include "loop.h"
-#include "sha1.h"
+#include "hash.h"
 
 #define BODY_MAX ((size_t)64 << 20)     /* a request body */
 #define WS_MAX_RECV_MSG ((size_t)16 << 20)

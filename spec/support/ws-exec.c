@@ -48,7 +48,7 @@
 #include <cjson/cJSON.h>
 #include <wslay/wslay.h>
 
-#include "sha1.h"
+#include "hash.h"
 
 #define EXIT_HTTP_STATUS 100
 #define EXIT_TRANSPORT 101

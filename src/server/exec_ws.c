@@ -43,7 +43,7 @@
 #include <microhttpd.h>
 #include <wslay/wslay.h>
 
-#include "../sha1.h"
+#include "hash.h"
 
 #define WS_SUBPROTOCOL "railway-shell"
 #define WS_MAX_RECV_MSG (1u << 20)     /* the largest client message */

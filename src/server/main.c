@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../include/mastra.h"
+#include "mastra_version.h"
 #include "bucket.h"
 #include "exec_ws.h"
 #include "http.h"

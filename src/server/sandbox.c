@@ -26,7 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../sha1.h"
+#include "hash.h"
 
 #define CHECKPOINT_DEBOUNCE_MS 2000
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"

@@ -15,8 +15,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "../loop.h"
-#include "../proc.h"
+#include "loop.h"
+#include "proc.h"
 
 struct MHD_Daemon;
 struct MHD_Connection;

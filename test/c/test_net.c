@@ -1,5 +1,5 @@
 /*
-** Tests of src/http.h and src/ws.h against a loopback HTTP + WebSocket
+** Tests of src/core/http_client.h and src/core/ws_client.h against a loopback HTTP + WebSocket
 ** server that lives in this test, on the same loop (plain sockets, wslay
 ** in server mode). Single-threaded: the client and the server take turns
 ** in mastra__loop_run_once.
@@ -44,10 +44,10 @@
 #endif
 
 #include "check.h"
-#include "http.h"
+#include "http_client.h"
 #include "loop.h"
-#include "sha1.h"
-#include "ws.h"
+#include "hash.h"
+#include "ws_client.h"
 
 #define BIG_LEN ((size_t)4 << 20)
 

@@ -1,5 +1,5 @@
 /*
-** Tests of src/sha1.h: SHA-1 (FIPS 180-4 / RFC 3174 vectors), base64
+** Tests of src/core/hash.h: SHA-1 (FIPS 180-4 / RFC 3174 vectors), base64
 ** (RFC 4648 vectors) and the WebSocket accept key (RFC 6455 section 1.3).
 ** No framework: the last line of stdout is "N passed, N failed", and the
 ** exit status is 1 on a failure.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sha1.h"
+#include "hash.h"
 
 #include "check.h"
 

@@ -5,7 +5,7 @@
 #include <lua.h>
 
 #include "mastra.h"
-#include "internal.h"
+#include "lmastra.h"
 #include "loop.h"
 
 const char *mastra_version(void) { return MASTRA_VERSION_STRING; }

@@ -1,8 +1,8 @@
 /*
 ** Declarations shared by the C files of the runtime (prefix mastra__).
 */
-#ifndef MASTRA_INTERNAL_H
-#define MASTRA_INTERNAL_H
+#ifndef MASTRA_LMASTRA_H
+#define MASTRA_LMASTRA_H
 
 #include <stddef.h>
 
@@ -24,16 +24,16 @@ void mastra__createmeta(lua_State *L, const char *name, const luaL_Reg *meth,
 ** the top of the stack (ljson.c). */
 void mastra__open_json(lua_State *L);
 
-/* src/lnet.c: add http() and websocket() to the module table below the
+/* lnet.c: add http() and websocket() to the module table below the
 ** loop (mastra.Loop userdata) on the stack top; pops the loop, which
 ** becomes their upvalue. */
 void mastra__open_net(lua_State *L);
 
-/* src/lfs.c: add the fs* filesystem primitives to the module table on the
+/* lfs.c: add the fs* filesystem primitives to the module table on the
 ** top of the stack. */
 void mastra__open_fs(lua_State *L);
 
-/* src/lregex.c: add regexCompile and regexMatch (PCRE2) to the module
+/* lregex.c: add regexCompile and regexMatch (PCRE2) to the module
 ** table on the top of the stack. */
 void mastra__open_regex(lua_State *L);
 

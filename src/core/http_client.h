@@ -19,8 +19,8 @@
 **     stops and (deferred) frees watchers.
 **   - A finished request signals its id on the loop. Nothing else does.
 */
-#ifndef MASTRA_HTTP_H
-#define MASTRA_HTTP_H
+#ifndef MASTRA_HTTP_CLIENT_H
+#define MASTRA_HTTP_CLIENT_H
 
 #include <stddef.h>
 #include <stdint.h>

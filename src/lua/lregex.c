@@ -20,7 +20,7 @@
 #include <lua.h>
 #include <pcre2.h>
 
-#include "internal.h"
+#include "lmastra.h"
 
 #define REGEX_MT "mastra.Regex"
 #define MATCH_LIMIT 10000000u

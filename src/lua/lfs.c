@@ -36,7 +36,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "internal.h"
+#include "lmastra.h"
 
 static const char *errno_name(int e) {
   switch (e) {

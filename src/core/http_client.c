@@ -2,7 +2,7 @@
 ** libcurl multi_socket on the loop, and HTTP requests (see http.h).
 */
 #define _GNU_SOURCE
-#include "http.h"
+#include "http_client.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /*
-** SHA-1 and base64 (see sha1.h).
+** SHA-1 and base64 (see hash.h).
 */
-#include "sha1.h"
+#include "hash.h"
 
 #include <string.h>
 

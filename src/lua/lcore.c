@@ -24,7 +24,7 @@
 #include <lua.h>
 
 #include "mastra.h"
-#include "internal.h"
+#include "lmastra.h"
 #include "loop.h"
 #include "proc.h"
 

@@ -95,7 +95,7 @@ void mastra__timer_init(mastra__loop *loop, mastra__timer *t,
 int mastra__timer_start(mastra__timer *t, uint64_t ms);
 void mastra__timer_stop(mastra__timer *t);
 
-/* The HTTP client of the loop (src/http.c): created on first use, shut
+/* The HTTP client of the loop (http_client.c): created on first use, shut
 ** down with the other handles. NULL until then. */
 void *mastra__loop_http(const mastra__loop *loop);
 void mastra__loop_set_http(mastra__loop *loop, void *http);

@@ -3,8 +3,8 @@
 ** Sec-WebSocket-Accept = base64(SHA-1(key + the RFC 6455 GUID)).
 ** SHA-1 is used here for that handshake only, never as a security hash.
 */
-#ifndef MASTRA_SHA1_H
-#define MASTRA_SHA1_H
+#ifndef MASTRA_HASH_H
+#define MASTRA_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -31,7 +31,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "internal.h"
+#include "lmastra.h"
 
 #define JSON_MAX_DEPTH 1000
 #define ARRAY_MT "mastra.jsonArray"

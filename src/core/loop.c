@@ -33,7 +33,7 @@ struct mastra__loop {
   size_t nsig, capsig, capsig_out;
   mastra__handle handles;   /* sentinel of a circular list */
   mastra__handle deferred;  /* sentinel: handles to free after dispatch */
-  void *http;               /* src/http.c: the shared libcurl multi */
+  void *http;               /* http_client.c: the shared libcurl multi */
 };
 
 uint64_t mastra__now_ms(void) {

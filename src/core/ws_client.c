@@ -2,7 +2,7 @@
 ** WebSocket client: libcurl CONNECT_ONLY + our Upgrade + wslay (ws.h).
 */
 #define _GNU_SOURCE
-#include "ws.h"
+#include "ws_client.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 #include <sys/epoll.h>
 #include <sys/random.h>
 
-#include "sha1.h"
+#include "hash.h"
 
 enum {
   PH_CONNECT,  /* libcurl connects */

@@ -28,15 +28,15 @@
 ** bad frame; wslay's code in the message), "closed" (the loop was closed),
 ** "CURLE_OUT_OF_MEMORY".
 */
-#ifndef MASTRA_WS_H
-#define MASTRA_WS_H
+#ifndef MASTRA_WS_CLIENT_H
+#define MASTRA_WS_CLIENT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include <wslay/wslay.h>
 
-#include "http.h"
+#include "http_client.h"
 #include "loop.h"
 
 #define MASTRA__WS_DEFAULT_HANDSHAKE_MS 30000

@@ -1,5 +1,5 @@
 /*
-** mastra.core: HTTP requests and WebSockets (src/http.h, src/ws.h).
+** mastra.core: HTTP requests and WebSockets (src/core/http_client.h, src/core/ws_client.h).
 **
 **   core.http{method=, url=, headers={name=value}, body=, timeout=,
 **             followRedirects=, caFile=}             -> request
@@ -27,10 +27,10 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "http.h"
-#include "internal.h"
+#include "http_client.h"
+#include "lmastra.h"
 #include "loop.h"
-#include "ws.h"
+#include "ws_client.h"
 
 #define LOOP_MT "mastra.Loop"
 #define REQ_MT "mastra.HttpRequest"
