@@ -27,6 +27,7 @@
 #include "lmastra.h"
 #include "loop.h"
 #include "proc.h"
+#include "util.h"
 
 #define LOOP_MT "mastra.Loop"
 #define TIMER_MT "mastra.Timer"
@@ -549,6 +550,7 @@ static void push_loop(lua_State *L) {
 
 int luaopen_mastra_core(lua_State *L) {
   luaL_checkversion(L);
+  mastra__raise_nofile(); /* many sandboxes at once need many descriptors */
   mastra__createmeta(L, LOOP_MT, NULL, loop_gc, NULL);
   mastra__createmeta(L, TIMER_MT, timer_meth, timer_close, NULL);
   mastra__createmeta(L, PROC_MT, proc_meth, proc_close, proc_tostring);

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -42,15 +41,6 @@ static void print_usage(FILE *f) {
           "  -h       print this help and exit\n"
           "  --       stop handling options\n",
           progname);
-}
-
-/* Many sandboxes at once need many descriptors: use the hard limit. */
-static void raise_fd_limit(void) {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
 }
 
 /* Message and traceback of an error value, as text (like lua.c msghandler,
@@ -194,7 +184,6 @@ int main(int argc, char **argv) {
             progname);
     return EXIT_FAILURE;
   }
-  raise_fd_limit();
   lua_gc(L, LUA_GCSTOP);
   lua_pushcfunction(L, pmain);
   lua_pushinteger(L, argc);

@@ -37,6 +37,7 @@
 #define _GNU_SOURCE
 #endif
 #include "bucket.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -201,12 +202,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
   va_end(ap);
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void put_u32(unsigned char *p, uint32_t v) {
   int i;
   for (i = 0; i < 4; i++)
@@ -242,52 +237,6 @@ static void close_keep_errno(int fd) {
   errno = e;
 }
 
-static int write_all(int fd, const void *data, size_t len) {
-  const char *p = data;
-  while (len > 0) {
-    size_t chunk = len > (1u << 30) ? (1u << 30) : len;
-    ssize_t n = write(fd, p, chunk);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
-/* read exactly len bytes at off; -1 with errno, or EIO on a short file */
-static int pread_all(int fd, void *data, size_t len, off_t off) {
-  char *p = data;
-  while (len > 0) {
-    size_t chunk = len > (1u << 30) ? (1u << 30) : len;
-    ssize_t n = pread(fd, p, chunk, off);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    if (n == 0) {
-      errno = EIO;
-      return -1;
-    }
-    p += n;
-    off += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
-static int fsync_dir(int dfd) {
-  while (fsync(dfd) < 0) {
-    if (errno != EINTR)
-      return -1;
-  }
-  return 0;
-}
-
 static int name_ok(const char *name) {
   return mp_bucket_name_check(name) == NULL;
 }
@@ -313,7 +262,7 @@ static int bucket_dir(mp_bucket_store *st, const char *project,
   int pfd, bfd;
   if (create) {
     if (mkdirat(st->rootfd, project, 0755) == 0) {
-      if (fsync_dir(st->rootfd) < 0)
+      if (mastra__fsync_fd(st->rootfd) < 0)
         return -1;
     } else if (errno != EEXIST) {
       return -1;
@@ -324,7 +273,7 @@ static int bucket_dir(mp_bucket_store *st, const char *project,
     return -1;
   if (create) {
     if (mkdirat(pfd, bucket, 0755) == 0) {
-      if (fsync_dir(pfd) < 0) {
+      if (mastra__fsync_fd(pfd) < 0) {
         close_keep_errno(pfd);
         return -1;
       }
@@ -383,7 +332,7 @@ static void sweep_temporaries(int rootfd) {
           removed = 1;
       }
       if (removed)
-        fsync_dir(dirfd(bd));
+        mastra__fsync_fd(dirfd(bd));
       closedir(bd);
     }
     closedir(pd);
@@ -499,7 +448,7 @@ static int tmp_commit(int bfd, const char *tmpname, const char *fname,
   } else if (renameat(bfd, tmpname, bfd, fname) < 0) {
     return -1;
   }
-  return fsync_dir(bfd);
+  return mastra__fsync_fd(bfd);
 }
 
 /* the fixed header + key + content type of a new object */
@@ -531,7 +480,7 @@ static int copy_range(int out, int in, off_t off, uint64_t len) {
   char buf[65536];
   while (len > 0) {
     size_t chunk = len > sizeof buf ? sizeof buf : (size_t)len;
-    if (pread_all(in, buf, chunk, off) < 0 || write_all(out, buf, chunk) < 0)
+    if (mastra__pread_all(in, buf, chunk, off) < 0 || mastra__write_all(out, buf, chunk) < 0)
       return -1;
     off += (off_t)chunk;
     len -= chunk;
@@ -547,15 +496,15 @@ static int obj_write(int bfd, const char *key, const char *ct,
   char tmpname[64], fname[HASH_HEX + 1];
   size_t hl;
   int fd, rc;
-  hl = make_hdr(hdr, key, ct, src->len, now_ms());
+  hl = make_hdr(hdr, key, ct, src->len, mastra__wall_ms());
   key_filename(key, fname);
   fd = tmp_create(bfd, tmpname);
   if (fd < 0) {
     set_err(err, errlen, "create temporary file: %s", strerror(errno));
     return MP_BUCKET_IO;
   }
-  if (write_all(fd, hdr, hl) < 0 ||
-      (src->src_fd < 0 ? write_all(fd, src->data, src->len)
+  if (mastra__write_all(fd, hdr, hl) < 0 ||
+      (src->src_fd < 0 ? mastra__write_all(fd, src->data, src->len)
                        : copy_range(fd, src->src_fd, src->src_off,
                                     src->len)) < 0) {
     set_err(err, errlen, "write object: %s", strerror(errno));
@@ -812,7 +761,7 @@ int mp_bucket_delete(mp_bucket_store *st, const char *project,
     if (rc == MP_BUCKET_OK) {
       close(fd);
       key_filename(key, fname);
-      if (unlinkat(bfd, fname, 0) < 0 || fsync_dir(bfd) < 0)
+      if (unlinkat(bfd, fname, 0) < 0 || mastra__fsync_fd(bfd) < 0)
         rc = errno == ENOENT ? MP_BUCKET_NOT_FOUND : MP_BUCKET_IO;
     }
   } else {
@@ -842,7 +791,7 @@ int mp_bucket_delete(mp_bucket_store *st, const char *project,
       close(fd);
     }
     closedir(d);
-    if (removed > 0 && fsync_dir(bfd) < 0)
+    if (removed > 0 && mastra__fsync_fd(bfd) < 0)
       rc = MP_BUCKET_IO;
     if (rc == MP_BUCKET_OK && removed == 0)
       rc = MP_BUCKET_NOT_FOUND;
@@ -898,7 +847,7 @@ int mp_bucket_copy(mp_bucket_store *st, const char *project,
   if (rc == MP_BUCKET_OK && move) {
     char fname[HASH_HEX + 1];
     key_filename(src, fname);
-    if (unlinkat(bfd, fname, 0) < 0 || fsync_dir(bfd) < 0) {
+    if (unlinkat(bfd, fname, 0) < 0 || mastra__fsync_fd(bfd) < 0) {
       set_err(err, errlen, "remove source: %s", strerror(errno));
       rc = MP_BUCKET_IO;
     }

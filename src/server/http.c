@@ -798,7 +798,7 @@ static int authorized(mp_server *srv, struct MHD_Connection *conn) {
   if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) return 0;
   h += 7;
   while (*h == ' ') h++;
-  return mp_secure_equal(h, strlen(h), srv->token, srv->token_len);
+  return mastra__secure_equal(h, strlen(h), srv->token, srv->token_len);
 }
 
 /* The second offered subprotocol is the lease token. */
@@ -924,7 +924,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     r = calloc(1, sizeof *r);
     if (r == NULL) return MHD_NO;
     *req_cls = r;
-    srv->last_request_ms = mp_now_ms();
+    srv->last_request_ms = mastra__wall_ms();
     r->limit = body_limit(srv, url, method);
     if (strcmp(url, "/ws/exec") != 0 && !authorized(srv, conn)) {
       r->responded = 1;

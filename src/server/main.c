@@ -66,7 +66,7 @@ static char *default_data_dir(void) {
 static int load_token(mp_server *srv, const char *path) {
   char *text;
   size_t len;
-  if (mp_read_file(path, &text, &len) == 0) {
+  if (mastra__read_file(path, &text, &len) == 0) {
     while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'
                        || text[len - 1] == ' '))
       text[--len] = '\0';
@@ -86,11 +86,11 @@ static int load_token(mp_server *srv, const char *path) {
             strerror(errno));
     return -1;
   }
-  if (mp_random_hex(srv->token, 32) < 0) return -1;
+  if (mastra__random_hex(srv->token, 32) < 0) return -1;
   srv->token_len = strlen(srv->token);
   {
     mode_t old = umask(077);
-    int rc = mp_write_file_atomic(path, srv->token, srv->token_len, 1);
+    int rc = mastra__write_file_atomic(path, srv->token, srv->token_len, 0600, 1);
     umask(old);
     if (rc < 0) {
       fprintf(stderr, "mastra-platform: cannot write %s: %s\n", path,
@@ -120,14 +120,6 @@ static void on_signal(mastra__io *io, uint32_t revents) {
   while (read(io->fd, &si, sizeof si) == (ssize_t)sizeof si) {
     mp_log("signal %u: shutting down", si.ssi_signo);
     srv->stopping = 1;
-  }
-}
-
-static void raise_fd_limit(void) {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
   }
 }
 
@@ -188,15 +180,15 @@ int main(int argc, char **argv) {
   srv.lease_ttl_ms = (uint64_t)lease_ttl * 1000;
   srv.idle_exit_s = (int)idle_exit;
   srv.data_dir = data_dir ? data_dir : default_data_dir();
-  raise_fd_limit();
+  mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);
 
   snprintf(path, sizeof path, "%s/state", srv.data_dir);
-  if (mp_mkdirs(path) < 0) goto dir_fail;
+  if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
   snprintf(path, sizeof path, "%s/checkpoints", srv.data_dir);
-  if (mp_mkdirs(path) < 0) goto dir_fail;
+  if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
   snprintf(path, sizeof path, "%s/sandboxes", srv.data_dir);
-  if (mp_mkdirs(path) < 0) goto dir_fail;
+  if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
   if (token_file == NULL) {
     snprintf(path, sizeof path, "%s/token", srv.data_dir);
     token_path = strdup(path);
@@ -232,7 +224,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   mp_log("listening on %s (data %s, driver %s)", srv.base_url, srv.data_dir,
          srv.driver->name);
-  srv.last_request_ms = mp_now_ms();
+  srv.last_request_ms = mastra__wall_ms();
 
   while (!srv.stopping) {
     int t = mp_http_timeout(&srv);
@@ -243,7 +235,7 @@ int main(int argc, char **argv) {
     mastra__loop_take_signals(srv.loop, &ids); /* unused: C callbacks here */
     if (srv.idle_exit_s > 0 && mp_sandbox_live_count(&srv) == 0
         && mp_ws_exec_count(&srv) == 0
-        && mp_now_ms() - srv.last_request_ms > (int64_t)srv.idle_exit_s * 1000) {
+        && mastra__wall_ms() - srv.last_request_ms > (int64_t)srv.idle_exit_s * 1000) {
       mp_log("idle for %ds with no sandbox: exiting", srv.idle_exit_s);
       break;
     }

@@ -42,7 +42,7 @@ typedef struct mp_lease {
 
 static int proc_prepare(mp_server *srv, mp_sandbox *sb, char *err,
                         size_t errlen) {
-  if (mp_mkdirs(sb->dir) < 0) {
+  if (mastra__mkdirs(sb->dir, 0755, NULL) < 0) {
     snprintf(err, errlen, "cannot create %s: %s", sb->dir, strerror(errno));
     return -1;
   }
@@ -87,7 +87,7 @@ static int proc_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
 
 static void proc_teardown(mp_server *srv, mp_sandbox *sb) {
   (void)srv;
-  mp_remove_tree(sb->root);
+  mastra__remove_tree(sb->root);
 }
 
 const mp_driver mp_process_driver = {"process", proc_prepare, proc_spawn,
@@ -232,7 +232,7 @@ int mp_record_save(mp_server *srv, const mp_sandbox *sb) {
   if (text == NULL) return -1;
   snprintf(path, sizeof path, "%s/state/sandboxes/%s.json", srv->data_dir,
            sb->id);
-  rc = mp_write_file_atomic(path, text, strlen(text), 0);
+  rc = mastra__write_file_atomic(path, text, strlen(text), 0644, 0);
   free(text);
   if (rc < 0) mp_log("cannot write %s: %s", path, strerror(errno));
   return rc;
@@ -284,7 +284,7 @@ static void load_record(mp_server *srv, const cJSON *o) {
                                 : cJSON_CreateObject();
   set_dirs(srv, sb);
   if (!sb->destroyed_ms && srv->driver->prepare(srv, sb, err, sizeof err) < 0)
-    sb->destroyed_ms = mp_now_ms();
+    sb->destroyed_ms = mastra__wall_ms();
   sb->next = srv->sandboxes;
   srv->sandboxes = sb;
   if (!sb->destroyed_ms) arm_idle(sb);
@@ -295,7 +295,7 @@ int mp_state_load(mp_server *srv) {
   DIR *d;
   struct dirent *e;
   snprintf(dir, sizeof dir, "%s/state/sandboxes", srv->data_dir);
-  if (mp_mkdirs(dir) < 0 || (d = opendir(dir)) == NULL) {
+  if (mastra__mkdirs(dir, 0755, NULL) < 0 || (d = opendir(dir)) == NULL) {
     mp_log("cannot open %s: %s", dir, strerror(errno));
     return -1;
   }
@@ -306,7 +306,7 @@ int mp_state_load(mp_server *srv) {
     /* records only: leftovers of an interrupted write are not *.json */
     if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (mp_read_file(path, &text, NULL) < 0) continue;
+    if (mastra__read_file(path, &text, NULL) < 0) continue;
     o = cJSON_Parse(text);
     free(text);
     if (cJSON_IsObject(o))
@@ -351,7 +351,7 @@ static void arm_idle(mp_sandbox *sb) {
   mastra__timer_stop(&sb->idle_timer);
   if (sb->idle_timeout_min <= 0 || sb->running > 0 || sb->destroyed_ms) return;
   due = (sb->last_exec_ms ? sb->last_exec_ms : sb->created_ms)
-        + (int64_t)(sb->idle_timeout_min * 60000) - mp_now_ms();
+        + (int64_t)(sb->idle_timeout_min * 60000) - mastra__wall_ms();
   mastra__timer_start(&sb->idle_timer, due > 0 ? (uint64_t)due : 0);
 }
 
@@ -369,7 +369,7 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   char hex[2 * 12 + 1];
   int restored;
   *out = NULL;
-  if (sb == NULL || mp_random_hex(hex, 12) < 0) {
+  if (sb == NULL || mastra__random_hex(hex, 12) < 0) {
     free(sb);
     snprintf(err, errlen, "out of memory or randomness");
     return -1;
@@ -383,7 +383,7 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
            spec->network ? spec->network : "ISOLATED");
   sb->idle_timeout_min = spec->idle_timeout_min;
   sb->env = spec->env ? cJSON_Duplicate(spec->env, 1) : cJSON_CreateObject();
-  sb->created_ms = mp_now_ms();
+  sb->created_ms = mastra__wall_ms();
   set_dirs(srv, sb);
   if (srv->driver->prepare(srv, sb, err, errlen) < 0) {
     cJSON_Delete(sb->env);
@@ -408,7 +408,7 @@ void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb) {
   /* commands end; their sessions see them finish and let go */
   for (i = 0; i < sb->nprocs; i++) mastra__proc_kill(sb->procs[i]);
   mp_checkpoint_capture(srv, sb, name, 0);
-  sb->destroyed_ms = mp_now_ms();
+  sb->destroyed_ms = mastra__wall_ms();
   mastra__timer_stop(&sb->idle_timer);
   mastra__timer_stop(&sb->checkpoint_timer);
   srv->driver->teardown(srv, sb);
@@ -526,7 +526,7 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   (*out)->notify_data = data;
   sb->procs[sb->nprocs++] = *out;
   sb->running++;
-  sb->last_exec_ms = mp_now_ms();
+  sb->last_exec_ms = mastra__wall_ms();
   mastra__timer_stop(&sb->idle_timer);
   mastra__timer_stop(&sb->checkpoint_timer);
   return 0;
@@ -542,7 +542,7 @@ void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
   }
   mastra__proc_release(p); /* kills it if it still runs */
   if (sb->running > 0) sb->running--;
-  sb->last_exec_ms = mp_now_ms();
+  sb->last_exec_ms = mastra__wall_ms();
   if (sb->destroyed_ms) return;
   arm_idle(sb);
   if (sb->running == 0 && sb->recovery_key[0] != '\0')
@@ -557,12 +557,12 @@ void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
 int mp_lease_mint(mp_server *srv, mp_sandbox *sb, char token[65],
                   int64_t *expires_ms) {
   mp_lease *l = calloc(1, sizeof *l);
-  if (l == NULL || mp_random_hex(l->token, MP_TOKEN_BYTES) < 0) {
+  if (l == NULL || mastra__random_hex(l->token, MP_TOKEN_BYTES) < 0) {
     free(l);
     return -1;
   }
   snprintf(l->sandbox_id, sizeof l->sandbox_id, "%s", sb->id);
-  l->expires_ms = mp_now_ms() + (int64_t)srv->lease_ttl_ms;
+  l->expires_ms = mastra__wall_ms() + (int64_t)srv->lease_ttl_ms;
   l->next = srv->leases;
   srv->leases = l;
   memcpy(token, l->token, sizeof l->token);
@@ -573,7 +573,7 @@ int mp_lease_mint(mp_server *srv, mp_sandbox *sb, char token[65],
 mp_sandbox *mp_lease_check(mp_server *srv, const char *token, size_t len) {
   mp_lease **pl = &srv->leases;
   mp_sandbox *found = NULL;
-  int64_t now = mp_now_ms();
+  int64_t now = mastra__wall_ms();
   while (*pl != NULL) {
     mp_lease *l = *pl;
     if (l->expires_ms <= now || mp_sandbox_find(srv, l->sandbox_id) == NULL) {
@@ -582,7 +582,7 @@ mp_sandbox *mp_lease_check(mp_server *srv, const char *token, size_t len) {
       continue;
     }
     if (found == NULL
-        && mp_secure_equal(token, len, l->token, strlen(l->token)))
+        && mastra__secure_equal(token, len, l->token, strlen(l->token)))
       found = mp_sandbox_find(srv, l->sandbox_id);
     pl = &l->next;
   }

@@ -17,6 +17,7 @@
 
 #include "loop.h"
 #include "proc.h"
+#include "util.h"
 
 struct MHD_Daemon;
 struct MHD_Connection;
@@ -125,24 +126,10 @@ struct mp_server {
 int mp_send_error(struct MHD_Connection *conn, int status, const char *type,
                   const char *fmt, ...);
 
-/* {====== small shared helpers (util.c) ====== */
+/* {====== logging (log.c) ====== */
 
-int64_t mp_now_ms(void);             /* wall clock */
 void mp_iso8601(int64_t ms, char out[32]);
-/* n random bytes from the kernel's CSPRNG, hex-encoded into out (2n+1) */
-int mp_random_hex(char *out, size_t nbytes);
-/* constant-time equality of two byte strings */
-int mp_secure_equal(const char *a, size_t alen, const char *b, size_t blen);
-/* write data to path atomically: a temporary file in the same directory,
-** renamed over path; with sync, durably too (the file and the directory
-** are fsync'd). */
-int mp_write_file_atomic(const char *path, const void *data, size_t len,
-                         int sync);
-/* read a whole file; *out is malloc'd and NUL-terminated */
-int mp_read_file(const char *path, char **out, size_t *len);
-int mp_mkdirs(const char *path);
-/* rm -rf path (no symlink is followed) */
-int mp_remove_tree(const char *path);
+/* one line on stderr: an ISO 8601 time, "mastra-platform: ", the text */
 void mp_log(const char *fmt, ...);
 
 /* }====== */
