@@ -4,7 +4,8 @@
 --
 -- State lives in $MASTRA_PLATFORM_STATE_DIR, else $XDG_STATE_HOME/mastra,
 -- else ~/.local/state/mastra:
---   platform.lock    flock'd while a process looks for (or starts) the server
+--   platform.lock    flock'd while a process looks for (or starts) the server;
+--                    holds the pid of the last process that took it
 --   platform.state   url=, token=, pid= lines of the running server
 --   platform.out     the server's stdout (its JSON line); platform.log: stderr
 -- The server's data is in <state dir>/platform-data. It exits by itself
@@ -143,34 +144,96 @@ end
 
 local announced = false
 
+-- The lock is taken without blocking the thread: EWOULDBLOCK is retried
+-- after a sleep that doubles from LOCK_FIRST_SLEEP_MS up to
+-- LOCK_MAX_SLEEP_MS, for at most LOCK_DEADLINE_MS (more than a server's
+-- start takes, START_TIMEOUT_MS).
+local LOCK_FIRST_SLEEP_MS = 10
+local LOCK_MAX_SLEEP_MS = 200
+local LOCK_DEADLINE_MS = 30000
+
+local function lock_state(dir)
+  local path = dir .. "/platform.lock"
+  local deadline = core.now() + LOCK_DEADLINE_MS
+  local pause = LOCK_FIRST_SLEEP_MS
+  while true do
+    local lock, err, name = core.lock(path, true)
+    if lock then
+      -- the holder's pid, for the message of a process that gives up
+      local f = io.open(path, "r+b")
+      if f then
+        f:write((core.readlink("/proc/self") or "0") .. "\n")
+        f:close()
+      end
+      return lock
+    end
+    if name ~= "EWOULDBLOCK" then
+      error("mastra: cannot lock the local platform state: " .. tostring(err), 0)
+    end
+    if core.now() >= deadline then
+      local holder = (read_file(path) or ""):match("^(%d+)")
+      error(("mastra: cannot lock the local platform state: %s is held by %s for"
+        .. " more than %d s (a mastra process that is starting the local platform;"
+        .. " if it hangs, stop it)"):format(path,
+        holder and holder ~= "0" and ("pid " .. holder) or "another process",
+        LOCK_DEADLINE_MS // 1000), 0)
+    end
+    task.sleep(pause)
+    pause = math.min(pause * 2, LOCK_MAX_SLEEP_MS)
+  end
+end
+
+-- Find or start the server, under the cross-process lock.
+local function find_or_start(dir)
+  local lock <close> = lock_state(dir) -- luacheck: ignore 211
+  local state = running_server(dir)
+  if state then return state, false end
+  local serr
+  state, serr = start_server(dir)
+  if state == nil then error("mastra: cannot start the local platform: " .. serr, 0) end
+  return state, true
+end
+
+local found    -- {state, dir} of the server this process found or started
+local finding  -- the task looking for it; concurrent callers wait for it
+
 --- Find or start the local platform. Returns {url, token, pid, projectId,
 -- environmentId, bucketName}; raises with a message saying what to do when
--- it cannot.
+-- it cannot. Once per process: concurrent callers share one attempt (a
+-- task they wait for), and later ones reuse its answer while that server
+-- runs.
 function local_platform.ensure()
   local dir = local_platform.stateDir()
-  local ok, err = core.mkdirs(dir)
-  if not ok then
-    error("mastra: cannot create the local platform's state directory: " .. err, 2)
-  end
-  local lock, lerr = core.lock(dir .. "/platform.lock")
-  if not lock then error("mastra: cannot lock the local platform state: " .. lerr, 2) end
-  local state = running_server(dir)
-  local started = false
-  if state == nil then
-    local serr
-    state, serr = start_server(dir)
-    if state == nil then
-      lock:close()
-      error("mastra: cannot start the local platform: " .. serr, 2)
+  local state
+  if found and found.dir == dir and core.pidAlive(found.state.pid) then
+    state = found.state
+  else
+    local ok, err = core.mkdirs(dir)
+    if not ok then
+      error("mastra: cannot create the local platform's state directory: " .. err, 2)
     end
-    started = true
-  end
-  lock:close()
-  if not announced then
-    announced = true
-    io.stderr:write(("mastra: using the local platform at %s (%s; set"
-      .. " MASTRA_PLATFORM_ACCESS_TOKEN and MASTRA_WORKSPACE_PROXY_URL for a"
-      .. " hosted one)\n"):format(state.url, started and "started it" or "already running"))
+    if finding == nil or finding.dir ~= dir then
+      local t = task.spawnShielded(function()
+        local s, started = find_or_start(dir)
+        found = { state = s, dir = dir }
+        if not announced then
+          announced = true
+          io.stderr:write(("mastra: using the local platform at %s (%s; set"
+            .. " MASTRA_PLATFORM_ACCESS_TOKEN and MASTRA_WORKSPACE_PROXY_URL for a"
+            .. " hosted one)\n"):format(s.url, started and "started it" or "already running"))
+        end
+        return s
+      end)
+      finding = { task = t, dir = dir }
+    end
+    local attempt = finding
+    local wok, r = pcall(attempt.task.wait, attempt.task)
+    if finding == attempt then finding = nil end
+    if not wok then
+      if type(r) == "string" then r = r:gsub("\nstack traceback:.*", "") end
+      error(r, 2)
+    end
+    state = r
   end
   return {
     url = state.url,

@@ -160,7 +160,18 @@ function LocalSandbox:destroy()
   self.status = "destroyed"
 end
 
-LocalSandbox.__close = function(self) self:destroy() end
+-- `local sb <close>`: destroy at the end of the scope. In a failed or
+-- cancelled task (nothing can wait there) the process groups are signalled
+-- now, and a teardown task (mastra.task) waits until they are reaped.
+function LocalSandbox.__close(self)
+  if task.canWait() or self.status == "destroyed" then return self:destroy() end
+  if self.status ~= "pending" then
+    kill_everything(self) -- signals only: nothing waits here
+    task.teardown(LocalSandbox.destroy, self)
+  else
+    self.status = "destroyed"
+  end
+end
 
 function LocalSandbox.__tostring(self)
   return ("mastra.LocalSandbox: %s (%s)"):format(self.id, self.status)

@@ -75,10 +75,12 @@ end
 
 --- Run fn once for every concurrent caller: the callers that arrive while
 -- it runs wait for the same task and get the same results or error.
-local function coalesce(self, slot, fn)
+-- spawn: task.spawn, or task.spawnShielded for work that a teardown needs
+-- to see finish.
+local function coalesce(self, slot, fn, spawn)
   local t = self[slot]
   if t == nil then
-    t = task.spawn(fn)
+    t = (spawn or task.spawn)(fn)
     self[slot] = t
   end
   local ok, a = pcall(t.wait, t)
@@ -202,7 +204,10 @@ end
 function PlatformSandbox:start()
   check_self("PlatformSandbox:start", self)
   if self.status == "running" then return { outcome = "connected" } end
-  return coalesce(self, "_starting", function() return do_start(self) end)
+  -- shielded: a start cancelled halfway could leave a sandbox that nobody
+  -- knows of; it finishes, and the owner's teardown destroys what it made
+  return coalesce(self, "_starting", function() return do_start(self) end,
+    task.spawnShielded)
 end
 
 function PlatformSandbox:_ensureRunning(command)
@@ -252,17 +257,31 @@ function PlatformSandbox:stop()
   return teardown(self, "stopped")
 end
 
--- `local sb <close>`: destroy at the end of the scope. Where the scope
--- ends by an error in a task (nothing can wait there), the destroy runs
--- in a task of its own.
+-- Whether the platform may hold a sandbox of this object.
+local function holds_remote(self)
+  return self.sandboxId ~= nil or self._starting ~= nil
+end
+
+-- `local sb <close>`: destroy at the end of the scope. Where the scope ends
+-- by an error in a failed or cancelled task (nothing can wait there), the
+-- destroy goes to the teardown queue (mastra.task); a destroy that fails
+-- during an error is retried there too, and reported if it fails again.
 function PlatformSandbox.__close(self, err)
   if not task.canWait() then
-    task.spawn(PlatformSandbox.destroy, self)
+    if holds_remote(self) then task.teardown(PlatformSandbox.destroy, self) end
   elseif err ~= nil then
-    pcall(self.destroy, self)
+    if not pcall(self.destroy, self) and holds_remote(self) then
+      task.teardown(PlatformSandbox.destroy, self)
+    end
   else
     self:destroy()
   end
+end
+
+-- A started sandbox that is collected (or still referenced when the Lua
+-- state closes) is destroyed: the finalizer only queues the teardown.
+function PlatformSandbox.__gc(self)
+  if holds_remote(self) then task.teardownCollected(PlatformSandbox.destroy, self) end
 end
 
 function PlatformSandbox.__tostring(self)

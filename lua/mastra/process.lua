@@ -128,7 +128,10 @@ end
 function Handle:kill()
   options.self("ProcessHandle:kill", self, Handle)
   if self.exitCode ~= nil or self._proc == nil then return false end
-  return self._proc:kill()
+  -- at the close of the Lua state the process object may already be
+  -- finalized (its finalizer killed the group): nothing runs any more
+  local ok, running = pcall(self._proc.kill, self._proc)
+  return ok and running
 end
 
 --- Write data to the process's stdin; waits while the pipe is full.

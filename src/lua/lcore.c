@@ -159,8 +159,10 @@ static int core_mkdirs(lua_State *L) {
   return 1;
 }
 
-/* lock(path) -> a lock object held until :close() (or collection), or
-** nil, message. Blocks until the lock is free: only for short sections. */
+/* lock(path [, nonblocking]) -> a lock object held until :close() (or
+** collection), or nil, message, NAME (an errno symbol). Blocks until the
+** lock is free, unless nonblocking: then a lock held elsewhere is nil,
+** message, "EWOULDBLOCK" at once (a task retries after a sleep). */
 static int lock_close(lua_State *L) {
   int *fd = (int *)luaL_checkudata(L, 1, LOCK_MT);
   if (*fd >= 0) {
@@ -171,16 +173,45 @@ static int lock_close(lua_State *L) {
   return 0;
 }
 
+static const char *lock_errname(int e) {
+  switch (e) {
+  case EWOULDBLOCK: return "EWOULDBLOCK";
+  case EINTR: return "EINTR";
+  case EACCES: return "EACCES";
+  case EPERM: return "EPERM";
+  case ENOENT: return "ENOENT";
+  case ENOTDIR: return "ENOTDIR";
+  case EISDIR: return "EISDIR";
+  case EROFS: return "EROFS";
+  case ENOLCK: return "ENOLCK";
+  case EMFILE: return "EMFILE";
+  case ENFILE: return "ENFILE";
+  case ENOSPC: return "ENOSPC";
+  case ENOMEM: return "ENOMEM";
+  default: return "EIO";
+  }
+}
+
 static int core_lock(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
+  int op = lua_toboolean(L, 2) ? LOCK_EX | LOCK_NB : LOCK_EX;
   int *fd = (int *)lua_newuserdatauv(L, sizeof(int), 0);
   *fd = -1;
   luaL_setmetatable(L, LOCK_MT);
   *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (*fd < 0 || flock(*fd, LOCK_EX) < 0) {
+  if (*fd < 0 || flock(*fd, op) < 0) {
+    int e = errno;
+    if (*fd >= 0) {
+      close(*fd);
+      *fd = -1;
+    }
     luaL_pushfail(L);
-    lua_pushfstring(L, "%s: %s", path, strerror(errno));
-    return 2;
+    if (e == EWOULDBLOCK)
+      lua_pushfstring(L, "%s: held by another process", path);
+    else
+      lua_pushfstring(L, "%s: %s", path, strerror(e));
+    lua_pushstring(L, lock_errname(e));
+    return 3;
   }
   return 1;
 }
