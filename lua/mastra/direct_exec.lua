@@ -10,6 +10,7 @@
 -- Cancelling the calling task closes the socket (the local platform then
 -- kills the command's process group).
 local core = require "mastra.core"
+local errors = require "mastra.errors"
 local task = require "mastra.task"
 local output = require "mastra.output"
 
@@ -81,8 +82,9 @@ function direct_exec.run(spec)
     timeout = math.ceil(limit),
   }
   if ws == nil then
-    error(("the exec lease's wsEndpoint %s cannot be used: %s (%s)")
-      :format(spec.url, message, errname), 0)
+    local why = ("the exec lease's wsEndpoint %s cannot be used: %s (%s)")
+      :format(spec.url, message, errname)
+    error(errors.descriptorLimit(why, errname) or why, 0)
   end
   local sent, exited = false, false
   while true do
@@ -117,11 +119,12 @@ function direct_exec.run(spec)
     end
     if exited then break end
     if state == "closed" then
-      local code, reason = ws:closeInfo()
+      local code, reason, _, why, _, name = ws:closeInfo()
       if code then
         res.closeCode = code
         res.closeReason = reason or ""
       end
+      res.error, res.errname = why, name
       res.opened = res.opened or ws:opened()
       break
     end

@@ -146,15 +146,15 @@ local announced = false
 
 -- The lock is taken without blocking the thread: EWOULDBLOCK is retried
 -- after a sleep that doubles from LOCK_FIRST_SLEEP_MS up to
--- LOCK_MAX_SLEEP_MS, for at most LOCK_DEADLINE_MS (more than a server's
--- start takes, START_TIMEOUT_MS).
+-- LOCK_MAX_SLEEP_MS, for at most lockDeadlineMs (twice the 15 s a server's
+-- start may take).
 local LOCK_FIRST_SLEEP_MS = 10
 local LOCK_MAX_SLEEP_MS = 200
-local LOCK_DEADLINE_MS = 30000
+local_platform.lockDeadlineMs = 30000
 
 local function lock_state(dir)
   local path = dir .. "/platform.lock"
-  local deadline = core.now() + LOCK_DEADLINE_MS
+  local deadline = core.now() + local_platform.lockDeadlineMs
   local pause = LOCK_FIRST_SLEEP_MS
   while true do
     local lock, err, name = core.lock(path, true)
@@ -173,10 +173,10 @@ local function lock_state(dir)
     if core.now() >= deadline then
       local holder = (read_file(path) or ""):match("^(%d+)")
       error(("mastra: cannot lock the local platform state: %s is held by %s for"
-        .. " more than %d s (a mastra process that is starting the local platform;"
+        .. " more than %g s (a mastra process that is starting the local platform;"
         .. " if it hangs, stop it)"):format(path,
         holder and holder ~= "0" and ("pid " .. holder) or "another process",
-        LOCK_DEADLINE_MS // 1000), 0)
+        local_platform.lockDeadlineMs / 1000), 0)
     end
     task.sleep(pause)
     pause = math.min(pause * 2, LOCK_MAX_SLEEP_MS)

@@ -88,8 +88,9 @@ function LocalSandbox:_launch(command, opts, timeout, stdin)
   })
   if not ok then
     -- "spawn: cannot run in directory ...": a runtime failure, not a bug
-    error(("LocalSandbox: cannot run %q: %s"):format(command,
-      (tostring(h):gsub("^spawn: ", ""))), 0)
+    local why = ("LocalSandbox: cannot run %q: %s"):format(command,
+      (tostring(h):gsub("^spawn: ", "")))
+    error(errors.descriptorLimit(why) or why, 0)
   end
   live[h] = true
   return h

@@ -111,10 +111,10 @@ local function transport(spec)
     local status, a, b = req:result()
     if status then return { status = status, headers = a, body = b } end
     if a then
-      errors.NetworkError:raise({
-        message = ("cannot reach %s: %s (%s)"):format(spec.url, b, a),
-        url = spec.url, code = a,
-      }, 3)
+      local why = ("cannot reach %s: %s (%s)"):format(spec.url, b, a)
+      local limit = errors.descriptorLimit(why, a, a == "CURLE_COULDNT_CONNECT")
+      if limit then error(limit, 3) end
+      errors.NetworkError:raise({ message = why, url = spec.url, code = a }, 3)
     end
     task.wait(req:id())
   end

@@ -358,6 +358,13 @@ function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
   if last.closeCode then
     detail = (" (close %d%s)"):format(last.closeCode,
       (last.closeReason or "") ~= "" and " " .. last.closeReason or "")
+  elseif last.error then
+    detail = (": %s (%s)"):format(last.error, tostring(last.errname))
+  end
+  if not last.opened then
+    -- a socket that never opened: out of descriptors, if we are at the limit
+    local limit = errors.descriptorLimit(last.error, last.errname, true)
+    if limit then error(limit, 0) end
   end
   errors.SandboxExecTransportError:raise({
     message = ("Direct-exec transport failed for sandbox %s after 2 attempt(s)%s")

@@ -1,0 +1,268 @@
+-- Teardown that cannot be skipped (lua/mastra/task.lua, the teardown
+-- queue; docs/decisions.md "Teardown"): scripts that fail, are cancelled
+-- or are stopped by a signal leave no sandbox alive on the platform and no
+-- LocalSandbox process running. Each case runs a script in a child process
+-- (mastra-lua, and lua5.4 where the case applies to it) against a real
+-- mastra-platform, then asks the platform about every sandbox the script
+-- started (the script writes their ids to a file as soon as they run).
+local mastra = require "mastra"
+local platform = require "spec.support.platform"
+
+local MASTRA_LUA = os.getenv("MASTRA_LUA")
+local quote = mastra.quote
+
+local RUNNERS = { "mastra-lua", "lua5.4" }
+
+describe("teardown", function()
+  local srv, dir, sb
+
+  setup(function()
+    assert(MASTRA_LUA and MASTRA_LUA ~= "", "MASTRA_LUA must be set (CTest sets it)")
+    srv = platform.start()
+    dir = platform.tmpdir()
+    sb = mastra.LocalSandbox.new{ workingDirectory = dir, timeout = 60000 }
+    sb:start()
+  end)
+
+  teardown(function()
+    if sb then sb:destroy() end
+    if srv then srv:close() end
+    if dir then platform.rm_rf(dir) end
+  end)
+
+  local counter = 0
+
+  -- The environment of a child: the module of this build, and the platform.
+  local function env()
+    local e = {
+      LUA_PATH_5_4 = os.getenv("LUA_PATH_5_4"),
+      LUA_CPATH_5_4 = os.getenv("LUA_CPATH_5_4"),
+      MASTRA_PLATFORM_ACCESS_TOKEN = srv.token,
+      MASTRA_WORKSPACE_PROXY_URL = srv.url,
+      MASTRA_PROJECT_ID = "proj",
+      MASTRA_ENVIRONMENT_ID = "env",
+    }
+    for _, name in ipairs{ "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_PRELOAD" } do
+      e[name] = os.getenv(name)
+    end
+    return e
+  end
+
+  -- A fresh case directory with the script in it (the preamble defines
+  -- record(sb), which appends a started sandbox's id to `ids`, and
+  -- ready(), which creates the file `ready`).
+  local function case(text)
+    counter = counter + 1
+    local cdir = ("%s/case%d"):format(dir, counter)
+    assert(os.execute("mkdir -p " .. quote(cdir)))
+    platform.writeFile(cdir .. "/script.lua", [[
+local mastra = require "mastra"
+local DIR = ]] .. ("%q"):format(cdir) .. [[
+
+local function record(s)
+  local f = assert(io.open(DIR .. "/ids", "a"))
+  f:write(s.sandboxId, "\n")
+  f:close()
+end
+local function ready()
+  assert(io.open(DIR .. "/ready", "w")):close()
+end
+]] .. text)
+    return cdir
+  end
+
+  local function command(runner, cdir)
+    local bin = runner == "mastra-lua" and MASTRA_LUA or "lua5.4"
+    return ("cd %s && exec %s script.lua"):format(quote(cdir), quote(bin))
+  end
+
+  local function run(runner, cdir)
+    local r = sb:executeCommand(command(runner, cdir), nil, { env = env(), timeout = 30000 })
+    assert.is_false(r.timedOut, "the script did not end within 30 s: " .. r.stderr)
+    return r
+  end
+
+  local function ids(cdir)
+    local out = {}
+    for id in (platform.readFile(cdir .. "/ids") or ""):gmatch("[^\n]+") do
+      out[#out + 1] = id
+    end
+    return out
+  end
+
+  -- Ask the platform for each sandbox the script recorded: the statuses
+  -- that are not "destroyed", as "id: status" (empty when none is live).
+  local function live(cdir, want)
+    local list = ids(cdir)
+    assert.are.equal(want, #list, "the script did not start every sandbox")
+    local out = {}
+    for _, id in ipairs(list) do
+      local res = srv:curl("GET", "/v1/railway/projects/proj/sandbox/" .. id)
+      assert.are.equal(200, res.status, res.body)
+      if res.json.status ~= "destroyed" then
+        out[#out + 1] = id .. ": " .. tostring(res.json.status)
+      end
+    end
+    return out
+  end
+
+  for _, runner in ipairs(RUNNERS) do
+    describe("under " .. runner, function()
+      it("an erroring main chunk destroys its <close> PlatformSandbox", function()
+        local cdir = case([[
+local s <close> = mastra.PlatformSandbox.new{}
+s:start()
+record(s)
+error("the main chunk fails")
+]])
+        local r = run(runner, cdir)
+        assert.are.equal(1, r.exitCode, r.stderr)
+        assert.matches("the main chunk fails", r.stderr, 1, true)
+        assert.same({}, live(cdir, 1))
+      end)
+
+      it("a failing map over running clones destroys every clone", function()
+        local cdir = case([[
+local template = mastra.PlatformSandbox.new{}
+local started = 0
+mastra.map({ 1, 2, 3, 4, 5, 6 }, function(i)
+  local s <close> = template:clone{}
+  s:start()
+  record(s)
+  started = started + 1
+  if i == 2 then
+    while started < 6 do mastra.sleep(10) end
+    mastra.sleep(100) -- the others are inside executeCommand
+    error("item 2 failed")
+  end
+  s:executeCommand("sleep 30")
+end)
+]])
+        local t0 = mastra.now()
+        local r = run(runner, cdir)
+        assert.are.equal(1, r.exitCode, r.stderr)
+        assert.matches("item 2 failed", r.stderr, 1, true)
+        assert.same({}, live(cdir, 6))
+        assert.is_true(mastra.now() - t0 < 20000, "the failing script took too long")
+      end)
+
+      it("pcall(mastra.map) raises the failure once, and the script goes on", function()
+        local cdir = case([[
+local ok, err = pcall(mastra.map, { 1, 2, 3 }, function(i)
+  if i > 1 then error("item " .. i .. " failed", 0) end
+  mastra.sleep(10000)
+end)
+print(ok, (tostring(err):match("^[^\n]*")))
+mastra.sleep(50)
+print("the script went on")
+]])
+        local r = run(runner, cdir)
+        assert.are.equal(0, r.exitCode, r.stderr)
+        assert.are.equal("false\titem 2 failed\nthe script went on\n", r.stdout)
+        assert.not_matches("failed", r.stderr, 1, true)
+      end)
+
+      it("an error of a task nobody waited for is reported once", function()
+        local cdir = case([[
+mastra.spawn(function() error("nobody waits for me") end)
+mastra.sleep(50)
+print("end of the chunk")
+]])
+        local r = run(runner, cdir)
+        local _, n = r.stderr:gsub("nobody waits for me", "")
+        assert.are.equal(1, n, r.stderr)
+        assert.matches("stack traceback", r.stderr, 1, true)
+        -- mastra.run raises it (exit 1); plain lua5.4 prints it at exit
+        assert.are.equal(runner == "mastra-lua" and 1 or 0, r.exitCode, r.stderr)
+      end)
+
+      it("a cancelled task and a collected sandbox are destroyed", function()
+        local cdir = case([[
+local template = mastra.PlatformSandbox.new{}
+local t = mastra.spawn(function()
+  local s <close> = template:clone{}
+  s:start()
+  record(s)
+  s:executeCommand("sleep 30")
+end)
+local dropped = template:clone{}
+dropped:start()
+record(dropped)
+dropped = nil -- luacheck: ignore 311
+collectgarbage()
+collectgarbage()
+local function recorded()
+  local f = io.open(DIR .. "/ids")
+  if not f then return 0 end
+  local _, n = f:read("a"):gsub("\n", "")
+  f:close()
+  return n
+end
+while recorded() < 2 do mastra.sleep(10) end
+t:cancel()
+-- the teardown runs in tasks of its own while this one waits
+mastra.sleep(1000)
+print("done")
+]])
+        local r = run(runner, cdir)
+        assert.are.equal(0, r.exitCode, r.stderr)
+        assert.same({}, live(cdir, 2))
+      end)
+    end)
+  end
+
+  describe("a signal to mastra-lua mid-fleet", function()
+    for _, sig in ipairs{ "TERM", "INT", "HUP" } do
+      it("SIG" .. sig .. " destroys every sandbox and kills every local command", function()
+        local cdir = case([[
+local template = mastra.PlatformSandbox.new{}
+local lsb = mastra.LocalSandbox.new{ workingDirectory = DIR }
+local remote = 0
+mastra.map({ 1, 2, 3, 4, 5, 6 }, function(i)
+  if i % 2 == 0 then
+    lsb:executeCommand("echo $$ >> pids; exec sleep 30")
+  else
+    local s <close> = template:clone{}
+    s:start()
+    record(s)
+    remote = remote + 1
+    if remote == 3 then ready() end
+    s:executeCommand("sleep 30")
+  end
+end)
+]])
+        local h = sb.processes:spawn(command("mastra-lua", cdir), { env = env(), timeout = 30000 })
+        finally(function()
+          if h.exitCode == nil then
+            sb:executeCommand("kill -KILL " .. h.pid)
+            h:wait()
+          end
+        end)
+        assert.is_true(platform.waitUntil(function()
+          return platform.readFile(cdir .. "/ready") ~= nil
+            and select(2, (platform.readFile(cdir .. "/pids") or ""):gsub("\n", "")) == 3
+            or h.exitCode ~= nil
+        end, 15000), "the fleet did not start")
+        mastra.sleep(200) -- every command is running
+        local pids = {}
+        for pid in platform.readFile(cdir .. "/pids"):gmatch("%d+") do pids[#pids + 1] = pid end
+        assert.are.equal(3, #pids)
+        for _, pid in ipairs(pids) do
+          assert.are.equal(0, sb:executeCommand("kill -0 " .. pid).exitCode, "pid " .. pid)
+        end
+        local t0 = mastra.now()
+        assert.are.equal(0, sb:executeCommand("kill -" .. sig .. " " .. h.pid).exitCode)
+        local r = h:wait()
+        local codes = { INT = 130, HUP = 129, TERM = 143 }
+        assert.are.equal(codes[sig], r.exitCode, r.stderr)
+        assert.matches("interrupted (SIG" .. sig .. ")", r.stderr, 1, true)
+        assert.is_true(mastra.now() - t0 < 10000, "mastra-lua took too long to stop")
+        assert.same({}, live(cdir, 3))
+        for _, pid in ipairs(pids) do
+          assert.are_not.equal(0, sb:executeCommand("kill -0 " .. pid).exitCode,
+            "sleep " .. pid .. " is still alive")
+        end
+      end)
+    end
+  end)
+end)
