@@ -5,38 +5,30 @@
 -- after a sleep), so nothing deadlocks and one server is started.
 local mastra = require "mastra"
 local platform = require "spec.support.platform"
+local child = require "spec.support.child"
 
-local MASTRA_LUA = os.getenv("MASTRA_LUA")
+local MASTRA_LUA = child.binary("mastra-lua")
 local quote = mastra.quote
 
 describe("a cold start of the local platform", function()
-  local dir, sb
+  local ctx, dir, sb
 
   setup(function()
-    assert(MASTRA_LUA and MASTRA_LUA ~= "", "MASTRA_LUA must be set (CTest sets it)")
     platform.binary() -- MASTRA_PLATFORM is set
-    dir = platform.tmpdir()
-    sb = mastra.LocalSandbox.new{ workingDirectory = dir, timeout = 60000 }
-    sb:start()
+    ctx = child.context()
+    dir, sb = ctx.dir, ctx.sb
   end)
 
   teardown(function()
-    if sb then sb:destroy() end
-    if dir then platform.rm_rf(dir) end
+    if ctx then ctx:close() end
   end)
 
   local function env(state)
-    local e = {
+    return ctx:env{
       HOME = dir,
-      LUA_PATH_5_4 = os.getenv("LUA_PATH_5_4"),
-      LUA_CPATH_5_4 = os.getenv("LUA_CPATH_5_4"),
       MASTRA_PLATFORM_STATE_DIR = state,
       MASTRA_PLATFORM_BIN = platform.binary(),
     }
-    for _, name in ipairs{ "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_PRELOAD" } do
-      e[name] = os.getenv(name)
-    end
-    return e
   end
 
   -- Stop the server a state directory names, if any.

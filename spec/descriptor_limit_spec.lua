@@ -6,41 +6,21 @@
 -- since the module raises the soft limit to the hard one when it opens.
 local mastra = require "mastra"
 local platform = require "spec.support.platform"
+local child = require "spec.support.child"
 
-local MASTRA_LUA = os.getenv("MASTRA_LUA")
 local quote = mastra.quote
 
 describe("descriptor limits", function()
-  local srv, dir, sb
+  local ctx, dir, sb
 
   setup(function()
-    assert(MASTRA_LUA and MASTRA_LUA ~= "", "MASTRA_LUA must be set (CTest sets it)")
-    srv = platform.start()
-    dir = platform.tmpdir()
-    sb = mastra.LocalSandbox.new{ workingDirectory = dir, timeout = 60000 }
-    sb:start()
+    ctx = child.context{ platform = true }
+    dir, sb = ctx.dir, ctx.sb
   end)
 
   teardown(function()
-    if sb then sb:destroy() end
-    if srv then srv:close() end
-    if dir then platform.rm_rf(dir) end
+    if ctx then ctx:close() end
   end)
-
-  local function env()
-    local e = {
-      LUA_PATH_5_4 = os.getenv("LUA_PATH_5_4"),
-      LUA_CPATH_5_4 = os.getenv("LUA_CPATH_5_4"),
-      MASTRA_PLATFORM_ACCESS_TOKEN = srv.token,
-      MASTRA_WORKSPACE_PROXY_URL = srv.url,
-      MASTRA_PROJECT_ID = "proj",
-      MASTRA_ENVIRONMENT_ID = "env",
-    }
-    for _, name in ipairs{ "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_PRELOAD" } do
-      e[name] = os.getenv(name)
-    end
-    return e
-  end
 
   -- Run `n` commands at once (`kind`: "local" or "platform") under ulimit
   -- -n `limit`; every failure is printed as one line "Name\tmessage".
@@ -74,10 +54,9 @@ s:destroy()
   local function run(runner, kind, n, limit, default)
     local script = dir .. "/fd.lua"
     platform.writeFile(script, SCRIPT)
-    local bin = runner == "mastra-lua" and MASTRA_LUA or "lua5.4"
     local r = sb:executeCommand(("ulimit -n %d && exec %s %s %s %d %s"):format(limit,
-      quote(bin), quote(script), kind, n, default and "default" or "given"), nil,
-      { env = env(), timeout = 60000 })
+      quote(child.binary(runner)), quote(script), kind, n, default and "default" or "given"),
+      nil, { env = ctx:env(), timeout = 60000 })
     assert.are.equal(0, r.exitCode, r.stderr)
     local ok = tonumber(r.stdout:match("\nok\t(%d+)\n$") or r.stdout:match("^ok\t(%d+)\n$"))
     assert.truthy(ok, r.stdout)

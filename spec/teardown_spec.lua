@@ -7,46 +7,27 @@
 -- started (the script writes their ids to a file as soon as they run).
 local mastra = require "mastra"
 local platform = require "spec.support.platform"
+local child = require "spec.support.child"
 
-local MASTRA_LUA = os.getenv("MASTRA_LUA")
 local quote = mastra.quote
 
 local RUNNERS = { "mastra-lua", "lua5.4" }
 
 describe("teardown", function()
-  local srv, dir, sb
+  local ctx, srv, dir, sb
 
   setup(function()
-    assert(MASTRA_LUA and MASTRA_LUA ~= "", "MASTRA_LUA must be set (CTest sets it)")
-    srv = platform.start()
-    dir = platform.tmpdir()
-    sb = mastra.LocalSandbox.new{ workingDirectory = dir, timeout = 60000 }
-    sb:start()
+    ctx = child.context{ platform = true }
+    srv, dir, sb = ctx.srv, ctx.dir, ctx.sb
   end)
 
   teardown(function()
-    if sb then sb:destroy() end
-    if srv then srv:close() end
-    if dir then platform.rm_rf(dir) end
+    if ctx then ctx:close() end
   end)
 
   local counter = 0
 
-  -- The environment of a child: the module of this build, and the platform.
-  local function env()
-    local e = {
-      LUA_PATH_5_4 = os.getenv("LUA_PATH_5_4"),
-      LUA_CPATH_5_4 = os.getenv("LUA_CPATH_5_4"),
-      MASTRA_PLATFORM_ACCESS_TOKEN = srv.token,
-      MASTRA_WORKSPACE_PROXY_URL = srv.url,
-      MASTRA_PROJECT_ID = "proj",
-      MASTRA_ENVIRONMENT_ID = "env",
-    }
-    for _, name in ipairs{ "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_PRELOAD" } do
-      e[name] = os.getenv(name)
-    end
-    return e
-  end
+  local function env() return ctx:env() end
 
   -- A fresh case directory with the script in it (the preamble defines
   -- record(sb), which appends a started sandbox's id to `ids`, and
@@ -72,8 +53,7 @@ end
   end
 
   local function command(runner, cdir)
-    local bin = runner == "mastra-lua" and MASTRA_LUA or "lua5.4"
-    return ("cd %s && exec %s script.lua"):format(quote(cdir), quote(bin))
+    return ("cd %s && exec %s script.lua"):format(quote(cdir), quote(child.binary(runner)))
   end
 
   local function run(runner, cdir)
@@ -210,6 +190,34 @@ print("done")
       end)
     end)
   end
+
+  describe("a platform that does not answer the DELETE", function()
+    for _, runner in ipairs(RUNNERS) do
+      it("holds the exit of an erroring script no longer than the deadline (" .. runner
+        .. ")", function()
+          local cdir = case([[
+local s <close> = mastra.PlatformSandbox.new{}
+s:start()
+record(s)
+os.execute("kill -STOP " .. ]] .. srv.pid .. [[)
+error("fails while the platform is frozen")
+]])
+          finally(function() sb:executeCommand("kill -CONT " .. srv.pid) end)
+          local t0 = mastra.now()
+          local r = run(runner, cdir)
+          local ms = mastra.now() - t0
+          sb:executeCommand("kill -CONT " .. srv.pid)
+          assert.are.equal(1, r.exitCode, r.stderr)
+          assert.matches("fails while the platform is frozen", r.stderr, 1, true)
+          assert.matches("gave up after 5000 ms on 1 task(s)", r.stderr, 1, true)
+          assert.is_true(ms >= 5000 and ms < 15000, ("the exit took %d ms"):format(ms))
+          -- what the script gave up on is still there; leave nothing behind
+          local id = ids(cdir)[1]
+          local del = srv:curl("DELETE", "/v1/railway/projects/proj/sandbox/" .. id)
+          assert.are.equal(204, del.status)
+        end)
+    end
+  end)
 
   describe("a signal to mastra-lua mid-fleet", function()
     for _, sig in ipairs{ "TERM", "INT", "HUP" } do

@@ -262,15 +262,15 @@ local function holds_remote(self)
   return self.sandboxId ~= nil or self._starting ~= nil
 end
 
--- `local sb <close>`: destroy at the end of the scope. Where the scope ends
--- by an error in a failed or cancelled task (nothing can wait there), the
--- destroy goes to the teardown queue (mastra.task); a destroy that fails
--- during an error is retried there too, and reported if it fails again.
+-- `local sb <close>`: destroy at the end of the scope. When the scope ends
+-- by an error (a failed or cancelled task, where nothing can wait, or an
+-- error in a plain lua5.4 chunk), the destroy goes to the teardown queue
+-- (mastra.task), which runs it in a task of its own and bounds the wait
+-- for it at exit.
 function PlatformSandbox.__close(self, err)
-  if not task.canWait() then
-    if holds_remote(self) then task.teardown(PlatformSandbox.destroy, self) end
-  elseif err ~= nil then
-    if not pcall(self.destroy, self) and holds_remote(self) then
+  if err ~= nil or not task.canWait() then
+    if holds_remote(self) and not self._teardownQueued then
+      self._teardownQueued = true
       task.teardown(PlatformSandbox.destroy, self)
     end
   else
@@ -281,7 +281,10 @@ end
 -- A started sandbox that is collected (or still referenced when the Lua
 -- state closes) is destroyed: the finalizer only queues the teardown.
 function PlatformSandbox.__gc(self)
-  if holds_remote(self) then task.teardownCollected(PlatformSandbox.destroy, self) end
+  if holds_remote(self) and not self._teardownQueued and self.status ~= "destroying"
+      and self.status ~= "stopping" then
+    task.teardownCollected(PlatformSandbox.destroy, self)
+  end
 end
 
 function PlatformSandbox.__tostring(self)

@@ -383,8 +383,8 @@ end
 
 local function report_abandoned(what)
   stderr:write(("mastra: %s: gave up after %d ms on %d task(s) still running"
-    .. " (%d of them teardown)\n"):format(what, TEARDOWN_DEADLINE_MS, live,
-    shielded_live + #collected))
+    .. " (%d of them teardown)\n"):format(what, TEARDOWN_DEADLINE_MS,
+    live + #collected, shielded_live + #collected))
 end
 
 --- At the end (a failed or interrupted mastra.run, the exit of the state):
@@ -393,12 +393,13 @@ end
 -- ms). True if all ended; false after a report on stderr.
 local function drain_all(what, deadline)
   if depth > 0 then return false end
+  local late = core.now() >= deadline -- a drain that gave up already said so
   cancel_all()
   local ok = drive_until(function()
     return live > 0 or #collected > 0
   end, deadline)
   if not ok then
-    report_abandoned(what)
+    if not late then report_abandoned(what) end
     -- the exit of the state does not wait a second time
     exit_deadline = exit_deadline or deadline
   end
@@ -647,7 +648,8 @@ end
 --- Run fn(...) as a task and drive the loop until every task has finished.
 -- Returns fn's results or raises its error. If fn fails or the process is
 -- interrupted, the other tasks are cancelled and the loop runs until they
--- and the teardown they queued have finished, at most TEARDOWN_DEADLINE_MS.
+-- and the teardown they queued have finished, at most TEARDOWN_DEADLINE_MS
+-- (the same bound as for teardown left when everything else has ended).
 -- An error of a task that nobody waited for is raised after the others
 -- are done.
 function task.run(fn, ...)
@@ -659,7 +661,10 @@ function task.run(fn, ...)
   main.observed = true
   local ending = false
   drive(function()
-    if not ending and (interrupted or (main.state == "done" and not main.ok)) then
+    if not ending and (interrupted or (main.state == "done"
+        and (not main.ok or (live > 0 and live == shielded_live)))) then
+      -- failed or interrupted; or only teardown is left: drain it with
+      -- the deadline
       ending = true
     end
     return ending or live == 0
