@@ -359,7 +359,9 @@ end
 
 function start_collected()
   if #collected == 0 then return end
-  local jobs = collected -- a finalizer that runs from here on appends to jobs
+  local jobs = collected
+  -- a finalizer run by the allocation of the new list still appends to
+  -- jobs; from the assignment on, finalizers append to the new list
   collected = {}
   for _, job in ipairs(jobs) do task.teardown(job[1], job[2]) end
 end
@@ -421,6 +423,8 @@ local sentinel = setmetatable({}, {
         stderr:write("mastra: teardown at exit failed: ", tostring(err), "\n")
       end
     end
+    -- tasks that failed during the drain: their finalizers have run already
+    for t in pairs(unobserved) do Task.__gc(t) end
   end,
 })
 debug.getregistry()[sentinel] = true
