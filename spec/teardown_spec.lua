@@ -219,9 +219,20 @@ error("fails while the platform is frozen")
     end
   end)
 
-  describe("a signal to mastra-lua mid-fleet", function()
-    for _, sig in ipairs{ "TERM", "INT", "HUP" } do
-      it("SIG" .. sig .. " destroys every sandbox and kills every local command", function()
+  -- mastra-lua handles the three; plain lua5.4 has lua.c's SIGINT handler,
+  -- which raises "interrupted!" in the main chunk (the module installs no
+  -- signal handler of its own)
+  local SIGNALS = {
+    { "mastra-lua", "TERM", 143, "interrupted (SIGTERM)" },
+    { "mastra-lua", "INT", 130, "interrupted (SIGINT)" },
+    { "mastra-lua", "HUP", 129, "interrupted (SIGHUP)" },
+    { "lua5.4", "INT", 1, "interrupted!" },
+  }
+  describe("a signal mid-fleet", function()
+    for _, c in ipairs(SIGNALS) do
+      local runner, sig, code, says = c[1], c[2], c[3], c[4]
+      it(("SIG%s to %s destroys every sandbox and kills every local command")
+        :format(sig, runner), function()
         local cdir = case([[
 local template = mastra.PlatformSandbox.new{}
 local lsb = mastra.LocalSandbox.new{ workingDirectory = DIR }
@@ -239,7 +250,7 @@ mastra.map({ 1, 2, 3, 4, 5, 6 }, function(i)
   end
 end)
 ]])
-        local h = sb.processes:spawn(command("mastra-lua", cdir), { env = env(), timeout = 30000 })
+        local h = sb.processes:spawn(command(runner, cdir), { env = env(), timeout = 30000 })
         finally(function()
           if h.exitCode == nil then
             sb:executeCommand("kill -KILL " .. h.pid)
@@ -261,10 +272,9 @@ end)
         local t0 = mastra.now()
         assert.are.equal(0, sb:executeCommand("kill -" .. sig .. " " .. h.pid).exitCode)
         local r = h:wait()
-        local codes = { INT = 130, HUP = 129, TERM = 143 }
-        assert.are.equal(codes[sig], r.exitCode, r.stderr)
-        assert.matches("interrupted (SIG" .. sig .. ")", r.stderr, 1, true)
-        assert.is_true(mastra.now() - t0 < 10000, "mastra-lua took too long to stop")
+        assert.are.equal(code, r.exitCode, r.stderr)
+        assert.matches(says, r.stderr, 1, true)
+        assert.is_true(mastra.now() - t0 < 10000, runner .. " took too long to stop")
         assert.same({}, live(cdir, 3))
         for _, pid in ipairs(pids) do
           assert.are_not.equal(0, sb:executeCommand("kill -0 " .. pid).exitCode,

@@ -413,9 +413,27 @@ end
 -- and before the loop's, so the drain still has a loop. It covers a plain
 -- lua5.4 script that ends, or fails, outside mastra.run, and an embedding
 -- host's lua_close.
+-- lua.c's SIGINT hook raises "interrupted!" at any instruction of the main
+-- thread, so a plain lua5.4 script can stop the scheduler halfway: a task
+-- resumed and its end not recorded. At the close of the state nothing
+-- runs: put the state straight before the drain.
+local function settle_after_abort()
+  depth = 0
+  for _, t in pairs(by_co) do
+    if t.state == "running" then
+      if coroutine.status(t.co) == "dead" then
+        finish(t, false, cancelled_error()) -- closes its <close> variables
+      else
+        make_ready(t)
+      end
+    end
+  end
+end
+
 local sentinel = setmetatable({}, {
   __name = "mastra.task.sentinel",
   __gc = function()
+    settle_after_abort()
     if live > 0 or #collected > 0 then
       exit_deadline = exit_deadline or core.now() + TEARDOWN_DEADLINE_MS
       local ok, err = pcall(drain_all, "closing the Lua state", exit_deadline)
