@@ -126,6 +126,27 @@ end)
         assert.is_true(mastra.now() - t0 < 20000, "the failing script took too long")
       end)
 
+      it("a failing task's <close> Workspace destroys the sandbox it owns", function()
+        local cdir = case([[
+local template = mastra.PlatformSandbox.new{}
+mastra.map({ 1, 2, 3 }, function(i)
+  local s = template:clone{}
+  local ws <close> = mastra.Workspace.new{ sandbox = s }
+  s:start()
+  record(s)
+  if i == 3 then
+    mastra.sleep(200)
+    error("item 3 failed")
+  end
+  s:executeCommand("sleep 30")
+end)
+]])
+        local r = run(runner, cdir)
+        assert.are.equal(1, r.exitCode, r.stderr)
+        assert.matches("item 3 failed", r.stderr, 1, true)
+        assert.same({}, live(cdir, 3))
+      end)
+
       it("pcall(mastra.map) raises the failure once, and the script goes on", function()
         local cdir = case([[
 local ok, err = pcall(mastra.map, { 1, 2, 3 }, function(i)

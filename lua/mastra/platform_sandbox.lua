@@ -222,8 +222,17 @@ function PlatformSandbox:_ensureRunning(command)
   end
 end
 
+local holds_remote, queue_teardown
+
 local function teardown(self, final_status)
   check_self("PlatformSandbox:" .. (final_status == "stopped" and "stop" or "destroy"), self)
+  if not task.canWait() then
+    -- a failing task's <close> (this sandbox's, or that of an object that
+    -- owns it), a finalizer: nothing can wait here, the teardown queue does it
+    queue_teardown(self, final_status)
+    return
+  end
+  self._teardownQueued = nil
   if self._starting then pcall(self._starting.wait, self._starting) end
   local id = self.sandboxId
   for _, h in pairs(self._running or {}) do h:kill() end
@@ -258,8 +267,17 @@ function PlatformSandbox:stop()
 end
 
 -- Whether the platform may hold a sandbox of this object.
-local function holds_remote(self)
+function holds_remote(self)
   return self.sandboxId ~= nil or self._starting ~= nil
+end
+
+-- Hand the teardown to the queue of the scheduler (once).
+function queue_teardown(self, final_status)
+  if holds_remote(self) and not self._teardownQueued then
+    self._teardownQueued = true
+    task.teardown(final_status == "stopped" and PlatformSandbox.stop
+      or PlatformSandbox.destroy, self)
+  end
 end
 
 -- `local sb <close>`: destroy at the end of the scope. When the scope ends
@@ -268,11 +286,8 @@ end
 -- (mastra.task), which runs it in a task of its own and bounds the wait
 -- for it at exit.
 function PlatformSandbox.__close(self, err)
-  if err ~= nil or not task.canWait() then
-    if holds_remote(self) and not self._teardownQueued then
-      self._teardownQueued = true
-      task.teardown(PlatformSandbox.destroy, self)
-    end
+  if err ~= nil then
+    queue_teardown(self, "destroyed")
   else
     self:destroy()
   end
