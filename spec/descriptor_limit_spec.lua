@@ -22,8 +22,9 @@ describe("descriptor limits", function()
     if ctx then ctx:close() end
   end)
 
-  -- Run `n` commands at once (`kind`: "local" or "platform") under ulimit
-  -- -n `limit`; every failure is printed as one line "Name\tmessage".
+  -- Run `n` commands at once (`kind`: "local" or "platform"; "request": a
+  -- GET of the platform sandbox instead) under ulimit -n `limit`; every
+  -- failure is printed as one line "Name\tmessage".
   local SCRIPT = [[
 local mastra = require "mastra"
 local kind, n = arg[1], tonumber(arg[2])
@@ -39,7 +40,13 @@ local list = {}
 for i = 1, n do list[i] = i end
 local ok = 0
 mastra.map(list, function()
-  local good, err = pcall(s.executeCommand, s, "sleep 0.3; echo hi")
+  local good, err
+  if kind == "request" then -- a control-plane request (GET /sandbox/:id)
+    good, err = pcall(s.getInfo, s)
+    if good then err = { stdout = err.id == s.sandboxId and "hi\n" } end
+  else
+    good, err = pcall(s.executeCommand, s, "sleep 0.3; echo hi")
+  end
   if good and err.stdout == "hi\n" then
     ok = ok + 1
   else
@@ -69,9 +76,9 @@ s:destroy()
   end
 
   for _, case in ipairs{ { "mastra-lua", "local" }, { "lua5.4", "local" },
-    { "mastra-lua", "platform" }, { "lua5.4", "platform" } } do
+    { "mastra-lua", "platform" }, { "lua5.4", "platform" }, { "lua5.4", "request" } } do
     local runner, kind = case[1], case[2]
-    it(("100 %s commands at once under ulimit -n 64 (%s): a result or the descriptor"
+    it(("100 %s operations at once under ulimit -n 64 (%s): a result or the descriptor"
       .. " error"):format(kind, runner), function()
       local ok, failures = run(runner, kind, 100, 64)
       assert.is_true(#failures > 0, "want the limit to be reached (all 100 succeeded)")
