@@ -144,6 +144,15 @@ end
 
 local announced = false
 
+-- Say once on stderr which server this process uses.
+local function announce(state, started)
+  if announced then return end
+  announced = true
+  io.stderr:write(("mastra: using the local platform at %s (%s; set"
+    .. " MASTRA_PLATFORM_ACCESS_TOKEN and MASTRA_WORKSPACE_PROXY_URL for a"
+    .. " hosted one)\n"):format(state.url, started and "started it" or "already running"))
+end
+
 -- The lock is taken without blocking the thread: EWOULDBLOCK is retried
 -- after a sleep that doubles from LOCK_FIRST_SLEEP_MS up to
 -- LOCK_MAX_SLEEP_MS, for at most lockDeadlineMs (twice the 15 s a server's
@@ -194,19 +203,18 @@ local function find_or_start(dir)
   return state, true
 end
 
-local found    -- {state, dir} of the server this process found or started
-local finding  -- the task looking for it; concurrent callers wait for it
+local finding  -- the task looking for the server; concurrent callers wait for it
 
 --- Find or start the local platform. Returns {url, token, pid, projectId,
 -- environmentId, bucketName}; raises with a message saying what to do when
--- it cannot. Once per process: concurrent callers share one attempt (a
--- task they wait for), and later ones reuse its answer while that server
--- runs.
+-- it cannot. A server that runs is found from the state file (written
+-- atomically) without the lock; otherwise concurrent callers share one
+-- attempt (a task they wait for), which takes the lock.
 function local_platform.ensure()
   local dir = local_platform.stateDir()
-  local state
-  if found and found.dir == dir and core.pidAlive(found.state.pid) then
-    state = found.state
+  local state = running_server(dir)
+  if state then
+    announce(state, false)
   else
     local ok, err = core.mkdirs(dir)
     if not ok then
@@ -215,13 +223,7 @@ function local_platform.ensure()
     if finding == nil or finding.dir ~= dir then
       local t = task.spawnShielded(function()
         local s, started = find_or_start(dir)
-        found = { state = s, dir = dir }
-        if not announced then
-          announced = true
-          io.stderr:write(("mastra: using the local platform at %s (%s; set"
-            .. " MASTRA_PLATFORM_ACCESS_TOKEN and MASTRA_WORKSPACE_PROXY_URL for a"
-            .. " hosted one)\n"):format(s.url, started and "started it" or "already running"))
-        end
+        announce(s, started)
         return s
       end)
       finding = { task = t, dir = dir }
