@@ -249,6 +249,34 @@ error("fails while the platform is frozen")
     { "mastra-lua", "HUP", 129, "interrupted (SIGHUP)" },
     { "lua5.4", "INT", 1, "interrupted!" },
   }
+  it("a destroy under way when a lua5.4 script ends is sent again at exit", function()
+    -- lua_close finalizes the request of the DELETE in flight; the drain at
+    -- exit starts the destroy again, and the platform answers it once it
+    -- runs again (after 1 s)
+    local cdir = case([[
+local task = require "mastra.task"
+local a = mastra.PlatformSandbox.new{}
+local b = mastra.PlatformSandbox.new{}
+a:start()
+b:start()
+record(a)
+record(b)
+os.execute("kill -STOP ]] .. srv.pid .. [[; (sleep 1; kill -CONT ]] .. srv.pid .. [[) &")
+mastra.spawn(function() a:destroy() end) -- a task of the program
+task.teardown(b.destroy, b)              -- a job of the teardown queue
+for _ = 1, 5 do mastra.step(0) end
+print(a.status, b.status)
+]])
+    finally(function() sb:executeCommand("kill -CONT " .. srv.pid) end)
+    local t0 = mastra.now()
+    local r = run("lua5.4", cdir)
+    local ms = mastra.now() - t0
+    assert.are.equal(0, r.exitCode, r.stderr)
+    assert.are.equal("destroying\tdestroying\n", r.stdout)
+    assert.is_true(ms < 5000, ("the exit took %d ms"):format(ms))
+    assert.same({}, live(cdir, 2))
+  end)
+
   describe("a signal mid-fleet", function()
     for _, c in ipairs(SIGNALS) do
       local runner, sig, code, says = c[1], c[2], c[3], c[4]

@@ -232,11 +232,11 @@ local function teardown(self, final_status)
     queue_teardown(self, final_status)
     return
   end
-  self._teardownQueued = nil
   if self._starting then pcall(self._starting.wait, self._starting) end
   local id = self.sandboxId
   for _, h in pairs(self._running or {}) do h:kill() end
   if id == nil then
+    self._teardownQueued = nil
     if self.status ~= "pending" or final_status == "destroyed" then
       self.status = final_status
     end
@@ -245,13 +245,17 @@ local function teardown(self, final_status)
   self.status = final_status == "stopped" and "stopping" or "destroying"
   local ok, err = pcall(client.request, self._cfg, "DELETE",
     "/sandbox/" .. client.encodeComponent(id), { expectJson = false })
-  self.sandboxId = nil
-  self.createdAt = nil
+  -- from here a finalizer may queue the teardown again (if it failed)
+  self._teardownQueued = nil
   self._lease = nil
   if not ok and not (errors.PlatformApiError:is(err) and err.status == 404) then
+    -- the sandbox may still be there: sandboxId stays, so that a later
+    -- destroy (the teardown queue's, at the latest at exit) sends it again
     self.status = "error"
     error(err, 0)
   end
+  self.sandboxId = nil
+  self.createdAt = nil
   self.status = final_status
 end
 
@@ -294,10 +298,13 @@ function PlatformSandbox.__close(self, err)
 end
 
 -- A started sandbox that is collected (or still referenced when the Lua
--- state closes) is destroyed: the finalizer only queues the teardown.
+-- state closes) is destroyed: the finalizer only queues the teardown. A
+-- teardown already queued is the queue's (which starts it again at the
+-- close of the state). A destroy under way in a task of the program is
+-- seen here only at the close of the state, where its request has been
+-- finalized: it is sent again.
 function PlatformSandbox.__gc(self)
-  if holds_remote(self) and not self._teardownQueued and self.status ~= "destroying"
-      and self.status ~= "stopping" then
+  if holds_remote(self) and not self._teardownQueued then
     task.teardownCollected(PlatformSandbox.destroy, self)
   end
 end

@@ -336,10 +336,10 @@ local function describe(obj)
   return ok and s or "an object"
 end
 
-local function run_teardown(fn, obj)
-  local ok, err = pcall(fn, obj)
-  if not ok then
-    stderr:write(("mastra: teardown of %s failed: %s\n"):format(describe(obj),
+local function run_teardown(job)
+  local ok, err = pcall(job[1], job[2])
+  if not ok and not job.superseded then
+    stderr:write(("mastra: teardown of %s failed: %s\n"):format(describe(job[2]),
       tostring(err)))
   end
 end
@@ -348,7 +348,10 @@ end
 -- the caller cannot wait (a <close> handler of a failing or cancelled
 -- task). Its failure is reported on stderr.
 function task.teardown(fn, obj)
-  return task.spawnShielded(run_teardown, fn, obj)
+  local job = { fn, obj }
+  local t = task.spawnShielded(run_teardown, job)
+  t.job = job
+  return t
 end
 
 --- The same, from a finalizer (__gc): the job is only recorded here, and
@@ -413,13 +416,22 @@ end
 -- and before the loop's, so the drain still has a loop. It covers a plain
 -- lua5.4 script that ends, or fails, outside mastra.run, and an embedding
 -- host's lua_close.
--- lua.c's SIGINT hook raises "interrupted!" at any instruction of the main
--- thread, so a plain lua5.4 script can stop the scheduler halfway: a task
--- resumed and its end not recorded. At the close of the state nothing
--- runs: put the state straight before the drain.
-local function settle_after_abort()
+-- Before the drain at the close of the state:
+-- * lua.c's SIGINT hook raises "interrupted!" at any instruction of the
+--   main thread, so a plain lua5.4 script can stop the scheduler halfway (a
+--   task resumed and its end not recorded); nothing runs now: put it
+--   straight.
+-- * lua_close has already finalized every timer, request and socket made
+--   after this module loaded, so a task that waits on one never wakes:
+--   every task is cancelled, and a teardown already under way is started
+--   again in a fresh task (a DELETE is idempotent; what it makes now has no
+--   finalizer and works to the end).
+local function prepare_exit()
   depth = 0
-  for _, t in pairs(by_co) do
+  local tasks = {} -- first a list: what follows may spawn tasks
+  for _, t in pairs(by_co) do tasks[#tasks + 1] = t end
+  local restart = {}
+  for _, t in ipairs(tasks) do
     if t.state == "running" then
       if coroutine.status(t.co) == "dead" then
         finish(t, false, cancelled_error()) -- closes its <close> variables
@@ -427,13 +439,21 @@ local function settle_after_abort()
         make_ready(t)
       end
     end
+    if t.state ~= "done" and not (t.job and not t.started) then
+      if t.job and not t.job.superseded then
+        t.job.superseded = true
+        restart[#restart + 1] = t.job
+      end
+      t:cancel()
+    end
   end
+  for _, job in ipairs(restart) do task.teardown(job[1], job[2]) end
 end
 
 local sentinel = setmetatable({}, {
   __name = "mastra.task.sentinel",
   __gc = function()
-    settle_after_abort()
+    prepare_exit()
     if live > 0 or #collected > 0 then
       exit_deadline = exit_deadline or core.now() + TEARDOWN_DEADLINE_MS
       local ok, err = pcall(drain_all, "closing the Lua state", exit_deadline)
