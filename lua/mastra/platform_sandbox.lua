@@ -226,7 +226,7 @@ local holds_remote, queue_teardown
 
 local function teardown(self, final_status)
   check_self("PlatformSandbox:" .. (final_status == "stopped" and "stop" or "destroy"), self)
-  if not task.canWait() then
+  if not task.canWait() and holds_remote(self) then
     -- a failing task's <close> (this sandbox's, or that of an object that
     -- owns it), a finalizer: nothing can wait here, the teardown queue does it
     queue_teardown(self, final_status)
