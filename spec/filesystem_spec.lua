@@ -666,6 +666,21 @@ describe("LocalFilesystem specifics", function()
     assert.is_false(errors.FileNotFoundError:is(err))
   end)
 
+  it("loads no platform module (PlatformFilesystem, its client, the local platform)", function()
+    local root = os.getenv("PWD") or "."
+    local code = ([[
+      package.path = %q .. "/lua/?.lua;" .. %q .. "/lua/?/init.lua;" .. package.path
+      require "mastra.local_filesystem"
+      for name in pairs(package.loaded) do
+        if name:find("^mastra") then io.write(name, " ") end
+      end]]):format(root, root)
+    local p = assert(io.popen("lua5.4 -e " .. mastra.quote(code) .. " 2>&1"))
+    local out = p:read("a")
+    p:close()
+    assert.truthy(out:find("mastra.local_filesystem ", 1, true), out)
+    assert.is_nil(out:find("platform", 1, true), out)
+  end)
+
   it("concurrent writers (separate processes) never leave a torn file", function()
     local root = os.getenv("PWD") or "."
     local script = dir .. "/writer.lua"

@@ -233,6 +233,27 @@ end)
     end)
   end)
 
+  describe("the embedded facade", function()
+    it("holds every module of lua/mastra (the runner gets no LUA_PATH)", function()
+      local src = os.getenv("MASTRA_SOURCE_DIR") or os.getenv("PWD") or "."
+      local p = assert(io.popen("cd " .. quote(src) .. " && find lua/mastra -name '*.lua'"))
+      local names = {}
+      for f in p:lines() do
+        local name = f:gsub("^lua/", ""):gsub("%.lua$", ""):gsub("/init$", ""):gsub("/", ".")
+        names[#names + 1] = ("%q"):format(name)
+      end
+      p:close()
+      assert.truthy(#names >= 20, "found " .. #names .. " modules under " .. src)
+      local r = run{ "-e", ("for _, n in ipairs{%s} do"
+        .. " if not package.searchpath(n, package.path) and pcall(require, n) then"
+        .. " io.write(n, ' ') else io.write('MISSING ', n, ' ') end end")
+        :format(table.concat(names, ", ")) }
+      assert.are.equal(0, r.exitCode, r.stderr)
+      assert.is_nil(r.stdout:find("MISSING", 1, true), r.stdout)
+      assert.truthy(r.stdout:find("mastra.workspace.glob ", 1, true), r.stdout)
+    end)
+  end)
+
   describe("SIGINT", function()
     it("exits 130 and leaves no child process alive", function()
       local path = script("sigint.lua", [[

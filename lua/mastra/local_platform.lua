@@ -11,6 +11,7 @@
 -- after it has been idle, with no sandbox, for MASTRA_PLATFORM_IDLE_EXIT
 -- seconds (default 900).
 local core = require "mastra.core"
+local shell = require "mastra.shell"
 local task = require "mastra.task"
 
 local local_platform = {}
@@ -49,10 +50,6 @@ local function read_file(path)
   local s = f:read("a")
   f:close()
   return s
-end
-
-local function shell_quote(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
 -- The mastra-platform binary: $MASTRA_PLATFORM_BIN, next to the running
@@ -123,9 +120,9 @@ local function start_server(dir)
   os.remove(out_path)
   local idle = tonumber(os.getenv("MASTRA_PLATFORM_IDLE_EXIT") or "") or 900
   local ok, err = core.daemon(("%s serve --listen 127.0.0.1:0 --data-dir %s"
-    .. " --token-file %s --idle-exit %d >%s 2>>%s"):format(shell_quote(bin),
-    shell_quote(data), shell_quote(token_file), idle, shell_quote(out_path),
-    shell_quote(dir .. "/platform.log")))
+    .. " --token-file %s --idle-exit %d >%s 2>>%s"):format(shell.quote(bin),
+    shell.quote(data), shell.quote(token_file), idle, shell.quote(out_path),
+    shell.quote(dir .. "/platform.log")))
   if not ok then return nil, err end
   local url, pid = wait_for_url(out_path, core.now() + 15000)
   if url == nil then
