@@ -763,3 +763,36 @@ describe("core.regexCompile (PCRE2)", function()
       "match limit exceeded")
   end)
 end)
+
+describe("Workspace.globMatch", function()
+  local match = mastra.Workspace.globMatch
+
+  it("matches stars, classes, alternatives and double stars", function()
+    assert.is_true(match("*.lua", "init.lua"))
+    assert.is_false(match("*.lua", "src/init.lua"))
+    assert.is_true(match("src/**/*.lua", "src/a/b/c.lua"))
+    assert.is_true(match("src/**/*.lua", "src/c.lua"))
+    assert.is_true(match("src/[a-c]?.{c,h}", "src/b1.h"))
+    assert.is_false(match("src/[!a-c]?.{c,h}", "src/b1.h"))
+    assert.is_true(match("a\\*b", "a*b"))
+    assert.is_false(match("a\\*b", "axb"))
+  end)
+
+  -- patterns come from agents: each of these ran for minutes (or longer)
+  -- when every star retried every split of the rest
+  it("answers patterns with many stars without backtracking forever", function()
+    local s = string.rep("a", 60)
+    assert.is_false(match(string.rep("*a", 20) .. "*b", s))
+    assert.is_true(match(string.rep("*a", 20) .. "*", s))
+    local path = string.rep("a/", 40) .. "c"
+    assert.is_false(match(string.rep("**/a", 20) .. "/b", path))
+    assert.is_true(match(string.rep("**/a", 20) .. "/c", path))
+  end)
+
+  it("refuses a pattern whose {} expand past 1024 alternatives, saying why", function()
+    local ok, err = pcall(match, string.rep("{a,b}", 11), "a")
+    assert.is_false(ok)
+    assert.matches("more than 1024 alternatives", err)
+    assert.is_true(match(string.rep("{a,b}", 10), string.rep("ab", 5)))
+  end)
+end)
