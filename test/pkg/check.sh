@@ -3,12 +3,14 @@
 # against it as an embedder would, and run it:
 #   pkgconfig: cc host.c $(pkg-config --cflags --libs mastra)
 #   cmake:     find_package(mastra), mastra::mastra and mastra::mastra_static
-# Usage: check.sh pkgconfig|cmake BUILD_DIR C_COMPILER VERSION
+# Usage: check.sh pkgconfig|cmake BUILD_DIR C_COMPILER VERSION [FLAGS]
+# FLAGS: what the host needs besides, e.g. the build's -fsanitize= option.
 set -eu
 mode="$1"
 build="$2"
 cc="$3"
 version="$4"
+flags_extra="${5:-}"
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -50,14 +52,15 @@ pkgconfig)
   flags=$(pkg-config --cflags --libs mastra)
   libdir=$(pkg-config --variable=libdir mastra)
   # shellcheck disable=SC2086 # the flags are words
-  run compile "$cc" -Wall -Wextra -Werror -o "$work/host" "$here/host.c" $flags
+  run compile "$cc" -Wall -Wextra -Werror $flags_extra -o "$work/host" "$here/host.c" $flags
   export LD_LIBRARY_PATH="$libdir"
   expect "$work/host"
   loads "$work/host" "$libdir"
   ;;
 cmake)
   run configure cmake -S "$here" -B "$work/build" -DCMAKE_C_COMPILER="$cc" \
-    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="-Wall -Wextra -Werror"
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="-Wall -Wextra -Werror $flags_extra" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags_extra"
   run build cmake --build "$work/build" -j2
   expect "$work/build/host"
   loads "$work/build/host" "$(dirname "$(find "$prefix" -name libmastra.so)")"
@@ -68,7 +71,7 @@ cmake)
   fi
   ;;
 *)
-  echo "usage: check.sh pkgconfig|cmake BUILD_DIR C_COMPILER VERSION" >&2
+  echo "usage: check.sh pkgconfig|cmake BUILD_DIR C_COMPILER VERSION [FLAGS]" >&2
   exit 2
   ;;
 esac
