@@ -85,7 +85,9 @@ MASTRA_API int mastra_timeout(lua_State *L) {
   return t;
 }
 
-MASTRA_API mastra_loop *mastra_get_loop(lua_State *L) { return mastra__lua_loop(L); }
+MASTRA_API mastra_loop *mastra_get_loop(lua_State *L) {
+  return mastra__lua_loop(L);
+}
 
 MASTRA_API void mastra_interrupt(mastra_loop *loop) {
   if (loop != NULL) mastra__loop_interrupt(loop);
