@@ -548,7 +548,7 @@ static void push_loop(lua_State *L) {
   lua_setfield(L, LUA_REGISTRYINDEX, LOOP_KEY);
 }
 
-int luaopen_mastra_core(lua_State *L) {
+MASTRA_API int luaopen_mastra_core(lua_State *L) {
   luaL_checkversion(L);
   mastra__raise_nofile(); /* many sandboxes at once need many descriptors */
   mastra__createmeta(L, LOOP_MT, NULL, loop_gc, NULL);
