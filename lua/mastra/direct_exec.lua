@@ -10,6 +10,7 @@
 -- Cancelling the calling task closes the socket (the local platform then
 -- kills the command's process group).
 local core = require "mastra.core"
+local errors = require "mastra.errors"
 local task = require "mastra.task"
 local output = require "mastra.output"
 
@@ -75,14 +76,17 @@ function direct_exec.run(spec)
   local limit = timeout or spec.handshakeTimeout or HANDSHAKE_MS
   local deadline = core.now() + limit
   local timer <close> = core.timer(math.ceil(limit))
-  local ws <close>, errname, message = core.websocket{
+  local ws <close>, message, errname = core.websocket{
     url = spec.url,
     protocols = { spec.subprotocol, spec.jwt },
     timeout = math.ceil(limit),
   }
   if ws == nil then
-    error(("the exec lease's wsEndpoint %s cannot be used: %s (%s)")
-      :format(spec.url, message, errname), 0)
+    errors.SandboxExecTransportError:raise({
+      message = ("the exec lease's wsEndpoint %s cannot be used: %s (%s)")
+        :format(spec.url, message, errname),
+      command = spec.command, wsEndpoint = spec.url, opened = false, code = errname,
+    }, 0)
   end
   local sent, exited = false, false
   while true do

@@ -67,6 +67,17 @@ local PermissionError = class("PermissionError", FilesystemError, { code = "EACC
 -- a PermissionError too: the conformance cases (FS-ERR-05..07) expect one
 class("WorkspaceReadOnlyError", PermissionError, { code = "READ_ONLY" })
 
+-- The filesystem error class of an errno name (a failure of mastra.core,
+-- docs/core.md): FilesystemError when no subclass fits.
+local BY_CODE = {
+  ENOENT = "FileNotFoundError", EEXIST = "FileExistsError", EISDIR = "IsDirectoryError",
+  ENOTDIR = "NotDirectoryError", ENOTEMPTY = "DirectoryNotEmptyError",
+  EACCES = "PermissionError", EPERM = "PermissionError", EROFS = "PermissionError",
+}
+function errors.forCode(code)
+  return errors[BY_CODE[code]] or FilesystemError
+end
+
 -- The message text of any error value.
 function errors.message(err)
   if type(err) == "table" and err.message ~= nil then

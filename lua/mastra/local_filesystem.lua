@@ -38,13 +38,15 @@ local NEW_OPTS = fs_common.newOpts{
   allowedPaths = string_list,
 }
 
-local TMP_PREFIX = ".mastra-tmp-" -- in-flight atomic writes (src/lfs.c)
+local TMP_PREFIX = ".mastra-tmp-" -- in-flight atomic writes (src/core/util.h)
 
 -- {====== paths ======
 
 local function cwd()
-  local dir, err = core.getcwd()
-  if not dir then error("LocalFilesystem: cannot read the current directory: " .. err, 0) end
+  local dir, err, ename = core.getcwd()
+  if not dir then
+    errors.MastraError:raise({ message = "LocalFilesystem: " .. err, code = ename }, 0)
+  end
   return dir
 end
 
@@ -110,11 +112,12 @@ function LocalFilesystem:init()
   if self.status == "ready" then return end
   self.status = "initializing"
   if not self.readOnly then
-    local ok, err = core.mkdirs(self.basePath)
+    local ok, err, ename = core.fsMkdir(self.basePath, true)
     if not ok then
       self.status = "error"
       self.error = err
-      error("LocalFilesystem:init: cannot create the base path: " .. err, 2)
+      errors.forCode(ename):raise({ message = "LocalFilesystem:init: cannot create the base path: "
+        .. err, path = self.basePath, code = ename }, 0)
     end
   end
   self.status = "ready"
@@ -218,11 +221,8 @@ local function ensure_parent(real, path, recursive)
   if recursive == false then
     raise(errors.DirectoryNotFoundError, "Directory not found: parent of " .. path, path, nil, 3)
   end
-  local ok, err = core.mkdirs(parent)
-  if not ok then
-    local ename = err:find("Not a directory") and "ENOTDIR" or "EIO"
-    fail(path, err, ename)
-  end
+  local ok, err, ename = core.fsMkdir(parent, true)
+  if not ok then fail(path, err, ename) end
 end
 
 -- Remove a tree without following symlinks (never leaves it).
@@ -247,8 +247,8 @@ local function copy_tree(src, dst, exclusive)
   local st, msg, ename = core.fsStat(src)
   if not st then return nil, msg, ename end
   if st.type == "directory" then
-    local ok, m, e = core.mkdirs(dst)
-    if not ok then return nil, m, e or "EIO" end
+    local ok, m, e = core.fsMkdir(dst, true)
+    if not ok then return nil, m, e end
     local names, m2, e2 = core.fsReaddir(src)
     if not names then return nil, m2, e2 end
     for _, n in ipairs(names) do
@@ -369,8 +369,8 @@ function LocalFilesystem:mkdir(path, opts)
     ok, msg, ename = core.fsMkdir(real)
     if not ok then fail(path, msg, ename, "dir") end
   else
-    ok, msg = core.mkdirs(real)
-    if not ok then fail(path, msg, msg:find("Not a directory") and "ENOTDIR" or "EIO") end
+    ok, msg, ename = core.fsMkdir(real, true)
+    if not ok then fail(path, msg, ename) end
   end
 end
 

@@ -11,6 +11,7 @@
 -- after it has been idle, with no sandbox, for MASTRA_PLATFORM_IDLE_EXIT
 -- seconds (default 900).
 local core = require "mastra.core"
+local errors = require "mastra.errors"
 local shell = require "mastra.shell"
 local task = require "mastra.task"
 
@@ -67,7 +68,7 @@ local function find_binary()
     if exists(bin) then return bin end
     return nil, ("MASTRA_PLATFORM_BIN is %s, which does not exist"):format(bin)
   end
-  local exe = core.readlink("/proc/self/exe")
+  local exe = core.fsReadlink("/proc/self/exe")
   if exe then
     local sibling = exe:gsub("[^/]*$", "") .. "mastra-platform"
     if exists(sibling) then return sibling end
@@ -131,10 +132,9 @@ local function start_server(dir)
   end
   local token = (read_file(token_file) or ""):gsub("%s+$", "")
   local state = { url = url, token = token, pid = pid }
-  local f = assert(io.open(dir .. "/platform.state.tmp", "wb"))
-  f:write(("url=%s\ntoken=%s\npid=%d\n"):format(url, token, pid))
-  f:close()
-  assert(os.rename(dir .. "/platform.state.tmp", dir .. "/platform.state"))
+  local ok2, werr = core.fsWriteAtomic(dir .. "/platform.state",
+    ("url=%s\ntoken=%s\npid=%d\n"):format(url, token, pid))
+  if not ok2 then return nil, "cannot write its state file: " .. werr end
   return state
 end
 
@@ -145,12 +145,17 @@ local announced = false
 -- it cannot.
 function local_platform.ensure()
   local dir = local_platform.stateDir()
-  local ok, err = core.mkdirs(dir)
+  local ok, err, ename = core.fsMkdir(dir, true)
   if not ok then
-    error("mastra: cannot create the local platform's state directory: " .. err, 2)
+    errors.forCode(ename):raise({ message = ("mastra: cannot create the local platform's state"
+      .. " directory: %s (set MASTRA_PLATFORM_STATE_DIR to a writable directory)"):format(err),
+      path = dir, code = ename }, 0)
   end
-  local lock, lerr = core.lock(dir .. "/platform.lock")
-  if not lock then error("mastra: cannot lock the local platform state: " .. lerr, 2) end
+  local lock, lerr, lname = core.lock(dir .. "/platform.lock")
+  if not lock then
+    errors.forCode(lname):raise({ message = "mastra: cannot lock the local platform state: "
+      .. lerr, path = dir .. "/platform.lock", code = lname }, 0)
+  end
   local state = running_server(dir)
   local started = false
   if state == nil then
@@ -158,7 +163,7 @@ function local_platform.ensure()
     state, serr = start_server(dir)
     if state == nil then
       lock:close()
-      error("mastra: cannot start the local platform: " .. serr, 2)
+      errors.MastraError:raise({ message = "mastra: cannot start the local platform: " .. serr }, 0)
     end
     started = true
   end

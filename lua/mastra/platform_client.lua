@@ -106,16 +106,18 @@ end
 
 -- One HTTP exchange through libcurl, waiting in the current task.
 local function transport(spec)
-  local req <close> = core.http(spec)
+  local function unreachable(msg, name)
+    errors.NetworkError:raise({
+      message = ("cannot reach %s: %s (%s)"):format(spec.url, msg, name),
+      url = spec.url, code = name,
+    }, 0)
+  end
+  local req <close>, msg, name = core.http(spec)
+  if not req then unreachable(msg, name) end
   while true do
     local status, a, b = req:result()
     if status then return { status = status, headers = a, body = b } end
-    if a then
-      errors.NetworkError:raise({
-        message = ("cannot reach %s: %s (%s)"):format(spec.url, b, a),
-        url = spec.url, code = a,
-      }, 3)
-    end
+    if a then unreachable(a, b) end
     task.wait(req:id())
   end
 end

@@ -379,7 +379,7 @@ function PlatformSandbox:executeCommand(command, args, opts)
   local code = r.exitCode or 124
   return {
     stdout = r.stdout, stderr = r.stderr, exitCode = code, success = code == 0,
-    executionTimeMs = core.now() - started, timedOut = r.timedOut,
+    executionTimeMs = math.floor(core.now() - started), timedOut = r.timedOut,
     command = full, args = args,
     stdoutTruncated = r.stdoutTruncated, stderrTruncated = r.stderrTruncated,
     stdoutDroppedBytes = r.stdoutDroppedBytes, stderrDroppedBytes = r.stderrDroppedBytes,

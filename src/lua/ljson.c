@@ -2,7 +2,8 @@
 ** JSON for Lua: decode with cJSON, encode with our own writer (so that
 ** strings with NUL bytes and the caller's key order survive).
 **
-**   core.jsonDecode(text) -> value, or nil, message
+**   core.jsonDecode(text) -> value, or nil, message, NAME ("invalid_json",
+**     or "too_deep" beyond 1000 levels)
 **     objects become tables; arrays become tables whose metatable is
 **     core.jsonArray; null becomes nil in objects (an absent field) and
 **     core.null in arrays (so that positions are kept).
@@ -93,30 +94,25 @@ static int json_decode(lua_State *L) {
       end++;
     if (end < text + len) {
       cJSON_Delete(j);
-      luaL_pushfail(L);
-      lua_pushfstring(L, "invalid JSON at byte %d: text after the value",
-                      (int)(end - text) + 1);
-      return 2;
+      return mastra__pushfail(L, "invalid_json",
+                              "invalid JSON at byte %d: text after the value",
+                              (int)(end - text) + 1);
     }
   }
   if (j == NULL) {
     const char *where = cJSON_GetErrorPtr();
-    luaL_pushfail(L);
     if (where != NULL && where >= text && where <= text + len)
-      lua_pushfstring(L, "invalid JSON at byte %d", (int)(where - text) + 1);
-    else
-      lua_pushliteral(L, "invalid JSON");
-    return 2;
+      return mastra__pushfail(L, "invalid_json", "invalid JSON at byte %d",
+                              (int)(where - text) + 1);
+    return mastra__pushfail(L, "invalid_json", "invalid JSON");
   }
   if ((rc = push_json(L, j, 0)) < 0) {
     cJSON_Delete(j);
     lua_settop(L, top);
-    luaL_pushfail(L);
     if (rc == -2)
-      lua_pushliteral(L, "invalid JSON: a number too large for a double");
-    else
-      lua_pushliteral(L, "JSON nested too deeply");
-    return 2;
+      return mastra__pushfail(L, "invalid_json",
+                              "invalid JSON: a number too large for a double");
+    return mastra__pushfail(L, "too_deep", "JSON nested too deeply");
   }
   cJSON_Delete(j);
   return 1;
@@ -413,13 +409,14 @@ static int is_utf8(lua_State *L) {
 
 /* }====== */
 
-void mastra__open_json(lua_State *L) {
+int mastra__open_json(lua_State *L) {
   static const luaL_Reg funcs[] = {
     {"jsonDecode", json_decode},
     {"jsonEncode", json_encode},
     {"isUtf8", is_utf8},
     {NULL, NULL}
   };
+  lua_settop(L, 1);
   luaL_setfuncs(L, funcs, 0);
   luaL_newmetatable(L, ARRAY_MT);
   lua_setfield(L, -2, "jsonArray");
@@ -430,4 +427,5 @@ void mastra__open_json(lua_State *L) {
     lua_setfield(L, LUA_REGISTRYINDEX, NULL_KEY);
   }
   lua_setfield(L, -2, "null");
+  return 0;
 }
