@@ -27,7 +27,7 @@
 #include "mastra_version.h"
 #include "bucket.h"
 #include "exec_ws.h"
-#include "http.h"
+#include "httpd.h"
 #include "sandbox.h"
 
 #define DEFAULT_LEASE_TTL_S 900

@@ -122,7 +122,7 @@ struct mp_server {
 };
 
 /* Queue {"error":{"message":...,"type":...}} with status; an MHD_Result
-** (http.c). */
+** (httpd.c). */
 int mp_send_error(struct MHD_Connection *conn, int status, const char *type,
                   const char *fmt, ...);
 

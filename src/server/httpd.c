@@ -9,7 +9,7 @@
 ** percent-encoded NUL or slash in a key is seen for what it is.
 */
 #define _GNU_SOURCE
-#include "http.h"
+#include "httpd.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
