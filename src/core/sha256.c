@@ -3,7 +3,15 @@
 */
 #include "sha256.h"
 
+#include <stdint.h>
 #include <string.h>
+
+typedef struct sha256_ctx {
+  uint32_t h[8];
+  uint64_t total;          /* bytes hashed so far */
+  unsigned char buf[64];
+  size_t nbuf;
+} sha256_ctx;
 
 static const uint32_t k256[64] = {
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
@@ -22,9 +30,9 @@ static uint32_t ror32(uint32_t x, int n) {
   return (x >> n) | (x << (32 - n));
 }
 
-/* One 64-byte block. */
+/* One 64-byte block. v holds the working variables a..h. */
 static void sha256_block(uint32_t hh[8], const unsigned char *p) {
-  uint32_t w[64], a, b, c, d, e, f, g, h;
+  uint32_t w[64], v[8];
   int i;
   for (i = 0; i < 16; i++)
     w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16
@@ -34,40 +42,21 @@ static void sha256_block(uint32_t hh[8], const unsigned char *p) {
     uint32_t s1 = ror32(w[i - 2], 17) ^ ror32(w[i - 2], 19) ^ (w[i - 2] >> 10);
     w[i] = w[i - 16] + s0 + w[i - 7] + s1;
   }
-  a = hh[0];
-  b = hh[1];
-  c = hh[2];
-  d = hh[3];
-  e = hh[4];
-  f = hh[5];
-  g = hh[6];
-  h = hh[7];
+  memcpy(v, hh, sizeof v);
   for (i = 0; i < 64; i++) {
-    uint32_t s1 = ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25);
-    uint32_t ch = (e & f) ^ (~e & g);
-    uint32_t t1 = h + s1 + ch + k256[i] + w[i];
-    uint32_t s0 = ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22);
-    uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + s0 + maj;
+    uint32_t s1 = ror32(v[4], 6) ^ ror32(v[4], 11) ^ ror32(v[4], 25);
+    uint32_t ch = (v[4] & v[5]) ^ (~v[4] & v[6]);
+    uint32_t t1 = v[7] + s1 + ch + k256[i] + w[i];
+    uint32_t s0 = ror32(v[0], 2) ^ ror32(v[0], 13) ^ ror32(v[0], 22);
+    uint32_t maj = (v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]);
+    memmove(v + 1, v, 7 * sizeof *v); /* h = g, ..., e = d, ..., b = a */
+    v[4] += t1;                       /* e = d + t1 */
+    v[0] = t1 + s0 + maj;
   }
-  hh[0] += a;
-  hh[1] += b;
-  hh[2] += c;
-  hh[3] += d;
-  hh[4] += e;
-  hh[5] += f;
-  hh[6] += g;
-  hh[7] += h;
+  for (i = 0; i < 8; i++) hh[i] += v[i];
 }
 
-void mastra__sha256_init(mastra__sha256_ctx *c) {
+static void sha256_init(sha256_ctx *c) {
   static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372,
                                  0xa54ff53a, 0x510e527f, 0x9b05688c,
                                  0x1f83d9ab, 0x5be0cd19};
@@ -76,8 +65,7 @@ void mastra__sha256_init(mastra__sha256_ctx *c) {
   c->nbuf = 0;
 }
 
-void mastra__sha256_update(mastra__sha256_ctx *c, const void *data,
-                           size_t len) {
+static void sha256_update(sha256_ctx *c, const void *data, size_t len) {
   const unsigned char *p = data;
   c->total += len;
   while (len > 0) {
@@ -94,15 +82,15 @@ void mastra__sha256_update(mastra__sha256_ctx *c, const void *data,
   }
 }
 
-void mastra__sha256_final(mastra__sha256_ctx *c,
-                          unsigned char out[MASTRA__SHA256_LEN]) {
+static void sha256_final(sha256_ctx *c,
+                         unsigned char out[MASTRA__SHA256_LEN]) {
   uint64_t bits = c->total * 8;
   unsigned char pad = 0x80, zero = 0, lenbuf[8];
   int i;
-  mastra__sha256_update(c, &pad, 1);
-  while (c->nbuf != 56) mastra__sha256_update(c, &zero, 1);
+  sha256_update(c, &pad, 1);
+  while (c->nbuf != 56) sha256_update(c, &zero, 1);
   for (i = 0; i < 8; i++) lenbuf[i] = (unsigned char)(bits >> (56 - 8 * i));
-  mastra__sha256_update(c, lenbuf, 8);
+  sha256_update(c, lenbuf, 8);
   for (i = 0; i < 8; i++) {
     out[4 * i] = (unsigned char)(c->h[i] >> 24);
     out[4 * i + 1] = (unsigned char)(c->h[i] >> 16);
@@ -111,15 +99,20 @@ void mastra__sha256_final(mastra__sha256_ctx *c,
   }
 }
 
+void mastra__sha256(const void *data, size_t len,
+                    unsigned char out[MASTRA__SHA256_LEN]) {
+  sha256_ctx c;
+  sha256_init(&c);
+  sha256_update(&c, data, len);
+  sha256_final(&c, out);
+}
+
 void mastra__sha256_hex(const void *data, size_t len,
                         char out[2 * MASTRA__SHA256_LEN + 1]) {
   static const char hex[] = "0123456789abcdef";
   unsigned char d[MASTRA__SHA256_LEN];
-  mastra__sha256_ctx c;
   int i;
-  mastra__sha256_init(&c);
-  mastra__sha256_update(&c, data, len);
-  mastra__sha256_final(&c, d);
+  mastra__sha256(data, len, d);
   for (i = 0; i < MASTRA__SHA256_LEN; i++) {
     out[2 * i] = hex[d[i] >> 4];
     out[2 * i + 1] = hex[d[i] & 15];

@@ -162,29 +162,28 @@ static int is_dot(const char *n) {
   return strcmp(n, ".") == 0 || strcmp(n, "..") == 0;
 }
 
-/* remove the temporary files a crash left in <root>/<p>/<b>/ */
+/* the next subdirectory of d (not "." or ".."), opened; NULL at the end */
+static DIR *next_dir(DIR *d) {
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    DIR *sub;
+    if (is_dot(e->d_name))
+      continue;
+    sub = mp_disk_scan(dirfd(d), e->d_name);
+    if (sub != NULL)
+      return sub;
+  }
+  return NULL;
+}
+
 void mp_disk_sweep(int rootfd) {
-  DIR *rd = mp_disk_scan(rootfd, ".");
-  struct dirent *pe;
+  DIR *rd = mp_disk_scan(rootfd, "."), *pd, *bd;
   if (rd == NULL)
     return;
-  while ((pe = readdir(rd)) != NULL) {
-    DIR *pd;
-    struct dirent *be;
-    if (is_dot(pe->d_name))
-      continue;
-    pd = mp_disk_scan(dirfd(rd), pe->d_name);
-    if (pd == NULL)
-      continue;
-    while ((be = readdir(pd)) != NULL) {
-      DIR *bd;
+  while ((pd = next_dir(rd)) != NULL) {       /* projects */
+    while ((bd = next_dir(pd)) != NULL) {     /* buckets */
       struct dirent *oe;
       int removed = 0;
-      if (is_dot(be->d_name))
-        continue;
-      bd = mp_disk_scan(dirfd(pd), be->d_name);
-      if (bd == NULL)
-        continue;
       while ((oe = readdir(bd)) != NULL) {
         if (strncmp(oe->d_name, TMP_PREFIX, sizeof TMP_PREFIX - 1) == 0 &&
             unlinkat(dirfd(bd), oe->d_name, 0) == 0)
