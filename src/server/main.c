@@ -53,7 +53,7 @@ static void usage(FILE *f) {
           " $XDG_DATA_HOME/mastra/platform)\n"
           "  --token-file FILE    the bearer token; created if missing"
           " (default DATA_DIR/token)\n"
-          "  --driver process     how sandboxes run (only 'process' for now)\n"
+          "  --driver process     how sandboxes run (available: process)\n"
           "  --idle-exit SECONDS  exit after SECONDS with no request and no"
           " sandbox (default: never)\n"
           "  --lease-ttl SECONDS  lifetime of exec leases (default 900)\n"
