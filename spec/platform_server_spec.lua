@@ -1,5 +1,6 @@
--- mastra-platform, the local server of the Mastra Platform API
--- (reference/platform-protocol.md sections 1, 2, 4, 5.1 and 9), driven
+-- mastra-platform, the local server of the Mastra Platform API (the
+-- sandbox routes, exec leases, the exec WebSocket, the /fs bucket routes and
+-- the error bodies: docs/platform.md), driven
 -- over the wire: curl for HTTP, spec/support/ws-exec for the exec
 -- WebSocket. Needs MASTRA_PLATFORM and MASTRA_WS_EXEC (set by CTest).
 --
