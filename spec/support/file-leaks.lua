@@ -1,10 +1,10 @@
--- luacheck: std +busted
 -- What the spec file before this one left behind in its own process.
 -- spec/support/run-busted gives busted this file after each spec file, so
 -- these cases run last, in the same process: child processes (zombies
 -- included), descriptors of children (pidfds, pipes), the event loop's own
 -- descriptors. What outlives the process (a process left running) is the
--- leaks_check test's part (spec/support/leak-check).
+-- leaks_check test's part (spec/support/leak-check.lua).
+-- luacheck: std +busted
 local leaks = require "spec.support.leaks"
 
 describe("leaks after the spec file", function()
