@@ -1,5 +1,5 @@
--- One command over the direct-exec WebSocket (platform-protocol.md 2.2 and
--- 2.3): open with the subprotocols [subprotocol, jwt], send init_exec and
+-- One command over the direct-exec WebSocket (docs/platform.md, GET
+-- /ws/exec): open with the subprotocols [subprotocol, jwt], send init_exec and
 -- stdin_close, collect the tagged output frames until the exit frame, then
 -- close(1000) once.
 --

@@ -1,4 +1,4 @@
--- Error classes (DESIGN section 5).
+-- Error classes (docs/api.md "Errors").
 --
 -- An error object is a table whose metatable is its class. It has `name`,
 -- `message`, the fields of its class, and prints as "Name: message".

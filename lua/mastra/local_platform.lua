@@ -1,4 +1,4 @@
--- The embedded default (DESIGN section 6): with no platform credentials
+-- The embedded default (docs/platform.md): with no platform credentials
 -- and no proxy URL, scripts run against a per-user local mastra-platform,
 -- found or started here.
 --

@@ -1,5 +1,5 @@
--- LocalSandbox: the sandbox interface on the host, no platform
--- (platform-protocol.md 7.5; conformance-cases.md SBX-EXEC/LIFE/PROC).
+-- LocalSandbox: the sandbox interface on the host, no platform (upstream's
+-- LocalSandbox).
 --
 -- Commands run as `/bin/sh -c <command line>` in their own process group,
 -- in `workingDirectory`, with PATH plus the configured env (not the whole

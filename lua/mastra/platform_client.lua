@@ -1,6 +1,5 @@
--- The control-plane client of the Mastra Platform workspace proxy
--- (platform-protocol.md 1.1, 1.2 and 5.1): configuration, URLs, headers,
--- requests, and PlatformApiError.
+-- The control-plane client of the Mastra Platform workspace proxy:
+-- configuration, URLs, headers, requests, and PlatformApiError.
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 local local_platform = require "mastra.local_platform"
@@ -83,7 +82,7 @@ function client.resolve(opts, where)
   return cfg
 end
 
---- PlatformApiError from a non-2xx answer (platform-protocol.md 5.1).
+--- PlatformApiError from a non-2xx answer.
 function client.apiError(status, body)
   body = body or ""
   local code, proxyMessage

@@ -1,5 +1,5 @@
--- Process handles and the `processes` manager of a sandbox
--- (platform-protocol.md 7.3; conformance-cases.md SBX-PROC).
+-- Process handles and the `processes` manager of a sandbox (upstream's
+-- SandboxProcessManager and ProcessHandle).
 --
 -- A handle wraps one child process of mastra.core. Its output is pumped
 -- into the handle as it arrives (and to onStdout/onStderr); `exitCode` is

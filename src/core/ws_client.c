@@ -1,5 +1,5 @@
 /*
-** WebSocket client: libcurl CONNECT_ONLY + our Upgrade + wslay (ws.h).
+** WebSocket client: libcurl CONNECT_ONLY + our Upgrade + wslay (ws_client.h).
 */
 #define _GNU_SOURCE
 #include "ws_client.h"
