@@ -1,24 +1,11 @@
--- Shared by the Lua scripts of bench/run: a sub-millisecond clock, bounded
+-- Shared by the Lua scripts of bench/run: the clock (mastra.now), bounded
 -- repetitions, and the samples file ("key<TAB>unit<TAB>v1 v2 ...").
 local mastra = require "mastra"
 
 local lib = {}
 
--- mastra.now() counts whole milliseconds: too coarse for a 2 ms round trip.
--- bench/run builds mastra_bench_clock (bench/clock.c); luasystem is the
--- fallback, whole milliseconds the last resort (said on stderr).
-local ok, clock = pcall(require, "mastra_bench_clock")
-if ok then
-  lib.now = clock.now
-else
-  local has_system, system = pcall(require, "system")
-  if has_system then
-    lib.now = function() return system.monotime() * 1e3 end
-  else
-    io.stderr:write("bench: no sub-millisecond clock; latencies are in whole ms\n")
-    lib.now = mastra.now
-  end
-end
+-- mastra.now(): monotonic milliseconds with a sub-millisecond part.
+lib.now = mastra.now
 
 local out
 

@@ -115,7 +115,7 @@ local function http(method, path)
   while true do
     local status, headers, resp = req:result()
     if status then return status end
-    if headers then error(resp) end
+    if headers then error(headers .. " (" .. resp .. ")") end
     task.wait(req:id())
   end
 end

@@ -1,5 +1,8 @@
 -- luarocks make --lua-version=5.4 rockspec/mastra-lua-scm-1.rockspec
--- builds the C module from the tree alone (nothing is downloaded).
+-- builds from the tree alone (nothing is downloaded) with CMake:
+-- CMakeLists.txt is the one list of the Lua modules and the C sources. The
+-- rock installs mastra.core, the Lua modules, and the mastra-lua and
+-- mastra-platform binaries.
 rockspec_format = "3.0"
 package = "mastra-lua"
 version = "scm-1"
@@ -25,34 +28,20 @@ external_dependencies = {
   CJSON = { header = "cjson/cJSON.h" },
   WSLAY = { header = "wslay/wslay.h" },
   PCRE2 = { header = "pcre2.h" },
+  MHD = { header = "microhttpd.h" },   -- mastra-platform
 }
 build = {
-  type = "builtin",
-  modules = {
-    ["mastra"] = "lua/mastra/init.lua",
-    ["mastra.errors"] = "lua/mastra/errors.lua",
-    ["mastra.options"] = "lua/mastra/options.lua",
-    ["mastra.common"] = "lua/mastra/common.lua",
-    ["mastra.fs_common"] = "lua/mastra/fs_common.lua",
-    ["mastra.shell"] = "lua/mastra/shell.lua",
-    ["mastra.task"] = "lua/mastra/task.lua",
-    ["mastra.output"] = "lua/mastra/output.lua",
-    ["mastra.process"] = "lua/mastra/process.lua",
-    ["mastra.local_sandbox"] = "lua/mastra/local_sandbox.lua",
-    ["mastra.local_platform"] = "lua/mastra/local_platform.lua",
-    ["mastra.platform_client"] = "lua/mastra/platform_client.lua",
-    ["mastra.direct_exec"] = "lua/mastra/direct_exec.lua",
-    ["mastra.platform_sandbox"] = "lua/mastra/platform_sandbox.lua",
-    ["mastra.workspace"] = "lua/mastra/workspace.lua",
-    ["mastra.platform_filesystem"] = "lua/mastra/platform_filesystem.lua",
-    ["mastra.local_filesystem"] = "lua/mastra/local_filesystem.lua",
-    ["mastra.core"] = {
-      sources = { "src/loop.c", "src/proc.c", "src/sha1.c", "src/http.c", "src/ws.c",
-        "src/lcore.c", "src/ljson.c", "src/lnet.c", "src/lregex.c", "src/lfs.c" },
-      incdirs = { "include", "src", "$(CJSON_INCDIR)", "$(WSLAY_INCDIR)" },
-      libdirs = { "$(CURL_LIBDIR)" },
-      libraries = { "curl", "cjson", "wslay", "pcre2-8" },
-    },
+  type = "cmake",
+  variables = {
+    CMAKE_BUILD_TYPE = "Release",
+    CMAKE_INSTALL_PREFIX = "$(PREFIX)",
+    CMAKE_INSTALL_BINDIR = "$(BINDIR)",
+    MASTRA_INSTALL_CMOD = "$(LIBDIR)",    -- mastra/core.so
+    MASTRA_INSTALL_LMOD = "$(LUADIR)",    -- mastra/*.lua
+    MASTRA_INSTALL_EMBEDDING = "OFF",     -- libmastra is for cmake --install
+    MASTRA_LUA_INCDIR = "$(LUA_INCDIR)",
+    BUILD_TESTING = "OFF",                -- no busted or luacheck needed
+    MASTRA_BUILD_EXAMPLES = "OFF",
   },
 }
 test = {

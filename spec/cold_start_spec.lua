@@ -31,10 +31,15 @@ describe("a cold start of the local platform", function()
     }
   end
 
-  -- Stop the server a state directory names, if any.
+  -- Stop the server a state directory names, if any, and wait until it is
+  -- gone (it is a daemon: not our child).
   local function stop_server(state)
     local pid = (platform.readFile(state .. "/platform.state") or ""):match("pid=(%d+)")
-    if pid then sb:executeCommand("kill " .. pid .. " 2>/dev/null; true") end
+    if pid == nil then return end
+    sb:executeCommand("kill " .. pid .. " 2>/dev/null; true")
+    platform.waitUntil(function()
+      return sb:executeCommand("kill -0 " .. pid .. " 2>/dev/null").exitCode ~= 0
+    end, 10000)
   end
 
   it("4 processes x 4 tasks on a fresh state directory: all succeed, one server starts",

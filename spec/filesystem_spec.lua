@@ -1,8 +1,8 @@
--- The filesystem conformance cases (conformance-cases.md 3.1 to 3.5:
--- FS-FILE, FS-DIR, FS-PATH, FS-ERR, FS-LIFE) run against LocalFilesystem
--- on a temporary directory and PlatformFilesystem on a local
--- mastra-platform, plus the edge cases of issue 4 (bytes with NULs,
--- 10 MiB, Unicode and spaces in names, concurrent writers, containment).
+-- The filesystem cases of upstream's conformance suite (FS-FILE, FS-DIR,
+-- FS-PATH, FS-ERR, FS-LIFE) run against LocalFilesystem on a temporary
+-- directory and PlatformFilesystem on a local mastra-platform, plus edge
+-- cases of our own (bytes with NULs, 10 MiB, Unicode and spaces in names,
+-- concurrent writers, containment).
 --
 -- Cases that do not apply: FS-MCFG (neither filesystem mounts), FS-CFG
 -- (covered by the bad-input cases at the end). Every FS-* case applies to
@@ -664,6 +664,21 @@ describe("LocalFilesystem specifics", function()
     local ro = LocalFilesystem.new{ basePath = base, readOnly = true }
     local err = raises(errors.WorkspaceReadOnlyError, ro.deleteFile, ro, "/does-not-exist.txt")
     assert.is_false(errors.FileNotFoundError:is(err))
+  end)
+
+  it("loads no platform module (PlatformFilesystem, its client, the local platform)", function()
+    local root = os.getenv("PWD") or "."
+    local code = ([[
+      package.path = %q .. "/lua/?.lua;" .. %q .. "/lua/?/init.lua;" .. package.path
+      require "mastra.local_filesystem"
+      for name in pairs(package.loaded) do
+        if name:find("^mastra") then io.write(name, " ") end
+      end]]):format(root, root)
+    local p = assert(io.popen("lua5.4 -e " .. mastra.quote(code) .. " 2>&1"))
+    local out = p:read("a")
+    p:close()
+    assert.truthy(out:find("mastra.local_filesystem ", 1, true), out)
+    assert.is_nil(out:find("platform", 1, true), out)
   end)
 
   it("concurrent writers (separate processes) never leave a torn file", function()

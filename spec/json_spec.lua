@@ -33,6 +33,22 @@ describe("core.jsonDecode", function()
     assert.is_nil((core.jsonDecode("")))
   end)
 
+  it("refuses text after the value (found by fuzz/json.lua)", function()
+    for _, text in ipairs{ "false]", "{} x", "[1] [2]", '"a"b' } do
+      local v, err = core.jsonDecode(text)
+      assert.is_nil(v, text)
+      assert.matches("text after the value", err)
+    end
+    assert.same({ 1 }, (core.jsonDecode(" [1] \r\n\t")))
+  end)
+
+  it("refuses numbers that have no double instead of an infinity", function()
+    local v, err = core.jsonDecode('{"n":1e999}')
+    assert.is_nil(v)
+    assert.matches("too large", err)
+    assert.equal(1e308, core.jsonDecode("1e308"))
+  end)
+
   it("refuses nesting deeper than 1000 instead of overflowing", function()
     local v, err = core.jsonDecode(string.rep("[", 5000) .. string.rep("]", 5000))
     assert.is_nil(v)

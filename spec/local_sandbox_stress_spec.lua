@@ -31,7 +31,7 @@ describe("LocalSandbox under stress", function()
     local t0 = mastra.now()
     local results = mastra.all(fns)
     local elapsed = mastra.now() - t0
-    print(("\n(a) %d commands of 0.2 s each took %d ms (serial: %d ms)")
+    print(("\n(a) %d commands of 0.2 s each took %.0f ms (serial: %d ms)")
       :format(N, elapsed, N * 200))
     assert.are.equal(N, #results)
     for i = 1, N do
@@ -63,7 +63,7 @@ describe("LocalSandbox under stress", function()
       local t0 = mastra.now()
       local r = sb:executeCommand(cmd, nil, { timeout = 300000 })
       local elapsed = mastra.now() - t0
-      print(("\n(b) 100 MB in %d ms"):format(elapsed))
+      print(("\n(b) 100 MB in %.0f ms"):format(elapsed))
       assert.are.equal(0, r.exitCode, r.stderr)
       assert.are.equal("", r.stderr)
       assert.are.equal(SIZE, #r.stdout)
@@ -103,7 +103,7 @@ describe("LocalSandbox under stress", function()
     local r = sb:executeCommand("trap '' TERM; sleep 30 & echo $! > c1.pid; wait", nil,
       { timeout = 300 })
     local elapsed = mastra.now() - t0
-    print(("\n(c) TERM-ignoring command timed out after %d ms"):format(elapsed))
+    print(("\n(c) TERM-ignoring command timed out after %.0f ms"):format(elapsed))
     assert.is_true(r.timedOut)
     assert.is_false(r.success)
     assert.are.equal(124, r.exitCode)
@@ -123,7 +123,7 @@ describe("LocalSandbox under stress", function()
       assert.is_true(h:kill())
       local r = h:wait()
       local elapsed = mastra.now() - t0
-      print(("\n(c) TERM-ignoring process ended %d ms after kill()"):format(elapsed))
+      print(("\n(c) TERM-ignoring process ended %.0f ms after kill()"):format(elapsed))
       assert.is_false(r.success)
       assert.are.equal(128 + 9, r.exitCode) -- only SIGKILL ends it
       assert.is_true(elapsed < 10000, "took " .. elapsed .. " ms")

@@ -1,7 +1,8 @@
 -- The HTTP and WebSocket client of mastra.core (core.http, core.websocket;
 -- src/lua/lnet.c) against a real mastra-platform: the control plane over
--- HTTP, `echo hello` over the exec WebSocket (platform-protocol.md 2.2,
--- 2.3), concurrency in tasks, failures, cancellation.
+-- HTTP, `echo hello` over the exec WebSocket (docs/platform.md: the lease,
+-- `init_exec`, output frames, `exit`), concurrency in tasks, failures,
+-- cancellation.
 -- Needs MASTRA_PLATFORM (set by CTest).
 local lfs = require "lfs"
 local mastra = require "mastra"
@@ -18,7 +19,8 @@ end
 
 -- {====== helpers ======
 
--- One request, waiting for it: status, headers, body, or nil, name, message.
+-- One request, waiting for it: status, headers, body, or nil, message,
+-- NAME (the failure triple of mastra.core).
 local function fetch(spec)
   local req <close> = assert(core.http(spec))
   while true do
@@ -102,11 +104,11 @@ describe("core.http and core.websocket against mastra-platform", function()
         assert.are.equal(200, r.status)
         assert.are.equal(sandboxId, r.id)
       end
-      figure("50 concurrent GET /sandbox/:id: %d ms", ms)
+      figure("50 concurrent GET /sandbox/:id: %.0f ms", ms)
       t0 = core.now()
       for _ = 1, 200 do assert.are.equal(200, (api("GET", "/sandbox/" .. sandboxId))) end
       ms = core.now() - t0
-      figure("200 sequential GET /sandbox/:id: %d ms (%.0f requests/s)", ms,
+      figure("200 sequential GET /sandbox/:id: %.0f ms (%.0f requests/s)", ms,
         200 * 1000 / math.max(ms, 1))
     end)
 
@@ -114,7 +116,10 @@ describe("core.http and core.websocket against mastra-platform", function()
       local other = platform.start()
       local url = other.url
       other:stop() -- nothing listens on its port any more
-      local status, name, message = fetch{ url = url .. "/v1/projects/p/sandbox/x" }
+      local req <close> = assert(core.http{ url = url .. "/v1/projects/p/sandbox/x" })
+      while select("#", req:result()) == 1 do task.wait(req:id()) end -- nil: running
+      assert.are.equal(3, select("#", req:result()))
+      local status, message, name = req:result()
       assert.is_nil(status)
       assert.are.equal("CURLE_COULDNT_CONNECT", name)
       assert.matches("connect", message)
@@ -122,7 +127,7 @@ describe("core.http and core.websocket against mastra-platform", function()
 
     it("fails with CURLE_OPERATION_TIMEDOUT after its timeout", function()
       local t0 = core.now()
-      local status, name, message = api("POST", "/sandbox/" .. sandboxId .. "/exec",
+      local status, message, name = api("POST", "/sandbox/" .. sandboxId .. "/exec",
         '{"command":"sleep 3"}', { timeout = 300 })
       local ms = core.now() - t0
       assert.is_nil(status)
@@ -226,7 +231,7 @@ describe("core.http and core.websocket against mastra-platform", function()
       local results = mastra.map(list, function(i)
         return (exec("echo " .. i))
       end)
-      figure("10 concurrent execs over WebSockets: %d ms", core.now() - t0)
+      figure("10 concurrent execs over WebSockets: %.0f ms", core.now() - t0)
       for i = 1, 10 do assert.are.equal(i .. "\n", results[i]) end
     end)
 
@@ -242,9 +247,10 @@ describe("core.http and core.websocket against mastra-platform", function()
       assert.matches("HTTP 401", errtext)
       assert.are.equal("http_status", errname)
       assert.are.equal("authentication_error", platform.decode(body).error.type)
-      local ok, msg = ws:send("x")
+      local ok, msg, name = ws:send("x")
       assert.is_nil(ok)
       assert.matches("closed", msg)
+      assert.are.equal("ENOTCONN", name)
     end)
 
     it("fails the handshake after its timeout, never opened", function()
@@ -270,8 +276,8 @@ describe("core.http and core.websocket against mastra-platform", function()
       assert(ok, err)
     end)
 
-    it("returns nil, name, message for a bad URL; raises for bad arguments", function()
-      local ws, name, message = core.websocket{ url = "ftp://host/" }
+    it("returns nil, message, NAME for a bad URL; raises for bad arguments", function()
+      local ws, message, name = core.websocket{ url = "ftp://host/" }
       assert.is_nil(ws)
       assert.are.equal("CURLE_UNSUPPORTED_PROTOCOL", name)
       assert.matches("ws or wss", message)

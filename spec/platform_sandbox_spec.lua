@@ -1,6 +1,7 @@
 -- PlatformSandbox against the real local platform (mastra-platform over
--- real sockets): the happy paths of platform-protocol.md sections 1 to 3
--- and 6. The exact wire sequences and the faults are in
+-- real sockets): the happy paths of the control plane, direct exec, the
+-- process manager, identity, clone and status. The exact wire sequences and
+-- the faults are in
 -- platform_sandbox_wire_spec.lua, against the scripted fault server.
 local mastra = require "mastra"
 local platform = require "spec.support.platform"

@@ -6,6 +6,7 @@
 -- to a fresh temp dir, removed at the end. The runner gets PATH plus the
 -- sanitizer options of this process, nothing else of its environment.
 local mastra = require "mastra"
+local util = require "spec.support.util"
 
 local MASTRA_LUA = os.getenv("MASTRA_LUA")
 if MASTRA_LUA == nil or MASTRA_LUA == "" then
@@ -36,7 +37,7 @@ local function read_file(path)
 end
 
 describe("mastra-lua", function()
-  local dir, sb
+  local dir, base, sb
 
   -- Run the runner with `args` (a list, quoted for the shell) in dir.
   local function run(args)
@@ -56,19 +57,13 @@ describe("mastra-lua", function()
   end
 
   setup(function()
-    local tmp <close> = mastra.LocalSandbox.new{ workingDirectory = "/tmp" }
-    local r = tmp:executeCommand("mktemp -d /tmp/mastra-runner-spec-XXXXXX")
-    assert(r.exitCode == 0, "mktemp -d failed: " .. r.stderr)
-    dir = r.stdout:gsub("\n$", "")
+    dir, base = util.tmpdir()
     sb = mastra.LocalSandbox.new{ workingDirectory = dir, env = ENV }
   end)
 
   teardown(function()
     if sb then sb:destroy() end
-    if dir and dir:match("^/tmp/mastra%-runner%-spec%-") then
-      local tmp <close> = mastra.LocalSandbox.new{ workingDirectory = "/tmp" }
-      tmp:executeCommand("rm", { "-rf", dir })
-    end
+    util.rm_rf(dir, base)
   end)
 
   describe("options", function()
@@ -230,6 +225,27 @@ end)
       local r = run{ dir .. "/no-such-script.lua" }
       assert.are.equal(1, r.exitCode)
       assert.truthy(r.stderr:find("no-such-script.lua", 1, true), r.stderr)
+    end)
+  end)
+
+  describe("the embedded facade", function()
+    it("holds every module of lua/mastra (the runner gets no LUA_PATH)", function()
+      local src = os.getenv("MASTRA_SOURCE_DIR") or os.getenv("PWD") or "."
+      local p = assert(io.popen("cd " .. quote(src) .. " && find lua/mastra -name '*.lua'"))
+      local names = {}
+      for f in p:lines() do
+        local name = f:gsub("^lua/", ""):gsub("%.lua$", ""):gsub("/init$", ""):gsub("/", ".")
+        names[#names + 1] = ("%q"):format(name)
+      end
+      p:close()
+      assert.truthy(#names >= 20, "found " .. #names .. " modules under " .. src)
+      local r = run{ "-e", ("for _, n in ipairs{%s} do"
+        .. " if not package.searchpath(n, package.path) and pcall(require, n) then"
+        .. " io.write(n, ' ') else io.write('MISSING ', n, ' ') end end")
+        :format(table.concat(names, ", ")) }
+      assert.are.equal(0, r.exitCode, r.stderr)
+      assert.is_nil(r.stdout:find("MISSING", 1, true), r.stdout)
+      assert.truthy(r.stdout:find("mastra.workspace.glob ", 1, true), r.stdout)
     end)
   end)
 

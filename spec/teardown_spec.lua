@@ -231,7 +231,7 @@ error("fails while the platform is frozen")
           assert.are.equal(1, r.exitCode, r.stderr)
           assert.matches("fails while the platform is frozen", r.stderr, 1, true)
           assert.matches("gave up after 5000 ms on 1 task(s)", r.stderr, 1, true)
-          assert.is_true(ms >= 5000 and ms < 15000, ("the exit took %d ms"):format(ms))
+          assert.is_true(ms >= 5000 and ms < 15000, ("the exit took %.0f ms"):format(ms))
           -- what the script gave up on is still there; leave nothing behind
           local id = ids(cdir)[1]
           local del = srv:curl("DELETE", "/v1/railway/projects/proj/sandbox/" .. id)
@@ -273,7 +273,7 @@ print(a.status, b.status)
     local ms = mastra.now() - t0
     assert.are.equal(0, r.exitCode, r.stderr)
     assert.are.equal("destroying\tdestroying\n", r.stdout)
-    assert.is_true(ms < 5000, ("the exit took %d ms"):format(ms))
+    assert.is_true(ms < 5000, ("the exit took %.0f ms"):format(ms))
     assert.same({}, live(cdir, 2))
   end)
 

@@ -1,14 +1,14 @@
--- Workspace and its agent tools (platform-protocol.md 7.6), driven purely
--- through the tool list, as an agent would: LocalFilesystem (or, until it
--- exists, a small filesystem over io.open) and LocalSandbox over the same
--- directory.
+-- Workspace and its agent tools (upstream's workspace tools: docs/api.md),
+-- driven purely through the tool list, as an agent would: LocalFilesystem,
+-- then a minimal filesystem over io.open, each with a LocalSandbox over the
+-- same directory.
 local lfs = require "lfs"
 local mastra = require "mastra"
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 local util = require "spec.support.util"
 
--- {====== a minimal filesystem (the 7.4 methods) over io.open ======
+-- {====== a minimal filesystem (the WorkspaceFilesystem methods) over io.open ======
 
 local function spec_filesystem(base)
   local fs = { id = "spec-fs", name = "SpecFilesystem", provider = "spec" }
@@ -77,18 +77,14 @@ local function spec_filesystem(base)
   return fs
 end
 
-local have_local_fs, LocalFilesystem = pcall(require, "mastra.local_filesystem")
+local LocalFilesystem = require "mastra.local_filesystem"
 
 -- The specs run over each filesystem: LocalFilesystem, and the minimal one
 -- (which stands for any other implementation of the interface).
 local FILESYSTEMS = {
+  { "LocalFilesystem", function(dir) return LocalFilesystem.new{ basePath = dir } end },
   { "a minimal filesystem", spec_filesystem },
 }
-if have_local_fs then
-  table.insert(FILESYSTEMS, 1, { "LocalFilesystem", function(dir)
-    return LocalFilesystem.new{ basePath = dir }
-  end })
-end
 
 -- }======
 
@@ -761,5 +757,38 @@ describe("core.regexCompile (PCRE2)", function()
     local re = core.regexCompile("(a+)+$")
     assert.error_matches(function() re:match(("a"):rep(40) .. "b") end,
       "match limit exceeded")
+  end)
+end)
+
+describe("Workspace.globMatch", function()
+  local match = mastra.Workspace.globMatch
+
+  it("matches stars, classes, alternatives and double stars", function()
+    assert.is_true(match("*.lua", "init.lua"))
+    assert.is_false(match("*.lua", "src/init.lua"))
+    assert.is_true(match("src/**/*.lua", "src/a/b/c.lua"))
+    assert.is_true(match("src/**/*.lua", "src/c.lua"))
+    assert.is_true(match("src/[a-c]?.{c,h}", "src/b1.h"))
+    assert.is_false(match("src/[!a-c]?.{c,h}", "src/b1.h"))
+    assert.is_true(match("a\\*b", "a*b"))
+    assert.is_false(match("a\\*b", "axb"))
+  end)
+
+  -- patterns come from agents: each of these ran for minutes (or longer)
+  -- when every star retried every split of the rest
+  it("answers patterns with many stars without backtracking forever", function()
+    local s = string.rep("a", 60)
+    assert.is_false(match(string.rep("*a", 20) .. "*b", s))
+    assert.is_true(match(string.rep("*a", 20) .. "*", s))
+    local path = string.rep("a/", 40) .. "c"
+    assert.is_false(match(string.rep("**/a", 20) .. "/b", path))
+    assert.is_true(match(string.rep("**/a", 20) .. "/c", path))
+  end)
+
+  it("refuses a pattern whose {} expand past 1024 alternatives, saying why", function()
+    local ok, err = pcall(match, string.rep("{a,b}", 11), "a")
+    assert.is_false(ok)
+    assert.matches("more than 1024 alternatives", err)
+    assert.is_true(match(string.rep("{a,b}", 10), string.rep("ab", 5)))
   end)
 end)

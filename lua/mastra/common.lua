@@ -1,5 +1,5 @@
--- Pieces shared by the sandbox classes: ids, the command arguments and
--- options, and configured instructions.
+-- Pieces shared by the sandbox, filesystem and workspace classes: ids,
+-- the command arguments and options, and configured instructions.
 local core = require "mastra.core"
 local options = require "mastra.options"
 local output = require "mastra.output"
@@ -18,14 +18,19 @@ function common.base36(n)
   return s
 end
 
+--- n random base-36 digits.
+function common.randomDigits(n)
+  local r = {}
+  for i = 1, n do
+    local d = math.random(1, 36)
+    r[i] = DIGITS:sub(d, d)
+  end
+  return table.concat(r)
+end
+
 --- "<prefix>-<ms since the epoch, base 36>-<6 random base-36 digits>"
 function common.newId(prefix)
-  local r = {}
-  for i = 1, 6 do
-    local n = math.random(1, 36)
-    r[i] = DIGITS:sub(n, n)
-  end
-  return ("%s-%s-%s"):format(prefix, common.base36(core.time()), table.concat(r))
+  return ("%s-%s-%s"):format(prefix, common.base36(core.time()), common.randomDigits(6))
 end
 
 --- The options of executeCommand.

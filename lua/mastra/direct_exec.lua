@@ -1,5 +1,5 @@
--- One command over the direct-exec WebSocket (platform-protocol.md 2.2 and
--- 2.3): open with the subprotocols [subprotocol, jwt], send init_exec and
+-- One command over the direct-exec WebSocket (docs/platform.md, GET
+-- /ws/exec): open with the subprotocols [subprotocol, jwt], send init_exec and
 -- stdin_close, collect the tagged output frames until the exit frame, then
 -- close(1000) once.
 --
@@ -76,7 +76,7 @@ function direct_exec.run(spec)
   local limit = timeout or spec.handshakeTimeout or HANDSHAKE_MS
   local deadline = core.now() + limit
   local timer <close> = core.timer(math.ceil(limit))
-  local ws <close>, errname, message = core.websocket{
+  local ws <close>, message, errname = core.websocket{
     url = spec.url,
     protocols = { spec.subprotocol, spec.jwt },
     timeout = math.ceil(limit),
@@ -84,7 +84,12 @@ function direct_exec.run(spec)
   if ws == nil then
     local why = ("the exec lease's wsEndpoint %s cannot be used: %s (%s)")
       :format(spec.url, message, errname)
-    error(errors.descriptorLimit(why, errname) or why, 0)
+    local fds = errors.descriptorLimit(why, errname)
+    if fds then error(fds, 0) end
+    errors.SandboxExecTransportError:raise({
+      message = why,
+      command = spec.command, wsEndpoint = spec.url, opened = false, code = errname,
+    }, 0)
   end
   local sent, exited = false, false
   while true do

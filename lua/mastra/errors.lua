@@ -1,4 +1,4 @@
--- Error classes (DESIGN section 5).
+-- Error classes (docs/api.md "Errors").
 --
 -- An error object is a table whose metatable is its class. It has `name`,
 -- `message`, the fields of its class, and prints as "Name: message".
@@ -126,6 +126,17 @@ function errors.descriptorLimit(detail, name, probe)
 end
 
 -- }======
+
+-- The filesystem error class of an errno name (a failure of mastra.core,
+-- docs/core.md): FilesystemError when no subclass fits.
+local BY_CODE = {
+  ENOENT = "FileNotFoundError", EEXIST = "FileExistsError", EISDIR = "IsDirectoryError",
+  ENOTDIR = "NotDirectoryError", ENOTEMPTY = "DirectoryNotEmptyError",
+  EACCES = "PermissionError", EPERM = "PermissionError", EROFS = "PermissionError",
+}
+function errors.forCode(code)
+  return errors[BY_CODE[code]] or FilesystemError
+end
 
 -- The message text of any error value.
 function errors.message(err)

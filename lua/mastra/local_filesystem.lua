@@ -10,18 +10,16 @@
 -- or a concurrent writer never sees a torn file. Contents are Lua strings
 -- (bytes); `encoding` ("utf-8"/"utf8") returns them as they are. Times are
 -- milliseconds since the epoch.
+--
+-- The checks every method starts with (arguments, options, lazy init, the
+-- read-only mode) are fs_common.METHODS, put in front of the methods at the
+-- end of this file: each method here holds only what it does.
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 local options = require "mastra.options"
-local fs_common = require "mastra.fs_common"
-local check_path, ext_match = fs_common.checkPath, fs_common.extMatch
-local READ_OPTS, WRITE_OPTS = fs_common.READ_OPTS, fs_common.WRITE_OPTS
-local DELETE_OPTS, COPY_OPTS = fs_common.DELETE_OPTS, fs_common.COPY_OPTS
-local MKDIR_OPTS, READDIR_OPTS = fs_common.MKDIR_OPTS, fs_common.READDIR_OPTS
 local common = require "mastra.common"
-local PlatformFilesystem = require "mastra.platform_filesystem"
-
-local normalize = PlatformFilesystem.normalizePath
+local fs_common = require "mastra.fs_common"
+local ext_match, canonical = fs_common.extMatch, fs_common.canonicalPath
 
 local LocalFilesystem = { __name = "mastra.LocalFilesystem" }
 LocalFilesystem.__index = LocalFilesystem
@@ -34,31 +32,27 @@ local function string_list(v)
   return true
 end
 
-local NEW_OPTS = {
+local NEW_OPTS = fs_common.newOpts{
   basePath = options.string,
   contained = options.boolean,
   allowedPaths = string_list,
-  readOnly = options.boolean,
-  displayName = options.string,
-  description = options.string,
-  instructions = options.string_or_function,
-  icon = options.string,
-  id = options.string,
 }
 
-local TMP_PREFIX = ".mastra-tmp-" -- in-flight atomic writes (src/lfs.c)
+local TMP_PREFIX = ".mastra-tmp-" -- in-flight atomic writes (src/core/util.h)
 
 -- {====== paths ======
 
 local function cwd()
-  local dir, err = core.getcwd()
-  if not dir then error("LocalFilesystem: cannot read the current directory: " .. err, 0) end
+  local dir, err, ename = core.getcwd()
+  if not dir then
+    errors.MastraError:raise({ message = "LocalFilesystem: " .. err, code = ename }, 0)
+  end
   return dir
 end
 
 local function absolute(p)
   if p:sub(1, 1) ~= "/" then p = cwd() .. "/" .. p end
-  return (normalize(p):gsub("(.)/$", "%1"))
+  return canonical(p)
 end
 
 local function split(p)
@@ -89,41 +83,25 @@ local function real_of(p, hops)
   if st and st.type == "symlink" and hops < 40 then
     local target = core.fsReadlink(p) or ""
     if target:sub(1, 1) ~= "/" then target = join(parent, target) end
-    return real_of(normalize(target):gsub("(.)/$", "%1"), hops + 1)
+    return real_of(canonical(target), hops + 1)
   end
   return join(real_of(parent, hops), name)
 end
 
 -- }======
 
-local function check_self(where, self)
-  options.self(where, self, LocalFilesystem, 4)
-  return self
-end
-
 function LocalFilesystem.new(opts)
   opts = options.check("LocalFilesystem.new", opts, NEW_OPTS)
-  local base = absolute(opts.basePath or ".")
-  local self = setmetatable({
-    id = opts.id or common.newId("local-fs"),
-    name = "LocalFilesystem",
-    provider = "local",
-    icon = opts.icon or "folder",
-    status = "pending",
-    basePath = base,
-    contained = opts.contained ~= false,
-    readOnly = opts.readOnly == true,
-    displayName = opts.displayName,
-    description = opts.description,
-    _instructions = opts.instructions,
-  }, LocalFilesystem)
+  local self = fs_common.instance(LocalFilesystem, opts,
+    { provider = "local", icon = "folder", idPrefix = "local-fs" },
+    { basePath = absolute(opts.basePath or "."), contained = opts.contained ~= false })
   self:setAllowedPaths(opts.allowedPaths or {})
   return self
 end
 
 --- Replace the extra roots (resolved against the current directory).
 function LocalFilesystem:setAllowedPaths(paths)
-  check_self("LocalFilesystem:setAllowedPaths", self)
+  options.self("LocalFilesystem:setAllowedPaths", self, LocalFilesystem)
   options.arg("LocalFilesystem:setAllowedPaths", 1, "paths", paths, string_list)
   local list = {}
   for i, p in ipairs(paths) do list[i] = absolute(p) end
@@ -131,30 +109,22 @@ function LocalFilesystem:setAllowedPaths(paths)
 end
 
 function LocalFilesystem:init()
-  check_self("LocalFilesystem:init", self)
   if self.status == "ready" then return end
   self.status = "initializing"
   if not self.readOnly then
-    local ok, err = core.mkdirs(self.basePath)
+    local ok, err, ename = core.fsMkdir(self.basePath, true)
     if not ok then
       self.status = "error"
       self.error = err
-      error("LocalFilesystem:init: cannot create the base path: " .. err, 2)
+      errors.forCode(ename):raise({ message = "LocalFilesystem:init: cannot create the base path: "
+        .. err, path = self.basePath, code = ename }, 0)
     end
   end
   self.status = "ready"
 end
 
-function LocalFilesystem:_ensureReady()
-  if self.status ~= "ready" then self:init() end
-end
-
-function LocalFilesystem:destroy()
-  check_self("LocalFilesystem:destroy", self)
-  self.status = "destroyed"
-end
-
-LocalFilesystem.__close = function(self) self:destroy() end
+LocalFilesystem.destroy = fs_common.destroy
+LocalFilesystem.__close = fs_common.destroy
 
 function LocalFilesystem.__tostring(self)
   return ("mastra.LocalFilesystem: %s (%s, %s)"):format(self.id, self.basePath, self.status)
@@ -186,13 +156,6 @@ local function fail(path, msg, ename, kind)
   end
   raise(errors.FilesystemError, ("Filesystem error on %s: %s"):format(path, msg), path,
     { code = ename })
-end
-
-local function read_only(self, op, path)
-  if self.readOnly then
-    raise(errors.WorkspaceReadOnlyError,
-      "Workspace is in read-only mode. Cannot perform: " .. op, path, { operation = op }, 2)
-  end
 end
 
 -- Resolve a workspace path: returns the host path with symlinks resolved
@@ -258,11 +221,8 @@ local function ensure_parent(real, path, recursive)
   if recursive == false then
     raise(errors.DirectoryNotFoundError, "Directory not found: parent of " .. path, path, nil, 3)
   end
-  local ok, err = core.mkdirs(parent)
-  if not ok then
-    local ename = err:find("Not a directory") and "ENOTDIR" or "EIO"
-    fail(path, err, ename)
-  end
+  local ok, err, ename = core.fsMkdir(parent, true)
+  if not ok then fail(path, err, ename) end
 end
 
 -- Remove a tree without following symlinks (never leaves it).
@@ -287,8 +247,8 @@ local function copy_tree(src, dst, exclusive)
   local st, msg, ename = core.fsStat(src)
   if not st then return nil, msg, ename end
   if st.type == "directory" then
-    local ok, m, e = core.mkdirs(dst)
-    if not ok then return nil, m, e or "EIO" end
+    local ok, m, e = core.fsMkdir(dst, true)
+    if not ok then return nil, m, e end
     local names, m2, e2 = core.fsReaddir(src)
     if not names then return nil, m2, e2 end
     for _, n in ipairs(names) do
@@ -304,12 +264,7 @@ local function copy_tree(src, dst, exclusive)
   return core.fsWriteAtomic(dst, data, exclusive)
 end
 
-function LocalFilesystem:readFile(path, opts)
-  local where = "LocalFilesystem:readFile"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  options.check(where, opts, READ_OPTS)
-  self:_ensureReady()
+function LocalFilesystem:readFile(path)
   local real = self:_resolve(path)
   local data, msg, ename = core.fsReadFile(real)
   if not data then fail(path, msg, ename) end
@@ -317,13 +272,6 @@ function LocalFilesystem:readFile(path, opts)
 end
 
 function LocalFilesystem:writeFile(path, content, opts)
-  local where = "LocalFilesystem:writeFile"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  options.arg(where, 2, "content", content, options.string)
-  opts = options.check(where, opts, WRITE_OPTS)
-  self:_ensureReady()
-  read_only(self, "writeFile", path)
   local real = self:_resolve(path)
   ensure_parent(real, path, opts.recursive)
   local ok, msg, ename = core.fsWriteAtomic(real, content, opts.overwrite == false)
@@ -331,13 +279,6 @@ function LocalFilesystem:writeFile(path, content, opts)
 end
 
 function LocalFilesystem:appendFile(path, content, opts)
-  local where = "LocalFilesystem:appendFile"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  options.arg(where, 2, "content", content, options.string)
-  opts = options.check(where, opts, WRITE_OPTS)
-  self:_ensureReady()
-  read_only(self, "appendFile", path)
   local real = self:_resolve(path)
   ensure_parent(real, path, opts.recursive)
   local ok, msg, ename = core.fsAppend(real, content)
@@ -357,12 +298,6 @@ local function removal_target(self, path, force, kind)
 end
 
 function LocalFilesystem:deleteFile(path, opts)
-  local where = "LocalFilesystem:deleteFile"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  opts = options.check(where, opts, DELETE_OPTS)
-  self:_ensureReady()
-  read_only(self, "deleteFile", path)
   local st, entry = removal_target(self, path, opts.force)
   if not st then return end
   local ok, msg, ename
@@ -379,13 +314,6 @@ function LocalFilesystem:deleteFile(path, opts)
 end
 
 function LocalFilesystem:copyFile(src, dest, opts)
-  local where = "LocalFilesystem:copyFile"
-  check_self(where, self)
-  check_path(where, 1, "src", src)
-  check_path(where, 2, "dest", dest)
-  opts = options.check(where, opts, COPY_OPTS)
-  self:_ensureReady()
-  read_only(self, "copyFile", src)
   local rsrc = self:_resolve(src)
   local rdest = self:_resolve(dest)
   local st, msg, ename = core.fsStat(rsrc)
@@ -407,13 +335,6 @@ function LocalFilesystem:copyFile(src, dest, opts)
 end
 
 function LocalFilesystem:moveFile(src, dest, opts)
-  local where = "LocalFilesystem:moveFile"
-  check_self(where, self)
-  check_path(where, 1, "src", src)
-  check_path(where, 2, "dest", dest)
-  opts = options.check(where, opts, COPY_OPTS)
-  self:_ensureReady()
-  read_only(self, "moveFile", src)
   local _, esrc = self:_resolve(src)
   local rdest = self:_resolve(dest)
   local st, msg, ename = core.fsLstat(esrc)
@@ -437,12 +358,6 @@ function LocalFilesystem:moveFile(src, dest, opts)
 end
 
 function LocalFilesystem:mkdir(path, opts)
-  local where = "LocalFilesystem:mkdir"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  opts = options.check(where, opts, MKDIR_OPTS)
-  self:_ensureReady()
-  read_only(self, "mkdir", path)
   local real = self:_resolve(path)
   local st = core.fsStat(real)
   if st then
@@ -454,18 +369,12 @@ function LocalFilesystem:mkdir(path, opts)
     ok, msg, ename = core.fsMkdir(real)
     if not ok then fail(path, msg, ename, "dir") end
   else
-    ok, msg = core.mkdirs(real)
-    if not ok then fail(path, msg, msg:find("Not a directory") and "ENOTDIR" or "EIO") end
+    ok, msg, ename = core.fsMkdir(real, true)
+    if not ok then fail(path, msg, ename) end
   end
 end
 
 function LocalFilesystem:rmdir(path, opts)
-  local where = "LocalFilesystem:rmdir"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  opts = options.check(where, opts, DELETE_OPTS)
-  self:_ensureReady()
-  read_only(self, "rmdir", path)
   local st, entry = removal_target(self, path, opts.force, "dir")
   if not st then return end
   if st.type ~= "directory" then
@@ -482,11 +391,6 @@ function LocalFilesystem:rmdir(path, opts)
 end
 
 function LocalFilesystem:readdir(path, opts)
-  local where = "LocalFilesystem:readdir"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  opts = options.check(where, opts, READDIR_OPTS)
-  self:_ensureReady()
   local real = self:_resolve(path)
   local st, msg, ename = core.fsStat(real)
   if not st then fail(path, msg, ename, "dir") end
@@ -537,10 +441,6 @@ function LocalFilesystem:readdir(path, opts)
 end
 
 function LocalFilesystem:stat(path)
-  local where = "LocalFilesystem:stat"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  self:_ensureReady()
   local real, _, lexical = self:_resolve(path)
   local st, msg, ename = core.fsStat(real)
   if not st then fail(path, msg, ename) end
@@ -555,9 +455,6 @@ function LocalFilesystem:stat(path)
 end
 
 function LocalFilesystem:exists(path)
-  local where = "LocalFilesystem:exists"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
   local ok, err = pcall(self.stat, self, path)
   if ok then return true end
   if errors.FileNotFoundError:is(err) or errors.NotDirectoryError:is(err) then return false end
@@ -566,10 +463,6 @@ end
 
 --- The workspace path of the file that path names, symlinks resolved.
 function LocalFilesystem:realpath(path)
-  local where = "LocalFilesystem:realpath"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  self:_ensureReady()
   local real = self:_resolve(path)
   local base = real_of(self.basePath)
   if within(real, base) then return "/" .. real:sub(#base + 2) end
@@ -578,29 +471,19 @@ end
 
 --- The host path of a workspace path (checked like every operation).
 function LocalFilesystem:resolvePath(path)
-  check_self("LocalFilesystem:resolvePath", self)
-  check_path("LocalFilesystem:resolvePath", 1, "path", path)
   local _, _, lexical = self:_resolve(path)
   return lexical
 end
 
 function LocalFilesystem:getInfo()
-  check_self("LocalFilesystem:getInfo", self)
-  local metadata = { basePath = self.basePath, contained = self.contained }
-  if self.displayName and self.displayName ~= "" then metadata.displayName = self.displayName end
-  if self.description and self.description ~= "" then metadata.description = self.description end
-  return {
-    id = self.id, name = self.name, provider = self.provider, status = self.status,
-    error = self.error, readOnly = self.readOnly, icon = self.icon, metadata = metadata,
-  }
+  return fs_common.info(self, { basePath = self.basePath, contained = self.contained })
 end
 
 function LocalFilesystem:getInstructions()
-  check_self("LocalFilesystem:getInstructions", self)
   local default = ('Local filesystem at "%s". Files at workspace path "/foo" are stored at'
     .. ' "%s/foo" on disk.'):format(self.basePath, self.basePath == "/" and "" or self.basePath)
   local text = common.instructions("LocalFilesystem:getInstructions", self._instructions, default)
   return text
 end
 
-return LocalFilesystem
+return fs_common.checkMethods(LocalFilesystem)

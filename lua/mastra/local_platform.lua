@@ -1,4 +1,4 @@
--- The embedded default (DESIGN section 6): with no platform credentials
+-- The embedded default (docs/platform.md): with no platform credentials
 -- and no proxy URL, scripts run against a per-user local mastra-platform,
 -- found or started here.
 --
@@ -12,6 +12,8 @@
 -- after it has been idle, with no sandbox, for MASTRA_PLATFORM_IDLE_EXIT
 -- seconds (default 900).
 local core = require "mastra.core"
+local errors = require "mastra.errors"
+local shell = require "mastra.shell"
 local task = require "mastra.task"
 
 local local_platform = {}
@@ -52,10 +54,6 @@ local function read_file(path)
   return s
 end
 
-local function shell_quote(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
-
 -- The mastra-platform binary: $MASTRA_PLATFORM_BIN, next to the running
 -- executable (mastra-lua and mastra-platform are installed together), or
 -- the PATH.
@@ -71,7 +69,7 @@ local function find_binary()
     if exists(bin) then return bin end
     return nil, ("MASTRA_PLATFORM_BIN is %s, which does not exist"):format(bin)
   end
-  local exe = core.readlink("/proc/self/exe")
+  local exe = core.fsReadlink("/proc/self/exe")
   if exe then
     local sibling = exe:gsub("[^/]*$", "") .. "mastra-platform"
     if exists(sibling) then return sibling end
@@ -124,9 +122,9 @@ local function start_server(dir)
   os.remove(out_path)
   local idle = tonumber(os.getenv("MASTRA_PLATFORM_IDLE_EXIT") or "") or 900
   local ok, err = core.daemon(("%s serve --listen 127.0.0.1:0 --data-dir %s"
-    .. " --token-file %s --idle-exit %d >%s 2>>%s"):format(shell_quote(bin),
-    shell_quote(data), shell_quote(token_file), idle, shell_quote(out_path),
-    shell_quote(dir .. "/platform.log")))
+    .. " --token-file %s --idle-exit %d >%s 2>>%s"):format(shell.quote(bin),
+    shell.quote(data), shell.quote(token_file), idle, shell.quote(out_path),
+    shell.quote(dir .. "/platform.log")))
   if not ok then return nil, err end
   local url, pid = wait_for_url(out_path, core.now() + 15000)
   if url == nil then
@@ -135,10 +133,9 @@ local function start_server(dir)
   end
   local token = (read_file(token_file) or ""):gsub("%s+$", "")
   local state = { url = url, token = token, pid = pid }
-  local f = assert(io.open(dir .. "/platform.state.tmp", "wb"))
-  f:write(("url=%s\ntoken=%s\npid=%d\n"):format(url, token, pid))
-  f:close()
-  assert(os.rename(dir .. "/platform.state.tmp", dir .. "/platform.state"))
+  local ok2, werr = core.fsWriteAtomic(dir .. "/platform.state",
+    ("url=%s\ntoken=%s\npid=%d\n"):format(url, token, pid))
+  if not ok2 then return nil, "cannot write its state file: " .. werr end
   return state
 end
 
@@ -153,7 +150,7 @@ local function announce(state, started)
     .. " hosted one)\n"):format(state.url, started and "started it" or "already running"))
 end
 
--- The lock is taken without blocking the thread: EWOULDBLOCK is retried
+-- The lock is taken without blocking the thread: EAGAIN is retried
 -- after a sleep that doubles from LOCK_FIRST_SLEEP_MS up to
 -- LOCK_MAX_SLEEP_MS, for at most lockDeadlineMs (twice the 15 s a server's
 -- start may take).
@@ -171,21 +168,25 @@ local function lock_state(dir)
       -- the holder's pid, for the message of a process that gives up
       local f = io.open(path, "r+b")
       if f then
-        f:write((core.readlink("/proc/self") or "0") .. "\n")
+        f:write((core.fsReadlink("/proc/self") or "0") .. "\n")
         f:close()
       end
       return lock
     end
-    if name ~= "EWOULDBLOCK" then
-      error("mastra: cannot lock the local platform state: " .. tostring(err), 0)
+    if name ~= "EAGAIN" and name ~= "EWOULDBLOCK" then
+      errors.forCode(name):raise({ message = "mastra: cannot lock the local platform state: "
+        .. tostring(err), path = path, code = name }, 0)
     end
     if core.now() >= deadline then
-      local holder = (read_file(path) or ""):match("^(%d+)")
-      error(("mastra: cannot lock the local platform state: %s is held by %s for"
-        .. " more than %g s (a mastra process that is starting the local platform;"
-        .. " if it hangs, stop it)"):format(path,
-        holder and holder ~= "0" and ("pid " .. holder) or "another process",
-        local_platform.lockDeadlineMs / 1000), 0)
+      local holder = tonumber((read_file(path) or ""):match("^(%d+)"))
+      errors.MastraError:raise({
+        message = ("mastra: cannot lock the local platform state: %s is held by %s for"
+          .. " more than %g s (a mastra process that is starting the local platform;"
+          .. " if it hangs, stop it)"):format(path,
+          holder and holder > 0 and ("pid " .. holder) or "another process",
+          local_platform.lockDeadlineMs / 1000),
+        path = path, holderPid = holder, code = name,
+      }, 0)
     end
     task.sleep(pause)
     pause = math.min(pause * 2, LOCK_MAX_SLEEP_MS)
@@ -199,7 +200,9 @@ local function find_or_start(dir)
   if state then return state, false end
   local serr
   state, serr = start_server(dir)
-  if state == nil then error("mastra: cannot start the local platform: " .. serr, 0) end
+  if state == nil then
+    errors.MastraError:raise({ message = "mastra: cannot start the local platform: " .. serr }, 0)
+  end
   return state, true
 end
 
@@ -216,9 +219,11 @@ function local_platform.ensure()
   if state then
     announce(state, false)
   else
-    local ok, err = core.mkdirs(dir)
+    local ok, err, ename = core.fsMkdir(dir, true)
     if not ok then
-      error("mastra: cannot create the local platform's state directory: " .. err, 2)
+      errors.forCode(ename):raise({ message = ("mastra: cannot create the local platform's state"
+        .. " directory: %s (set MASTRA_PLATFORM_STATE_DIR to a writable directory)"):format(err),
+        path = dir, code = ename }, 0)
     end
     if finding == nil or finding.dir ~= dir then
       local t = task.spawnShielded(function()

@@ -1,5 +1,5 @@
--- LocalSandbox: the sandbox interface on the host, no platform
--- (platform-protocol.md 7.5; conformance-cases.md SBX-EXEC/LIFE/PROC).
+-- LocalSandbox: the sandbox interface on the host, no platform (upstream's
+-- LocalSandbox).
 --
 -- Commands run as `/bin/sh -c <command line>` in their own process group,
 -- in `workingDirectory`, with PATH plus the configured env (not the whole
@@ -27,8 +27,11 @@ local NEW_OPTS = {
 }
 
 local function cwd_or_fail(where)
-  local dir, err = core.getcwd()
-  if not dir then error(("%s: cannot read the current directory: %s"):format(where, err), 3) end
+  local dir, err, name = core.getcwd()
+  if not dir then
+    errors.MastraError:raise({ message = ("%s: %s (the directory was removed? cd to an existing"
+      .. " one, or give an absolute workingDirectory)"):format(where, err), code = name }, 0)
+  end
   return dir
 end
 
@@ -75,7 +78,7 @@ function LocalSandbox:_launch(command, opts, timeout, stdin)
   for k, v in pairs(self.env) do env[k] = v end
   for k, v in pairs(opts.env or {}) do env[k] = tostring(v) end
   local live = self._live
-  local ok, h = pcall(process.start, {
+  local h = process.start{
     command = command,
     cwd = opts.cwd and absolute(self.workingDirectory, opts.cwd) or self.workingDirectory,
     env = env,
@@ -85,13 +88,7 @@ function LocalSandbox:_launch(command, opts, timeout, stdin)
     onStdout = opts.onStdout,
     onStderr = opts.onStderr,
     onExit = function(handle) live[handle] = nil end,
-  })
-  if not ok then
-    -- "spawn: cannot run in directory ...": a runtime failure, not a bug
-    local why = ("LocalSandbox: cannot run %q: %s"):format(command,
-      (tostring(h):gsub("^spawn: ", "")))
-    error(errors.descriptorLimit(why) or why, 0)
-  end
+  }
   live[h] = true
   return h
 end
@@ -105,10 +102,14 @@ function LocalSandbox:start()
   end
   if self.status == "running" then return end
   self.status = "starting"
-  local ok, err = core.mkdirs(self.workingDirectory)
+  local ok, err, name = core.fsMkdir(self.workingDirectory, true)
   if not ok then
     self.status = "error"
-    error(("LocalSandbox:start: cannot create the working directory: %s"):format(err), 2)
+    errors.forCode(name):raise({
+      message = ("LocalSandbox:start: cannot create the working directory %s: %s")
+        :format(self.workingDirectory, err),
+      path = self.workingDirectory, code = name,
+    }, 0)
   end
   self.createdAt = self.createdAt or core.time()
   self.status = "running"

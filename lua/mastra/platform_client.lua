@@ -1,6 +1,5 @@
--- The control-plane client of the Mastra Platform workspace proxy
--- (platform-protocol.md 1.1, 1.2 and 5.1): configuration, URLs, headers,
--- requests, and PlatformApiError.
+-- The control-plane client of the Mastra Platform workspace proxy:
+-- configuration, URLs, headers, requests, and PlatformApiError.
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 local local_platform = require "mastra.local_platform"
@@ -83,7 +82,7 @@ function client.resolve(opts, where)
   return cfg
 end
 
---- PlatformApiError from a non-2xx answer (platform-protocol.md 5.1).
+--- PlatformApiError from a non-2xx answer.
 function client.apiError(status, body)
   body = body or ""
   local code, proxyMessage
@@ -106,16 +105,20 @@ end
 
 -- One HTTP exchange through libcurl, waiting in the current task.
 local function transport(spec)
-  local req <close> = core.http(spec)
+  local function unreachable(msg, name)
+    local why = ("cannot reach %s: %s (%s)"):format(spec.url, msg, name)
+    -- libcurl's "Couldn't connect" does not say that socket() failed with
+    -- EMFILE: descriptorLimit looks at the descriptors themselves
+    local limit = errors.descriptorLimit(why, name, name == "CURLE_COULDNT_CONNECT")
+    if limit then error(limit, 0) end
+    errors.NetworkError:raise({ message = why, url = spec.url, code = name }, 0)
+  end
+  local req <close>, msg, name = core.http(spec)
+  if not req then unreachable(msg, name) end
   while true do
     local status, a, b = req:result()
     if status then return { status = status, headers = a, body = b } end
-    if a then
-      local why = ("cannot reach %s: %s (%s)"):format(spec.url, b, a)
-      local limit = errors.descriptorLimit(why, a, a == "CURLE_COULDNT_CONNECT")
-      if limit then error(limit, 3) end
-      errors.NetworkError:raise({ message = why, url = spec.url, code = a }, 3)
-    end
+    if a then unreachable(a, b) end
     task.wait(req:id())
   end
 end

@@ -18,21 +18,22 @@
 -- NotDirectoryError (an object is stored there) or DirectoryNotFoundError;
 -- a recursive readdir names entries by their path relative to the listed
 -- directory ("sub/nested.txt") and includes the directories.
+--
+-- The checks every method starts with (arguments, options, lazy init, the
+-- read-only mode) are fs_common.METHODS, put in front of the methods at the
+-- end of this file: each method here holds only what it does.
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 local options = require "mastra.options"
 local fs_common = require "mastra.fs_common"
-local check_path, ext_match = fs_common.checkPath, fs_common.extMatch
-local READ_OPTS, WRITE_OPTS = fs_common.READ_OPTS, fs_common.WRITE_OPTS
-local DELETE_OPTS, COPY_OPTS = fs_common.DELETE_OPTS, fs_common.COPY_OPTS
-local MKDIR_OPTS, READDIR_OPTS = fs_common.MKDIR_OPTS, fs_common.READDIR_OPTS
+local ext_match = fs_common.extMatch
 local client = require "mastra.platform_client"
 local common = require "mastra.common"
 
 local PlatformFilesystem = { __name = "mastra.PlatformFilesystem" }
 PlatformFilesystem.__index = PlatformFilesystem
 
-local NEW_OPTS = {
+local NEW_OPTS = fs_common.newOpts{
   bucketName = options.string,
   accessToken = options.string,
   projectId = options.string,
@@ -43,32 +44,11 @@ local NEW_OPTS = {
   fetch = options.func,
   requestTimeout = options.ms,
   proxyUrl = options.string,
-  readOnly = options.boolean,
-  displayName = options.string,
-  description = options.string,
-  instructions = options.string_or_function,
-  icon = options.string,
-  id = options.string,
 }
 
---- POSIX normalize under "/": "" and "." are "/", "//" collapses, "." and
--- ".." resolve (clamped at the root), a trailing "/" is kept.
-function PlatformFilesystem.normalizePath(p)
-  if p == "" or p == "." then return "/" end
-  local trailing = p:sub(-1) == "/"
-  local parts = {}
-  for seg in p:gmatch("[^/]+") do
-    if seg == ".." then
-      if #parts > 0 then parts[#parts] = nil end
-    elseif seg ~= "." then
-      parts[#parts + 1] = seg
-    end
-  end
-  local out = "/" .. table.concat(parts, "/")
-  if trailing and out ~= "/" then out = out .. "/" end
-  return out
-end
-local normalize = PlatformFilesystem.normalizePath
+--- fs_common.normalizePath: POSIX normalize under "/", a trailing "/" kept.
+PlatformFilesystem.normalizePath = fs_common.normalizePath
+local normalize = fs_common.normalizePath
 
 local function encode_key(key)
   local out = {}
@@ -95,11 +75,6 @@ local function parse_date(s)
   return client.parseTime(s) or 0
 end
 
-local function check_self(where, self)
-  options.self(where, self, PlatformFilesystem, 4)
-  return self
-end
-
 function PlatformFilesystem.new(opts)
   opts = options.check("PlatformFilesystem.new", opts, NEW_OPTS)
   local cfg = client.resolve(opts, "PlatformFilesystem.new")
@@ -113,55 +88,24 @@ function PlatformFilesystem.new(opts)
     error("PlatformFilesystem.new: bucketName is required (option bucketName or"
       .. " MASTRA_PLATFORM_BUCKET_NAME)", 2)
   end
-  return setmetatable({
-    id = opts.id or common.newId("platform-fs"),
-    name = "PlatformFilesystem",
-    provider = "platform",
-    icon = opts.icon or "cloud",
-    status = "pending",
-    readOnly = opts.readOnly == true,
-    displayName = opts.displayName,
-    description = opts.description,
-    bucketName = bucket,
-    _cfg = cfg,
-    _instructions = opts.instructions,
-  }, PlatformFilesystem)
+  return fs_common.instance(PlatformFilesystem, opts,
+    { provider = "platform", icon = "cloud", idPrefix = "platform-fs" },
+    { bucketName = bucket, _cfg = cfg })
 end
 
 --- Lazy init: no I/O for this provider.
 function PlatformFilesystem:init()
-  check_self("PlatformFilesystem:init", self)
   if self.status == "ready" then return end
   self.status = "initializing"
   self.status = "ready"
 end
 
-function PlatformFilesystem:_ensureReady()
-  if self.status ~= "ready" then
-    self.status = "initializing"
-    self.status = "ready"
-  end
-end
-
-function PlatformFilesystem:destroy()
-  check_self("PlatformFilesystem:destroy", self)
-  self.status = "destroyed"
-end
-
-PlatformFilesystem.__close = function(self) self:destroy() end
+PlatformFilesystem.destroy = fs_common.destroy
+PlatformFilesystem.__close = fs_common.destroy
 
 function PlatformFilesystem.__tostring(self)
   return ("mastra.PlatformFilesystem: %s (bucket %s, %s)"):format(self.id, self.bucketName,
     self.status)
-end
-
-local function read_only(self, op, path)
-  if self.readOnly then
-    errors.WorkspaceReadOnlyError:raise({
-      message = "Workspace is in read-only mode. Cannot perform: " .. op,
-      operation = op, path = path,
-    }, 3)
-  end
 end
 
 -- One request on /fs/{bucket}/{key}. Returns the response, or nil and the
@@ -211,12 +155,7 @@ local function file_key(path)
   return key
 end
 
-function PlatformFilesystem:readFile(path, opts)
-  local where = "PlatformFilesystem:readFile"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  options.check(where, opts, READ_OPTS)
-  self:_ensureReady()
+function PlatformFilesystem:readFile(path)
   local key = file_key(path)
   local res = self:_fs("GET", key, nil, { [404] = true })
   if not res then not_found(path) end
@@ -224,13 +163,6 @@ function PlatformFilesystem:readFile(path, opts)
 end
 
 function PlatformFilesystem:writeFile(path, content, opts)
-  local where = "PlatformFilesystem:writeFile"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  options.arg(where, 2, "content", content, options.string)
-  opts = options.check(where, opts, WRITE_OPTS)
-  self:_ensureReady()
-  read_only(self, "writeFile", path)
   local key = file_key(path)
   local headers = {}
   if opts.overwrite == false then headers["if-none-match"] = "*" end
@@ -245,13 +177,6 @@ function PlatformFilesystem:writeFile(path, content, opts)
 end
 
 function PlatformFilesystem:appendFile(path, content, opts)
-  local where = "PlatformFilesystem:appendFile"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  options.arg(where, 2, "content", content, options.string)
-  opts = options.check(where, opts, WRITE_OPTS)
-  self:_ensureReady()
-  read_only(self, "appendFile", path)
   local key = file_key(path)
   -- not atomic: concurrent appends are last-write-wins (as upstream)
   local res = self:_fs("GET", key, nil, { [404] = true })
@@ -260,12 +185,6 @@ function PlatformFilesystem:appendFile(path, content, opts)
 end
 
 function PlatformFilesystem:deleteFile(path, opts)
-  local where = "PlatformFilesystem:deleteFile"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  opts = options.check(where, opts, DELETE_OPTS)
-  self:_ensureReady()
-  read_only(self, "deleteFile", path)
   local key = normalize(path):sub(2)
   local query = {}
   if opts.recursive ~= nil then query[1] = { "recursive", opts.recursive } end
@@ -273,20 +192,14 @@ function PlatformFilesystem:deleteFile(path, opts)
   if not res and not opts.force then not_found(path) end
 end
 
-local function copy_or_move(self, where, op, src, dest, opts)
-  check_self(where, self)
-  check_path(where, 1, "src", src, 4)
-  check_path(where, 2, "dest", dest, 4)
-  opts = options.check(where, opts, COPY_OPTS, 4)
-  self:_ensureReady()
-  local method = op == "copy" and "copyFile" or "moveFile"
-  read_only(self, method, src)
+-- copyFile and moveFile: one POST with op "copy" or "rename".
+local function copy_or_move(self, method, op, src, dest, opts)
   if opts.overwrite == false then
     error(("PlatformFilesystem.%s does not support overwrite: false"
       .. " \u{2014} the proxy always overwrites."):format(method), 3)
   end
   local res = self:_fs("POST", normalize(src):sub(2), {
-    query = { { "op", op == "copy" and "copy" or "rename" } },
+    query = { { "op", op } },
     json = setmetatable({ destination = normalize(dest):sub(2) },
       { __jsonorder = { "destination" } }),
   }, { [404] = true })
@@ -296,31 +209,19 @@ local function copy_or_move(self, where, op, src, dest, opts)
 end
 
 function PlatformFilesystem:copyFile(src, dest, opts)
-  copy_or_move(self, "PlatformFilesystem:copyFile", "copy", src, dest, opts)
+  copy_or_move(self, "copyFile", "copy", src, dest, opts)
 end
 
 function PlatformFilesystem:moveFile(src, dest, opts)
-  copy_or_move(self, "PlatformFilesystem:moveFile", "move", src, dest, opts)
+  copy_or_move(self, "moveFile", "rename", src, dest, opts)
 end
 
-function PlatformFilesystem:mkdir(path, opts)
-  local where = "PlatformFilesystem:mkdir"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  options.check(where, opts, MKDIR_OPTS)
-  self:_ensureReady()
-  read_only(self, "mkdir", path)
+function PlatformFilesystem:mkdir(path)
   -- recursive is moot: a prefix needs no parents
   self:_fs("POST", normalize(path):sub(2), { query = { { "op", "mkdir" } } })
 end
 
 function PlatformFilesystem:rmdir(path, opts)
-  local where = "PlatformFilesystem:rmdir"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  opts = options.check(where, opts, DELETE_OPTS)
-  self:_ensureReady()
-  read_only(self, "rmdir", path)
   local prefix = dir_prefix(normalize(path):sub(2))
   if not opts.recursive then
     local contents, prefixes = self:_list(prefix, false)
@@ -346,11 +247,6 @@ function PlatformFilesystem:rmdir(path, opts)
 end
 
 function PlatformFilesystem:readdir(path, opts)
-  local where = "PlatformFilesystem:readdir"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  opts = options.check(where, opts, READDIR_OPTS)
-  self:_ensureReady()
   local key = normalize(path):sub(2)
   local prefix = dir_prefix(key)
   local recursive = opts.recursive and opts.maxDepth ~= 0
@@ -417,10 +313,6 @@ local function root_stat()
 end
 
 function PlatformFilesystem:stat(path)
-  local where = "PlatformFilesystem:stat"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
-  self:_ensureReady()
   local norm = normalize(path)
   if norm == "/" then return root_stat() end
   local key = norm:sub(2)
@@ -444,9 +336,6 @@ function PlatformFilesystem:stat(path)
 end
 
 function PlatformFilesystem:exists(path)
-  local where = "PlatformFilesystem:exists"
-  check_self(where, self)
-  check_path(where, 1, "path", path)
   local ok, err = pcall(self.stat, self, path)
   if ok then return true end
   if errors.FileNotFoundError:is(err) or (type(err) == "table" and err.status == 404) then
@@ -455,25 +344,15 @@ function PlatformFilesystem:exists(path)
   error(err, 0)
 end
 
-function PlatformFilesystem:realpath(path)
-  check_self("PlatformFilesystem:realpath", self)
-  check_path("PlatformFilesystem:realpath", 1, "path", path)
+function PlatformFilesystem.realpath(_, path)
   return normalize(path)
 end
 
 function PlatformFilesystem:getInfo()
-  check_self("PlatformFilesystem:getInfo", self)
-  local metadata = { bucketName = self.bucketName }
-  if self.displayName and self.displayName ~= "" then metadata.displayName = self.displayName end
-  if self.description and self.description ~= "" then metadata.description = self.description end
-  return {
-    id = self.id, name = self.name, provider = self.provider, status = self.status,
-    readOnly = self.readOnly, icon = self.icon, metadata = metadata,
-  }
+  return fs_common.info(self, { bucketName = self.bucketName })
 end
 
 function PlatformFilesystem:getInstructions()
-  check_self("PlatformFilesystem:getInstructions", self)
   local default = ("Platform filesystem backed by Mastra Platform bucket %s."
     .. " Use absolute workspace paths."):format(self.bucketName)
   local text = common.instructions("PlatformFilesystem:getInstructions", self._instructions,
@@ -481,4 +360,4 @@ function PlatformFilesystem:getInstructions()
   return text
 end
 
-return PlatformFilesystem
+return fs_common.checkMethods(PlatformFilesystem)

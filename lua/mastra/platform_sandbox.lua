@@ -1,5 +1,6 @@
--- PlatformSandbox: a remote sandbox of a Mastra Platform environment
--- (platform-protocol.md sections 1 to 3, 5 and 6; DESIGN section 3).
+-- PlatformSandbox: a remote sandbox of a Mastra Platform environment: the
+-- control plane, direct exec, the process manager, errors, identity and
+-- status of upstream's client (docs/api.md "PlatformSandbox").
 --
 -- start() provisions (POST /sandbox, 5xx retried) or reattaches
 -- (GET /sandbox/:id); executeCommand() runs over the direct-exec WebSocket
@@ -362,8 +363,9 @@ function PlatformSandbox:_ensureLease(command, attempt)
   return coalesce(self, "_minting", function() return fetch_lease(self, command, attempt) end)
 end
 
---- The DirectExecResult of `command`, with the retry policy of
--- platform-protocol.md 2.5.
+--- The DirectExecResult of `command`, with upstream's retry policy: a
+-- transport failure (no exit code, not timed out) is retried once, with a
+-- fresh lease unless another exec cached one meanwhile.
 function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
   local last, last_lease
   for attempt = 1, 2 do
@@ -430,7 +432,7 @@ function PlatformSandbox:executeCommand(command, args, opts)
   local code = r.exitCode or 124
   return {
     stdout = r.stdout, stderr = r.stderr, exitCode = code, success = code == 0,
-    executionTimeMs = core.now() - started, timedOut = r.timedOut,
+    executionTimeMs = math.floor(core.now() - started), timedOut = r.timedOut,
     command = full, args = args,
     stdoutTruncated = r.stdoutTruncated, stderrTruncated = r.stderrTruncated,
     stdoutDroppedBytes = r.stdoutDroppedBytes, stderrDroppedBytes = r.stderrDroppedBytes,

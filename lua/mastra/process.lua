@@ -1,5 +1,5 @@
--- Process handles and the `processes` manager of a sandbox
--- (platform-protocol.md 7.3; conformance-cases.md SBX-PROC).
+-- Process handles and the `processes` manager of a sandbox (upstream's
+-- SandboxProcessManager and ProcessHandle).
 --
 -- A handle wraps one child process of mastra.core. Its output is pumped
 -- into the handle as it arrives (and to onStdout/onStderr); `exitCode` is
@@ -44,14 +44,41 @@ end
 --- Start `command` (shell text) and return its handle. spec: command,
 -- cwd, env (full map), stdin (boolean), timeout (ms, 0: none),
 -- maxRetainedBytes (default: everything), onStdout, onStderr, onExit.
+-- A failed core.spawn (message, errno name) raised as the error it means.
+local function spawn_failed(spec, msg, name)
+  local what = ("cannot run %q"):format(spec.command)
+  local cwd = spec.cwd
+  if cwd and (name == "ENOENT" or name == "ENOTDIR") then
+    errors.DirectoryNotFoundError:raise({
+      message = ("%s: the working directory %s does not exist (create it, or give an"
+        .. " existing cwd)"):format(what, cwd),
+      path = cwd, code = name,
+    }, 0)
+  elseif cwd and name == "EACCES" then
+    errors.PermissionError:raise({
+      message = ("%s: the working directory %s cannot be entered (permission denied)")
+        :format(what, cwd),
+      path = cwd, code = name,
+    }, 0)
+  end
+  local limit = errors.descriptorLimit(("%s: %s"):format(what, msg), name)
+  if limit then error(limit, 0) end -- EMFILE, ENFILE: a ResourceLimitError
+  local hint = ""
+  if name == "EAGAIN" then
+    hint = " (too many processes: wait for some to finish)"
+  end
+  errors.MastraError:raise({ message = ("%s: %s%s"):format(what, msg, hint), code = name }, 0)
+end
+
 function process.start(spec)
-  local proc = core.spawn{
+  local proc, msg, name = core.spawn{
     command = spec.command,
     cwd = spec.cwd,
     env = spec.env,
     stdin = spec.stdin,
     timeout = spec.timeout and math.ceil(spec.timeout) or nil,
   }
+  if not proc then spawn_failed(spec, msg, name) end
   return setmetatable({
     pid = tostring(proc:pid()),
     command = spec.command,
@@ -86,7 +113,7 @@ function process.pump(h)
   h.signal = signal
   h.timedOut = timedOut
   h.killed = killed
-  h.executionTimeMs = core.now() - h._started
+  h.executionTimeMs = math.floor(core.now() - h._started)
   h.exitCode = timedOut and 124 or code
   release(h)
 end
@@ -141,13 +168,13 @@ function Handle:sendStdin(data)
   while #data > 0 do
     local proc = self._proc
     if proc == nil or self.exitCode ~= nil then
-      error(("ProcessHandle:sendStdin: process %s has exited; its stdin is"
-        .. " closed"):format(self.pid), 2)
+      errors.MastraError:raise({ message = ("ProcessHandle:sendStdin: process %s has exited;"
+        .. " its stdin is closed"):format(self.pid), code = "EPIPE" }, 0)
     end
-    local n, err = proc:write(data)
+    local n, err, name = proc:write(data)
     if n == nil then
-      error(("ProcessHandle:sendStdin: cannot write to the stdin of process"
-        .. " %s: %s"):format(self.pid, err), 2)
+      errors.MastraError:raise({ message = ("ProcessHandle:sendStdin: cannot write to the stdin"
+        .. " of process %s: %s"):format(self.pid, err), code = name }, 0)
     end
     data = data:sub(n + 1)
     if #data > 0 then

@@ -1,8 +1,9 @@
--- Tasks: coroutines scheduled over the C event loop (DESIGN section 4).
+-- Tasks: coroutines scheduled over the C event loop (docs/decisions.md
+-- "Event loop and tasks").
 --
 -- A task waits with task.wait(key, ...): it is suspended until one of the
 -- keys is woken. Keys are the integer ids that the C loop signals (timers,
--- processes, later transfers and sockets) or other tasks (woken when they
+-- processes, HTTP transfers, WebSockets) or other tasks (woken when they
 -- finish). Every waiting task is resumed exactly once per wait: by a wake,
 -- or by a cancellation, which wait() turns into a CancelledError.
 --
@@ -381,7 +382,7 @@ local function drive_until(keep, deadline)
     local left = deadline - core.now()
     if left <= 0 then return false end
     if not can_progress() then return true end -- nothing can still happen
-    step(left)
+    step(math.ceil(left)) -- core.now() has a fractional part
   end
   return true
 end

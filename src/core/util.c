@@ -158,27 +158,44 @@ static int fsync_dir_of(const char *path) {
 }
 
 int mastra__write_file_atomic(const char *path, const void *data, size_t len,
-                              int mode, int sync) {
+                              int mode, int flags) {
+  const char *slash = strrchr(path, '/');
+  size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+  size_t n = dirlen + sizeof MASTRA__TMP_PREFIX + 16;
+  struct stat st;
   char rnd[17];
   char *tmp;
-  size_t n = strlen(path) + sizeof ".tmp-" + 16;
-  int fd = -1, saved;
+  int fd = -1, saved, keep = 0;
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      errno = EISDIR; /* the rename would fail less clearly */
+      return -1;
+    }
+    keep = (flags & MASTRA__ATOMIC_KEEP_MODE) && S_ISREG(st.st_mode);
+  }
   if (mastra__random_hex(rnd, 8) < 0) return -1;
   tmp = malloc(n);
   if (tmp == NULL) return -1;
-  snprintf(tmp, n, "%s.tmp-%s", path, rnd);
+  snprintf(tmp, n, "%.*s" MASTRA__TMP_PREFIX "%s", (int)dirlen, path, rnd);
   fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
   if (fd < 0) goto fail;
+  /* the umask applies to open's mode, not to a kept one */
+  if (keep && fchmod(fd, st.st_mode & 07777) < 0) goto fail;
   if (mastra__write_all(fd, data, len) < 0) goto fail;
-  if (sync && mastra__fsync_fd(fd) < 0) goto fail;
+  if ((flags & MASTRA__ATOMIC_SYNC) && mastra__fsync_fd(fd) < 0) goto fail;
   if (close(fd) < 0) {
     fd = -1;
     goto fail;
   }
   fd = -1;
-  if (rename(tmp, path) < 0) goto fail;
+  if (flags & MASTRA__ATOMIC_EXCLUSIVE) {
+    if (link(tmp, path) < 0) goto fail;
+    unlink(tmp);
+  } else if (rename(tmp, path) < 0) {
+    goto fail;
+  }
   free(tmp);
-  return sync ? fsync_dir_of(path) : 0;
+  return (flags & MASTRA__ATOMIC_SYNC) ? fsync_dir_of(path) : 0;
 fail:
   saved = errno;
   if (fd >= 0) close(fd);

@@ -45,11 +45,21 @@ int mastra__pread_all(int fd, void *data, size_t len, off_t off);
 /* fsync a directory descriptor (restarting after EINTR) */
 int mastra__fsync_fd(int fd);
 
-/* Write data to path atomically: a temporary file beside path, renamed over
-** it. With sync, durably too: the file is fsync'd before the rename and the
-** directory after it. mode is the new file's (before the umask). */
+/* Write data to path atomically: a temporary file beside path (named
+** MASTRA__TMP_PREFIX + random hex, so that listings can skip it), renamed
+** over it. mode is the new file's (before the umask). flags:
+** MASTRA__ATOMIC_SYNC: durably too (the file is fsync'd before the rename,
+**   the directory after it);
+** MASTRA__ATOMIC_KEEP_MODE: a regular file that is replaced keeps its mode;
+** MASTRA__ATOMIC_EXCLUSIVE: linked instead of renamed, so EEXIST if path
+**   exists (no overwrite, no race).
+** A directory at path is EISDIR. */
+#define MASTRA__TMP_PREFIX ".mastra-tmp-"
+#define MASTRA__ATOMIC_SYNC 1
+#define MASTRA__ATOMIC_KEEP_MODE 2
+#define MASTRA__ATOMIC_EXCLUSIVE 4
 int mastra__write_file_atomic(const char *path, const void *data, size_t len,
-                              int mode, int sync);
+                              int mode, int flags);
 /* read a whole file; *out is malloc'd and NUL-terminated */
 int mastra__read_file(const char *path, char **out, size_t *len);
 

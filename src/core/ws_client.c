@@ -1,5 +1,5 @@
 /*
-** WebSocket client: libcurl CONNECT_ONLY + our Upgrade + wslay (ws.h).
+** WebSocket client: libcurl CONNECT_ONLY + our Upgrade + wslay (ws_client.h).
 */
 #define _GNU_SOURCE
 #include "ws_client.h"
@@ -14,6 +14,7 @@
 #include <sys/random.h>
 
 #include "hash.h"
+#include "http_tokens.h"
 
 enum {
   PH_CONNECT,  /* libcurl connects */
@@ -393,21 +394,6 @@ static const char *find_header(const mastra__ws *ws, const char *name,
   return NULL;
 }
 
-/* Whether the comma-separated list holds token (case-insensitive). */
-static int list_has(const char *v, size_t vlen, const char *token) {
-  size_t tlen = strlen(token);
-  const char *end = v + vlen;
-  while (v < end) {
-    const char *comma = memchr(v, ',', (size_t)(end - v));
-    const char *e = comma ? comma : end;
-    while (v < e && (*v == ' ' || *v == '\t')) v++;
-    while (e > v && (e[-1] == ' ' || e[-1] == '\t')) e--;
-    if ((size_t)(e - v) == tlen && strncasecmp(v, token, tlen) == 0) return 1;
-    v = comma ? comma + 1 : end;
-  }
-  return 0;
-}
-
 static void open_ws(mastra__ws *ws) {
   struct wslay_event_callbacks cb;
   memset(&cb, 0, sizeof cb);
@@ -435,13 +421,13 @@ static void check_upgrade(mastra__ws *ws) {
   const char *v;
   size_t vlen, i;
   v = find_header(ws, "Upgrade", &vlen);
-  if (v == NULL || !list_has(v, vlen, "websocket")) {
+  if (v == NULL || !mastra__list_has(v, vlen, "websocket")) {
     fail(ws, "bad_handshake", "%s answered 101 without 'Upgrade: websocket'",
          ws->target);
     return;
   }
   v = find_header(ws, "Connection", &vlen);
-  if (v == NULL || !list_has(v, vlen, "upgrade")) {
+  if (v == NULL || !mastra__list_has(v, vlen, "upgrade")) {
     fail(ws, "bad_handshake", "%s answered 101 without 'Connection: Upgrade'",
          ws->target);
     return;

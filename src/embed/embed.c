@@ -8,9 +8,9 @@
 #include "lmastra.h"
 #include "loop.h"
 
-const char *mastra_version(void) { return MASTRA_VERSION_STRING; }
+MASTRA_API const char *mastra_version(void) { return MASTRA_VERSION_STRING; }
 
-const char *mastra_strerror(int code) {
+MASTRA_API const char *mastra_strerror(int code) {
   switch (code) {
   case MASTRA_OK: return "success";
   case MASTRA_ELUA: return "a Lua error (the error value is on the stack)";
@@ -30,7 +30,7 @@ static int load_embedded(lua_State *L) {
   return 1;
 }
 
-void mastra_openlibs(lua_State *L) {
+MASTRA_API void mastra_openlibs(lua_State *L) {
   int i;
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   lua_pushcfunction(L, luaopen_mastra_core);
@@ -58,7 +58,7 @@ static int push_task_fn(lua_State *L, const char *name) {
   return 1;
 }
 
-int mastra_step(lua_State *L, int timeout_ms) {
+MASTRA_API int mastra_step(lua_State *L, int timeout_ms) {
   int n;
   if (!push_task_fn(L, "step")) return MASTRA_ENOTLOADED;
   lua_pushinteger(L, timeout_ms);
@@ -68,12 +68,12 @@ int mastra_step(lua_State *L, int timeout_ms) {
   return n;
 }
 
-int mastra_fd(lua_State *L) {
+MASTRA_API int mastra_fd(lua_State *L) {
   mastra__loop *loop = mastra__lua_loop(L);
   return loop == NULL ? MASTRA_ENOTLOADED : mastra__loop_fd(loop);
 }
 
-int mastra_timeout(lua_State *L) {
+MASTRA_API int mastra_timeout(lua_State *L) {
   int t;
   if (!push_task_fn(L, "nextTimeout")) return -1;
   if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
@@ -85,8 +85,10 @@ int mastra_timeout(lua_State *L) {
   return t;
 }
 
-mastra_loop *mastra_get_loop(lua_State *L) { return mastra__lua_loop(L); }
+MASTRA_API mastra_loop *mastra_get_loop(lua_State *L) {
+  return mastra__lua_loop(L);
+}
 
-void mastra_interrupt(mastra_loop *loop) {
+MASTRA_API void mastra_interrupt(mastra_loop *loop) {
   if (loop != NULL) mastra__loop_interrupt(loop);
 }

@@ -9,23 +9,28 @@
 **   core.fsReadlink(path)   -> the target of a symlink
 **   core.fsReadFile(path)   -> the bytes of a regular file
 **   core.fsWriteAtomic(path, data, exclusive) -> true
-**       a temporary file beside path, written, fsynced, then renamed over
-**       path (or, with exclusive, linked: EEXIST if path exists), so a
-**       reader never sees a torn file; an overwritten file keeps its mode
+**       mastra__write_file_atomic (src/core/util.h), durable: a temporary
+**       file beside path (".mastra-tmp-..."), written, fsynced, then
+**       renamed over path (or, with exclusive, linked: EEXIST if path
+**       exists), so a reader never sees a torn file; an overwritten file
+**       keeps its mode
 **   core.fsAppend(path, data) -> true (O_APPEND, created if missing)
 **   core.fsRename(from, to)  core.fsUnlink(path)  core.fsRmdir(path)
-**   core.fsMkdir(path)       -> true
+**   core.fsMkdir(path [, parents]) -> true
+**       without parents: mkdir(2), EEXIST if path exists; with parents:
+**       mkdir -p (mastra__mkdirs): every missing part is created, an
+**       existing directory is success, ENOTDIR when a part is a file
 **
 ** Type is "file", "directory", "symlink" or "other"; times are
 ** milliseconds since the epoch. Every failure returns nil, message,
-** errno name ("ENOENT", "EEXIST", ...). Calls block (local disk).
+** errno name ("ENOENT", "EEXIST", ...; docs/core.md). Calls block (local
+** disk).
 */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -37,38 +42,10 @@
 #include <lua.h>
 
 #include "lmastra.h"
+#include "util.h"
 
-static const char *errno_name(int e) {
-  switch (e) {
-  case ENOENT: return "ENOENT";
-  case EEXIST: return "EEXIST";
-  case ENOTDIR: return "ENOTDIR";
-  case EISDIR: return "EISDIR";
-  case ENOTEMPTY: return "ENOTEMPTY";
-  case EACCES: return "EACCES";
-  case EPERM: return "EPERM";
-  case ELOOP: return "ELOOP";
-  case EXDEV: return "EXDEV";
-  case EINVAL: return "EINVAL";
-  case ENAMETOOLONG: return "ENAMETOOLONG";
-  case EROFS: return "EROFS";
-  case ENOSPC: return "ENOSPC";
-  case EBUSY: return "EBUSY";
-  case EMFILE: return "EMFILE";
-  case ENFILE: return "ENFILE";
-  case EIO: return "EIO";
-  case EFBIG: return "EFBIG";
-  case ENOMEM: return "ENOMEM";
-  default: return "EIO";
-  }
-}
-
-/* nil, "<path>: <strerror>", errno name */
 static int fail(lua_State *L, const char *path, int e) {
-  luaL_pushfail(L);
-  lua_pushfstring(L, "%s: %s", path, strerror(e));
-  lua_pushstring(L, errno_name(e));
-  return 3;
+  return mastra__pusherrno(L, e, path);
 }
 
 static lua_Integer ms_of(const struct timespec *ts) {
@@ -181,71 +158,14 @@ static int fs_readfile(lua_State *L) {
   return 1;
 }
 
-static int write_all(int fd, const char *p, size_t len) {
-  while (len > 0) {
-    ssize_t n = write(fd, p, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
 static int fs_write_atomic(lua_State *L) {
-  size_t plen, len;
-  const char *path = luaL_checklstring(L, 1, &plen);
+  size_t len;
+  const char *path = luaL_checkstring(L, 1);
   const char *data = luaL_checklstring(L, 2, &len);
-  int exclusive = lua_toboolean(L, 3);
-  char *tmp = (char *)lua_newuserdatauv(L, plen + 64, 0);
-  const char *slash = strrchr(path, '/');
-  size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-  struct timespec ts;
-  int fd, err, attempt;
-  struct stat st;
-  int keep_mode = 0;
-  if (stat(path, &st) == 0) {
-    /* a directory at path: the rename would fail with a less clear error */
-    if (S_ISDIR(st.st_mode)) return fail(L, path, EISDIR);
-    keep_mode = S_ISREG(st.st_mode); /* an overwrite keeps the file's mode */
-  }
-  clock_gettime(CLOCK_REALTIME, &ts);
-  fd = -1;
-  for (attempt = 0; attempt < 100 && fd < 0; attempt++) {
-    memcpy(tmp, path, dirlen);
-    snprintf(tmp + dirlen, 64, ".mastra-tmp-%ld-%lx-%d", (long)getpid(),
-             (unsigned long)(ts.tv_nsec ^ (long)rand()), attempt);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) return fail(L, path, errno);
-  }
-  if (fd < 0) return fail(L, path, EEXIST);
-  if ((keep_mode && fchmod(fd, st.st_mode & 07777) < 0)
-      || write_all(fd, data, len) < 0 || fsync(fd) < 0) {
-    err = errno;
-    close(fd);
-    unlink(tmp);
-    return fail(L, path, err);
-  }
-  if (close(fd) < 0) {
-    err = errno;
-    unlink(tmp);
-    return fail(L, path, err);
-  }
-  if (exclusive) {
-    /* link fails with EEXIST when path exists: no overwrite, no race */
-    if (link(tmp, path) < 0) {
-      err = errno;
-      unlink(tmp);
-      return fail(L, path, err);
-    }
-    unlink(tmp);
-  } else if (rename(tmp, path) < 0) {
-    err = errno;
-    unlink(tmp);
-    return fail(L, path, err);
-  }
+  int flags = MASTRA__ATOMIC_SYNC | MASTRA__ATOMIC_KEEP_MODE;
+  if (lua_toboolean(L, 3)) flags |= MASTRA__ATOMIC_EXCLUSIVE;
+  if (mastra__write_file_atomic(path, data, len, 0666, flags) < 0)
+    return fail(L, path, errno);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -256,7 +176,7 @@ static int fs_append(lua_State *L) {
   const char *data = luaL_checklstring(L, 2, &len);
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) return fail(L, path, errno);
-  if (write_all(fd, data, len) < 0) {
+  if (mastra__write_all(fd, data, len) < 0) {
     int err = errno;
     close(fd);
     return fail(L, path, err);
@@ -290,7 +210,16 @@ static int fs_rmdir(lua_State *L) {
 
 static int fs_mkdir(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
-  if (mkdir(path, 0777) < 0) return fail(L, path, errno);
+  if (lua_toboolean(L, 2)) {
+    size_t failed = 0;
+    if (mastra__mkdirs(path, 0777, &failed) < 0) {
+      int e = errno;
+      lua_pushlstring(L, path, failed > 0 ? failed : strlen(path));
+      return fail(L, lua_tostring(L, -1), e);
+    }
+  } else if (mkdir(path, 0777) < 0) {
+    return fail(L, path, errno);
+  }
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -311,6 +240,8 @@ static const luaL_Reg fs_funcs[] = {
   {NULL, NULL}
 };
 
-void mastra__open_fs(lua_State *L) {
+int mastra__open_fs(lua_State *L) {
+  lua_settop(L, 1);
   luaL_setfuncs(L, fs_funcs, 0);
+  return 0;
 }

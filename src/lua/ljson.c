@@ -2,7 +2,8 @@
 ** JSON for Lua: decode with cJSON, encode with our own writer (so that
 ** strings with NUL bytes and the caller's key order survive).
 **
-**   core.jsonDecode(text) -> value, or nil, message
+**   core.jsonDecode(text) -> value, or nil, message, NAME ("invalid_json",
+**     or "too_deep" beyond 1000 levels)
 **     objects become tables; arrays become tables whose metatable is
 **     core.jsonArray; null becomes nil in objects (an absent field) and
 **     core.null in arrays (so that positions are kept).
@@ -39,14 +40,17 @@
 
 /* {====== decode ====== */
 
+/* Push j as a Lua value: 0, or -1 when nested too deeply, -2 for a number
+** that has no double (1e999 parses as an infinity). */
 static int push_json(lua_State *L, const cJSON *j, int depth) {
+  int rc;
   if (depth > JSON_MAX_DEPTH || !lua_checkstack(L, 4)) return -1;
   if (cJSON_IsObject(j)) {
     const cJSON *it;
     lua_createtable(L, 0, cJSON_GetArraySize(j));
     cJSON_ArrayForEach(it, j) {
       if (cJSON_IsNull(it)) continue; /* absent, as JavaScript's ?? sees it */
-      if (push_json(L, it, depth + 1) < 0) return -1;
+      if ((rc = push_json(L, it, depth + 1)) < 0) return rc;
       lua_setfield(L, -2, it->string);
     }
   } else if (cJSON_IsArray(j)) {
@@ -54,7 +58,7 @@ static int push_json(lua_State *L, const cJSON *j, int depth) {
     lua_Integer i = 1;
     lua_createtable(L, cJSON_GetArraySize(j), 0);
     cJSON_ArrayForEach(it, j) {
-      if (push_json(L, it, depth + 1) < 0) return -1;
+      if ((rc = push_json(L, it, depth + 1)) < 0) return rc;
       lua_rawseti(L, -2, i++);
     }
     luaL_setmetatable(L, ARRAY_MT);
@@ -62,6 +66,7 @@ static int push_json(lua_State *L, const cJSON *j, int depth) {
     lua_pushstring(L, j->valuestring);
   } else if (cJSON_IsNumber(j)) {
     double d = j->valuedouble;
+    if (!isfinite(d)) return -2;
     if (d == floor(d) && fabs(d) < 9007199254740992.0)
       lua_pushinteger(L, (lua_Integer)d);
     else
@@ -80,22 +85,34 @@ static int json_decode(lua_State *L) {
   size_t len;
   const char *text = luaL_checklstring(L, 1, &len);
   int top = lua_gettop(L);
-  cJSON *j = cJSON_ParseWithLength(text, len);
+  const char *end = NULL;
+  int rc;
+  cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+  if (j != NULL) { /* only white space may follow the value */
+    while (end < text + len
+           && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+      end++;
+    if (end < text + len) {
+      cJSON_Delete(j);
+      return mastra__pushfail(L, "invalid_json",
+                              "invalid JSON at byte %d: text after the value",
+                              (int)(end - text) + 1);
+    }
+  }
   if (j == NULL) {
     const char *where = cJSON_GetErrorPtr();
-    luaL_pushfail(L);
     if (where != NULL && where >= text && where <= text + len)
-      lua_pushfstring(L, "invalid JSON at byte %d", (int)(where - text) + 1);
-    else
-      lua_pushliteral(L, "invalid JSON");
-    return 2;
+      return mastra__pushfail(L, "invalid_json", "invalid JSON at byte %d",
+                              (int)(where - text) + 1);
+    return mastra__pushfail(L, "invalid_json", "invalid JSON");
   }
-  if (push_json(L, j, 0) < 0) {
+  if ((rc = push_json(L, j, 0)) < 0) {
     cJSON_Delete(j);
     lua_settop(L, top);
-    luaL_pushfail(L);
-    lua_pushliteral(L, "JSON nested too deeply");
-    return 2;
+    if (rc == -2)
+      return mastra__pushfail(L, "invalid_json",
+                              "invalid JSON: a number too large for a double");
+    return mastra__pushfail(L, "too_deep", "JSON nested too deeply");
   }
   cJSON_Delete(j);
   return 1;
@@ -392,13 +409,14 @@ static int is_utf8(lua_State *L) {
 
 /* }====== */
 
-void mastra__open_json(lua_State *L) {
+int mastra__open_json(lua_State *L) {
   static const luaL_Reg funcs[] = {
     {"jsonDecode", json_decode},
     {"jsonEncode", json_encode},
     {"isUtf8", is_utf8},
     {NULL, NULL}
   };
+  lua_settop(L, 1);
   luaL_setfuncs(L, funcs, 0);
   luaL_newmetatable(L, ARRAY_MT);
   lua_setfield(L, -2, "jsonArray");
@@ -409,4 +427,5 @@ void mastra__open_json(lua_State *L) {
     lua_setfield(L, LUA_REGISTRYINDEX, NULL_KEY);
   }
   lua_setfield(L, -2, "null");
+  return 0;
 }

@@ -5,20 +5,20 @@
 **             followRedirects=, caFile=}             -> request
 **   req:id()      the id signalled when the request finishes
 **   req:result()  nil while running; then status, headers, body, or
-**                 nil, errname, message
+**                 nil, message, NAME
 **   req:close()   cancel (also __close and __gc)
 **
 **   core.websocket{url=, protocols={...}, headers={name=value}, timeout=,
 **                  closeTimeout=, maxMessage=, caFile=} -> socket
 **   ws:id()  ws:state()  ws:opened()  ws:protocol()  ws:bufferedAmount()
-**   ws:send(data, "text"|"binary")  -> true, or nil, message
+**   ws:send(data, "text"|"binary")  -> true, or nil, message, NAME
 **   ws:receive()   -> data, "text"|"binary", or nil when none is queued
 **   ws:closeInfo() -> code, reason, httpStatus, error, httpBody, errname
 **   ws:close(code, reason)  start the closing handshake
 **
 ** Every call returns at once: Lua waits for the object's id (task.wait)
 ** and tries again. Bad arguments raise; failures of the network are
-** results. No Lua runs inside a libcurl or wslay callback: those only
+** results: nil, message, NAME (the names are listed in docs/core.md). No Lua runs inside a libcurl or wslay callback: those only
 ** change C state and signal ids.
 */
 #include <string.h>
@@ -32,23 +32,8 @@
 #include "loop.h"
 #include "ws_client.h"
 
-#define LOOP_MT "mastra.Loop"
 #define REQ_MT "mastra.HttpRequest"
 #define WS_MT "mastra.WebSocket"
-
-static mastra__loop *toloop(lua_State *L) {
-  mastra__loop **box =
-      (mastra__loop **)luaL_checkudata(L, lua_upvalueindex(1), LOOP_MT);
-  if (*box == NULL) luaL_error(L, "mastra: the event loop is closed");
-  return *box;
-}
-
-static int push_fail(lua_State *L, const char *name, const char *msg) {
-  luaL_pushfail(L);
-  lua_pushstring(L, name);
-  lua_pushstring(L, msg);
-  return 3;
-}
 
 /* {====== options ====== */
 
@@ -224,7 +209,7 @@ static int req_result(lua_State *L) {
   if (r->result != CURLE_OK) {
     char msg[CURL_ERROR_SIZE + 256];
     mastra__http_error_message(r, msg, sizeof msg);
-    return push_fail(L, mastra__http_error_name(r), msg);
+    return mastra__pushfail(L, mastra__http_error_name(r), "%s", msg);
   }
   lua_pushinteger(L, (lua_Integer)r->status);
   lua_createtable(L, 0, (int)r->nheaders);
@@ -250,7 +235,7 @@ static const char *const http_keys[] = {
 };
 
 static int core_http(lua_State *L) {
-  mastra__loop *loop = toloop(L);
+  mastra__loop *loop = mastra__checkloop(L);
   mastra__http_opts o;
   mastra__http_req **box;
   char err[256];
@@ -278,9 +263,9 @@ static int core_http(lua_State *L) {
   *box = NULL; /* born closed */
   luaL_setmetatable(L, REQ_MT);
   if (mastra__http_start(loop, &o, box, err, sizeof err) < 0)
-    return push_fail(L, mastra__loop_closed(loop) ? "closed"
-                                                  : "CURLE_OUT_OF_MEMORY",
-                     err);
+    return mastra__pushfail(L, mastra__loop_closed(loop) ? "closed"
+                                                         : "CURLE_OUT_OF_MEMORY",
+                            "%s", err);
   return 1;
 }
 
@@ -353,11 +338,10 @@ static int ws_send(lua_State *L) {
   const char *data = luaL_checklstring(L, 2, &len);
   int binary = luaL_checkoption(L, 3, "text", kinds);
   char err[256];
-  if (mastra__ws_send(ws, data, len, binary, err, sizeof err) < 0) {
-    luaL_pushfail(L);
-    lua_pushstring(L, err);
-    return 2;
-  }
+  if (mastra__ws_send(ws, data, len, binary, err, sizeof err) < 0)
+    return mastra__pushfail(L, ws->state == MASTRA__WS_OPEN ? "ENOMEM"
+                                                            : "ENOTCONN",
+                            "%s", err);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -431,7 +415,7 @@ static const char *const ws_reserved[] = {
 };
 
 static int core_websocket(lua_State *L) {
-  mastra__loop *loop = toloop(L);
+  mastra__loop *loop = mastra__checkloop(L);
   mastra__ws_opts o;
   mastra__ws **box;
   const char *errname;
@@ -479,7 +463,7 @@ static int core_websocket(lua_State *L) {
   *box = NULL; /* born closed */
   luaL_setmetatable(L, WS_MT);
   if (mastra__ws_connect(loop, &o, box, &errname, err, sizeof err) < 0)
-    return push_fail(L, errname, err);
+    return mastra__pushfail(L, errname, "%s", err);
   return 1;
 }
 
@@ -511,8 +495,10 @@ static const luaL_Reg ws_meth[] = {
   {NULL, NULL}
 };
 
-void mastra__open_net(lua_State *L) {
+int mastra__open_net(lua_State *L) {
   mastra__createmeta(L, REQ_MT, req_meth, req_close, req_tostring);
   mastra__createmeta(L, WS_MT, ws_meth, ws_gc, ws_tostring);
-  luaL_setfuncs(L, net_funcs, 1); /* pops the loop */
+  lua_settop(L, 1);
+  mastra__setfuncs_loop(L, net_funcs);
+  return 0;
 }

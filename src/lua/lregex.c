@@ -1,7 +1,8 @@
 /*
 ** Regular expressions for Lua: a small binding of PCRE2 (8-bit, UTF).
 **
-**   core.regexCompile(pattern [, caseless]) -> regex, or nil, message
+**   core.regexCompile(pattern [, caseless]) -> regex, or nil, message,
+**     "invalid_regex"
 **     compiles with PCRE2_UTF (falling back to bytes when the pattern is
 **     not valid UTF-8); the message names the offset of the error.
 **   regex:match(subject [, init]) -> start, end, or nil
@@ -67,9 +68,8 @@ static int regex_compile(lua_State *L) {
     PCRE2_UCHAR buf[256];
     if (pcre2_get_error_message(errcode, buf, sizeof buf) < 0)
       strcpy((char *)buf, "unknown error");
-    lua_pushnil(L);
-    lua_pushfstring(L, "%s at offset %d", (const char *)buf, (int)erroff);
-    return 2;
+    return mastra__pushfail(L, "invalid_regex", "%s at offset %d",
+                            (const char *)buf, (int)erroff);
   }
   return 1;
 }
@@ -147,11 +147,12 @@ static int regex_tostring(lua_State *L) {
   return 1;
 }
 
-void mastra__open_regex(lua_State *L) {
+int mastra__open_regex(lua_State *L) {
   static const luaL_Reg meth[] = {
     {"match", regex_match},
     {NULL, NULL}
   };
+  lua_settop(L, 1);
   if (luaL_newmetatable(L, REGEX_MT)) {
     luaL_newlib(L, meth);
     lua_setfield(L, -2, "__index");
@@ -165,4 +166,5 @@ void mastra__open_regex(lua_State *L) {
   lua_setfield(L, -2, "regexCompile");
   lua_pushcfunction(L, regex_match);
   lua_setfield(L, -2, "regexMatch");
+  return 0;
 }

@@ -1,7 +1,7 @@
 /*
-** The exec WebSocket of mastra-platform (reference/platform-protocol.md
-** 2.2, 2.3 and 9).
+** The exec WebSocket of mastra-platform (docs/platform.md).
 **
+** The router admits a request to /ws/exec by its lease; then
 ** mp_ws_exec_upgrade() checks the handshake and queues the 101 answer that
 ** selects `railway-shell`. libmicrohttpd then hands us the socket, and a
 ** wslay server context runs on a mastra__io watcher:
@@ -21,7 +21,8 @@
 ** outermost leave() tears down (the command, the watcher, the MHD handle),
 ** and the memory goes through mastra__loop_defer_free, so nothing that a
 ** caller up the stack (wslay, proc.c, the loop's event batch) still holds
-** is freed under it.
+** is freed under it. The open sessions of a server are the list
+** srv->ws_sessions.
 */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -35,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -44,8 +44,10 @@
 #include <wslay/wslay.h>
 
 #include "hash.h"
+#include "http_tokens.h"
+#include "respond.h"
+#include "sandbox.h"
 
-#define WS_SUBPROTOCOL "railway-shell"
 #define WS_MAX_RECV_MSG (1u << 20)     /* the largest client message */
 #define WS_SEND_HIGH (4u << 20)        /* stop taking output past this */
 #define WS_FRAME_MAX 65536             /* an output frame, tag included */
@@ -55,11 +57,11 @@
 #define TAG_STDOUT 1
 #define TAG_STDERR 3
 
-typedef struct ws_session ws_session;
+typedef struct mp_ws_session ws_session;
 
-struct ws_session {
+struct mp_ws_session {
   mastra__handle handle;     /* first: freed by the loop, after dispatch */
-  ws_session *prev, *next;   /* every session of the process */
+  ws_session *prev, *next;   /* srv->ws_sessions */
   mp_server *srv;
   mp_sandbox *sb;
   mastra__loop *loop;
@@ -83,9 +85,6 @@ struct ws_session {
   char close_reason[124];
 };
 
-static ws_session *g_sessions;
-static uint8_t g_frame[WS_FRAME_MAX]; /* one thread: a shared scratch */
-
 static void session_end(ws_session *s);
 
 /* {====== lifetime ====== */
@@ -98,16 +97,16 @@ static void leave(ws_session *s) {
 
 static void link_session(ws_session *s) {
   s->prev = NULL;
-  s->next = g_sessions;
-  if (g_sessions != NULL) g_sessions->prev = s;
-  g_sessions = s;
+  s->next = s->srv->ws_sessions;
+  if (s->next != NULL) s->next->prev = s;
+  s->srv->ws_sessions = s;
 }
 
 static void unlink_session(ws_session *s) {
   if (s->prev != NULL)
     s->prev->next = s->next;
-  else if (g_sessions == s)
-    g_sessions = s->next;
+  else if (s->srv->ws_sessions == s)
+    s->srv->ws_sessions = s->next;
   if (s->next != NULL) s->next->prev = s->prev;
   s->prev = s->next = NULL;
 }
@@ -209,13 +208,15 @@ static void queue_close(ws_session *s, uint16_t code, const char *reason) {
   flush_close(s);
 }
 
+/* wslay copies a queued message: one frame of scratch on the stack */
 static int send_output(ws_session *s, uint8_t tag, const char *data,
                        size_t len) {
+  uint8_t frame[WS_FRAME_MAX];
   while (len > 0) {
     size_t n = len < WS_FRAME_MAX - 1 ? len : WS_FRAME_MAX - 1;
-    g_frame[0] = tag;
-    memcpy(g_frame + 1, data, n);
-    if (queue_msg(s, WSLAY_BINARY_FRAME, g_frame, n + 1) < 0) return -1;
+    frame[0] = tag;
+    memcpy(frame + 1, data, n);
+    if (queue_msg(s, WSLAY_BINARY_FRAME, frame, n + 1) < 0) return -1;
     data += n;
     len -= n;
   }
@@ -296,7 +297,7 @@ static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data,
 static void on_proc(mastra__proc *p, void *data);
 
 static void start_exec(ws_session *s, const cJSON *data) {
-  const cJSON *cmd, *cwd, *env, *it;
+  const cJSON *cmd, *cwd, *env;
   mp_exec_spec spec;
   mastra__proc *p = NULL;
   char err[600];
@@ -327,21 +328,11 @@ static void start_exec(ws_session *s, const cJSON *data) {
   }
   env = cJSON_GetObjectItemCaseSensitive(data, "env");
   if (cJSON_IsNull(env)) env = NULL;
-  if (env != NULL) {
-    int ok = cJSON_IsObject(env);
-    if (ok) {
-      cJSON_ArrayForEach(it, env) {
-        if (!cJSON_IsString(it) || it->string == NULL || it->string[0] == '\0'
-            || strchr(it->string, '=') != NULL)
-          ok = 0;
-      }
-    }
-    if (!ok) {
-      queue_close(s, 1008,
-                  "init_exec: data.env must map names (without '=') to"
-                  " strings");
-      return;
-    }
+  if (mp_env_check(env, "data.env", err, sizeof err) < 0) {
+    queue_close(s, 1008,
+                "init_exec: data.env must map names (without '=') to"
+                " strings");
+    return;
   }
   memset(&spec, 0, sizeof spec);
   spec.command = cmd->valuestring;
@@ -547,23 +538,6 @@ refuse:
   MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 }
 
-/* Does the comma-separated list hold token (case-insensitive)? */
-static int has_token(const char *list, const char *token) {
-  size_t tlen = strlen(token);
-  const char *p = list;
-  while (*p != '\0') {
-    const char *end;
-    size_t n;
-    while (*p == ' ' || *p == '\t' || *p == ',') p++;
-    end = p + strcspn(p, ",");
-    n = (size_t)(end - p);
-    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
-    if (n == tlen && strncasecmp(p, token, n) == 0) return 1;
-    p = end;
-  }
-  return 0;
-}
-
 /* 16 bytes in base64: 22 characters of the alphabet, then "==" */
 static int valid_key(const char *key) {
   size_t i;
@@ -578,8 +552,9 @@ static int valid_key(const char *key) {
   return 1;
 }
 
-int mp_ws_exec_upgrade(mp_server *srv, struct MHD_Connection *conn,
-                       mp_sandbox *sb) {
+enum MHD_Result mp_ws_exec_upgrade(mp_server *srv,
+                                   struct MHD_Connection *conn,
+                                   mp_sandbox *sb) {
   const char *upgrade, *connection, *version, *key;
   struct MHD_Response *resp;
   char accept[29];
@@ -591,11 +566,13 @@ int mp_ws_exec_upgrade(mp_server *srv, struct MHD_Connection *conn,
                                         "Sec-WebSocket-Version");
   key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                     "Sec-WebSocket-Key");
-  if (upgrade == NULL || !has_token(upgrade, "websocket"))
+  if (upgrade == NULL
+      || !mastra__list_has(upgrade, strlen(upgrade), "websocket"))
     return mp_send_error(conn, 400, "invalid_request",
                          "not a WebSocket handshake: 'Upgrade: websocket'"
                          " is missing");
-  if (connection == NULL || !has_token(connection, "upgrade"))
+  if (connection == NULL
+      || !mastra__list_has(connection, strlen(connection), "upgrade"))
     return mp_send_error(conn, 400, "invalid_request",
                          "not a WebSocket handshake: 'Connection: Upgrade'"
                          " is missing");
@@ -617,7 +594,7 @@ int mp_ws_exec_upgrade(mp_server *srv, struct MHD_Connection *conn,
       || MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept)
              != MHD_YES
       || MHD_add_response_header(resp, "Sec-WebSocket-Protocol",
-                                 WS_SUBPROTOCOL) != MHD_YES) {
+                                 MP_WS_EXEC_SUBPROTOCOL) != MHD_YES) {
     MHD_destroy_response(resp);
     return MHD_NO;
   }
@@ -633,16 +610,15 @@ int mp_ws_exec_upgrade(mp_server *srv, struct MHD_Connection *conn,
 size_t mp_ws_exec_count(mp_server *srv) {
   size_t n = 0;
   ws_session *s;
-  for (s = g_sessions; s != NULL; s = s->next)
-    if (s->srv == srv) n++;
+  for (s = srv->ws_sessions; s != NULL; s = s->next) n++;
   return n;
 }
 
 void mp_ws_exec_shutdown_all(mp_server *srv) {
   ws_session *s, *next;
-  for (s = g_sessions; s != NULL; s = next) {
+  for (s = srv->ws_sessions; s != NULL; s = next) {
     next = s->next;
-    if (s->srv != srv || s->ended) continue;
+    if (s->ended) continue;
     enter(s);
     release_proc(s);
     if (!s->failed && (!s->closing || s->close_pending)) {

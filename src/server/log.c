@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "server.h"
+#include "log.h"
+#include "util.h"
 
 void mp_iso8601(int64_t ms, char out[32]) {
   time_t secs = (time_t)(ms / 1000);

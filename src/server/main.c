@@ -10,6 +10,12 @@
 **   {"url":"http://127.0.0.1:PORT","pid":N,"dataDir":"...","tokenFile":"..."}
 ** and logs on stderr. SIGTERM (or SIGINT) stops every command, captures
 ** the checkpoints, writes the state and exits with status 0.
+**
+** This file reads the options, prepares the data directory and the token,
+** starts the parts (the bucket store, the sandbox records, the HTTP
+** daemon), runs the loop and stops the parts in order. The server's state
+** is one mp_server on main's stack, passed to every part; the signals
+** arrive through a signalfd watched by the loop.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,9 +32,13 @@
 
 #include "mastra_version.h"
 #include "bucket.h"
+#include "driver_process.h"
 #include "exec_ws.h"
-#include "http.h"
+#include "httpd.h"
+#include "lease.h"
+#include "log.h"
 #include "sandbox.h"
+#include "util.h"
 
 #define DEFAULT_LEASE_TTL_S 900
 #define DEFAULT_MAX_BODY (1u << 20)
@@ -43,7 +53,7 @@ static void usage(FILE *f) {
           " $XDG_DATA_HOME/mastra/platform)\n"
           "  --token-file FILE    the bearer token; created if missing"
           " (default DATA_DIR/token)\n"
-          "  --driver process     how sandboxes run (only 'process' for now)\n"
+          "  --driver process     how sandboxes run (available: process)\n"
           "  --idle-exit SECONDS  exit after SECONDS with no request and no"
           " sandbox (default: never)\n"
           "  --lease-ttl SECONDS  lifetime of exec leases (default 900)\n"
@@ -248,6 +258,7 @@ int main(int argc, char **argv) {
   close(sfd);
   mastra__loop_close(srv.loop); /* kills and reaps what is left */
   mp_sandbox_free_all(&srv);
+  mp_lease_free_all(&srv);
   mastra__loop_unref(srv.loop);
   mp_bucket_close(srv.buckets);
   mp_log("stopped");

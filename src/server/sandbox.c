@@ -1,199 +1,36 @@
 /*
-** Sandboxes of mastra-platform: records, the `process` driver, commands,
-** checkpoints, idle reaping, exec leases and the record files.
+** Sandboxes of mastra-platform: records, lifecycle (create, destroy, idle
+** reaping, shutdown), the record files, and the commands run in a sandbox
+** through its driver (srv->driver: driver_process.c).
 **
 ** A record outlives its sandbox: a destroyed sandbox keeps its record with
 ** destroyedAt (GET shows it; exec-lease answers 410). Each record is
 ** written to <data>/state/sandboxes/<id>.json when it changes (atomically).
-**
-** Checkpoints are keyed by (project, environment, recovery key): a tar of
-** the working tree in <data>/checkpoints/<name>.tar, captured when the
-** sandbox is destroyed or reaped, on POST /checkpoint, two seconds after the
-** last command of a burst, and at shutdown; restored when a sandbox is
-** created with the same key.
+** Checkpoints (checkpoint.c) are captured when a sandbox is destroyed or
+** reaped, two seconds after the last command of a burst and at shutdown,
+** and restored when a sandbox is created with the same recovery key.
 */
 #define _GNU_SOURCE
 #include "sandbox.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "hash.h"
+#include "checkpoint.h"
+#include "envp.h"
+#include "log.h"
+#include "util.h"
 
 #define CHECKPOINT_DEBOUNCE_MS 2000
-#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
-
-typedef struct mp_lease {
-  struct mp_lease *next;
-  char token[2 * MP_TOKEN_BYTES + 1];
-  char sandbox_id[MP_ID_MAX];
-  int64_t expires_ms;
-} mp_lease;
-
-/* {====== the process driver ====== */
-
-static int proc_prepare(mp_server *srv, mp_sandbox *sb, char *err,
-                        size_t errlen) {
-  if (mastra__mkdirs(sb->dir, 0755, NULL) < 0) {
-    snprintf(err, errlen, "cannot create %s: %s", sb->dir, strerror(errno));
-    return -1;
-  }
-  (void)srv;
-  return 0;
-}
-
-/* /workspace (the conventional working directory of platform sandboxes)
-** is the sandbox's own directory; other absolute paths are the host's. */
-static int map_cwd(const mp_sandbox *sb, const char *cwd, char *out,
-                   size_t outlen) {
-  int n;
-  if (cwd == NULL || cwd[0] == '\0')
-    n = snprintf(out, outlen, "%s", sb->dir);
-  else if (strncmp(cwd, "/workspace", 10) == 0
-           && (cwd[10] == '\0' || cwd[10] == '/'))
-    n = snprintf(out, outlen, "%s%s", sb->dir, cwd + 10);
-  else if (cwd[0] == '/')
-    n = snprintf(out, outlen, "%s", cwd);
-  else
-    n = snprintf(out, outlen, "%s/%s", sb->dir, cwd);
-  return n < 0 || (size_t)n >= outlen ? -1 : 0;
-}
-
-static int proc_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
-                      char *const *envp, mastra__proc **out, char *err,
-                      size_t errlen) {
-  char cwd[4096];
-  mastra__proc_opts opts;
-  if (map_cwd(sb, spec->cwd, cwd, sizeof cwd) < 0) {
-    snprintf(err, errlen, "the working directory is too long");
-    return -ENAMETOOLONG;
-  }
-  memset(&opts, 0, sizeof opts);
-  opts.command = spec->command;
-  opts.cwd = cwd;
-  opts.envp = envp;
-  opts.stdin_pipe = spec->stdin_pipe;
-  opts.timeout_ms = spec->timeout_ms;
-  return mastra__proc_spawn(srv->loop, &opts, out, err, errlen);
-}
-
-static void proc_teardown(mp_server *srv, mp_sandbox *sb) {
-  (void)srv;
-  mastra__remove_tree(sb->root);
-}
-
-const mp_driver mp_process_driver = {"process", proc_prepare, proc_spawn,
-                                     proc_teardown};
-
-/* }====== */
-
-/* {====== checkpoints ====== */
-
-static void checkpoint_name(const mp_sandbox *sb, char out[64]) {
-  unsigned char digest[20];
-  char material[3 * MP_NAME_MAX + 3];
-  int n = snprintf(material, sizeof material, "%s\n%s\n%s", sb->project,
-                   sb->environment, sb->recovery_key);
-  static const char hex[] = "0123456789abcdef";
-  int i;
-  mastra__sha1(material, (size_t)n, digest);
-  memcpy(out, "mastra-checkpoint-", 18);
-  for (i = 0; i < 10; i++) {
-    out[18 + 2 * i] = hex[digest[i] >> 4];
-    out[18 + 2 * i + 1] = hex[digest[i] & 15];
-  }
-  out[38] = '\0';
-}
-
-static void checkpoint_path(mp_server *srv, const mp_sandbox *sb, char *out,
-                            size_t outlen) {
-  char name[64];
-  checkpoint_name(sb, name);
-  snprintf(out, outlen, "%s/checkpoints/%s.tar", srv->data_dir, name);
-}
-
-/* Run argv to completion (tar is quick for the trees we keep). */
-static int run_sync(char *const argv[]) {
-  static char *const envp[] = {"PATH=" DEFAULT_PATH, NULL};
-  posix_spawn_file_actions_t fa;
-  pid_t pid;
-  int status, rc;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", 0, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", 1, 0);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, envp);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-}
-
-/* 1 if path is a directory with no entries (or does not exist) */
-static int dir_is_empty(const char *path) {
-  DIR *d = opendir(path);
-  struct dirent *e;
-  int empty = 1;
-  if (d == NULL) return errno == ENOENT;
-  while (empty && (e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = 0;
-  closedir(d);
-  return empty;
-}
-
-int mp_checkpoint_capture(mp_server *srv, mp_sandbox *sb, char name[64],
-                          int explicit_request) {
-  char path[4200], tmp[4300];
-  char *argv[] = {"tar", "-C", sb->dir, "-cf", tmp, ".", NULL};
-  checkpoint_name(sb, name);
-  if (sb->recovery_key[0] == '\0' || sb->destroyed_ms) return 1; /* skipped */
-  checkpoint_path(srv, sb, path, sizeof path);
-  if (!explicit_request && dir_is_empty(sb->dir)) {
-    /* nothing to keep: an empty tree is what a missing checkpoint restores
-    ** too, so drop an older one instead of running tar (fleets of short
-    ** sandboxes destroy empty trees all the time) */
-    if (unlink(path) < 0 && errno != ENOENT) return -1;
-    return 0;
-  }
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  if (run_sync(argv) < 0 || rename(tmp, path) < 0) {
-    mp_log("checkpoint of %s failed", sb->id);
-    unlink(tmp);
-    return -1;
-  }
-  return 0;
-}
-
-int mp_checkpoint_delete(mp_server *srv, mp_sandbox *sb) {
-  char path[4200];
-  checkpoint_path(srv, sb, path, sizeof path);
-  return unlink(path) == 0 ? 0 : -1;
-}
-
-static int checkpoint_restore(mp_server *srv, mp_sandbox *sb) {
-  char path[4200];
-  char *argv[] = {"tar", "-C", sb->dir, "-xf", path, NULL};
-  checkpoint_path(srv, sb, path, sizeof path);
-  if (sb->recovery_key[0] == '\0' || access(path, R_OK) != 0) return 1;
-  return run_sync(argv);
-}
 
 static void on_checkpoint_due(mastra__timer *t) {
   mp_sandbox *sb = t->data;
   char name[64];
   if (sb->running == 0) mp_checkpoint_capture(sb->srv, sb, name, 0);
 }
-
-/* }====== */
 
 /* {====== records and the state file ====== */
 
@@ -390,7 +227,7 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
     free(sb);
     return -1;
   }
-  restored = checkpoint_restore(srv, sb);
+  restored = mp_checkpoint_restore(srv, sb);
   if (restored < 0) mp_log("restoring the checkpoint of %s failed", sb->id);
   sb->restored = restored == 0;
   sb->next = srv->sandboxes;
@@ -442,67 +279,57 @@ void mp_sandbox_free_all(mp_server *srv) {
     free(sb->procs);
     free(sb);
   }
-  while (srv->leases != NULL) {
-    mp_lease *l = srv->leases;
-    srv->leases = l->next;
-    free(l);
-  }
 }
 
 /* }====== */
 
 /* {====== commands ====== */
 
-/* PATH, then the sandbox's creation env, then the command's env. */
-static char **build_envp(const mp_sandbox *sb, const cJSON *extra) {
+int mp_env_check(const cJSON *env, const char *field, char *why,
+                 size_t n) {
+  const cJSON *it;
+  if (env == NULL || cJSON_IsNull(env)) return 0;
+  if (!cJSON_IsObject(env)) {
+    snprintf(why, n, "field '%s' must be an object of strings", field);
+    return -1;
+  }
+  cJSON_ArrayForEach(it, env) {
+    if (!cJSON_IsString(it)
+        || mastra__env_name_check(it->string, strlen(it->string)) != NULL) {
+      snprintf(why, n, "field '%s.%s' must be a string (and the name must"
+               " be non-empty without '=')", field, it->string);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* PATH, then the sandbox's creation env, then the command's env (a later
+** value of a name replaces the earlier one). */
+static int build_envp(mastra__envp *e, const mp_sandbox *sb,
+                      const cJSON *extra) {
   const cJSON *maps[2];
   const cJSON *it;
-  size_t n = 2, i = 0, m;
-  char **envp;
+  size_t m;
   maps[0] = sb->env;
   maps[1] = extra;
-  for (m = 0; m < 2; m++)
-    if (maps[m] != NULL) cJSON_ArrayForEach(it, maps[m]) n++;
-  envp = calloc(n, sizeof *envp);
-  if (envp == NULL) return NULL;
-  envp[i++] = strdup("PATH=" DEFAULT_PATH);
+  if (mastra__envp_set(e, "PATH", MP_DEFAULT_PATH) < 0) return -1;
   for (m = 0; m < 2; m++) {
     if (maps[m] == NULL) continue;
     cJSON_ArrayForEach(it, maps[m]) {
-      size_t k, klen;
-      char *kv;
       if (!cJSON_IsString(it) || it->string == NULL) continue;
-      klen = strlen(it->string);
-      /* a later value for the same name replaces the earlier one */
-      for (k = 0; k < i; k++)
-        if (envp[k] && strncmp(envp[k], it->string, klen) == 0
-            && envp[k][klen] == '=') {
-          free(envp[k]);
-          envp[k] = envp[--i];
-          envp[i] = NULL;
-          break;
-        }
-      kv = malloc(klen + strlen(it->valuestring) + 2);
-      if (kv == NULL) continue;
-      sprintf(kv, "%s=%s", it->string, it->valuestring);
-      envp[i++] = kv;
+      if (mastra__envp_set(e, it->string, it->valuestring) < 0
+          && errno != EINVAL)
+        return -1;
     }
   }
-  envp[i] = NULL;
-  return envp;
-}
-
-static void free_envp(char **envp) {
-  size_t i;
-  if (envp == NULL) return;
-  for (i = 0; envp[i] != NULL; i++) free(envp[i]);
-  free(envp);
+  return 0;
 }
 
 int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     mastra__proc_notify notify, void *data,
                     mastra__proc **out, char *err, size_t errlen) {
-  char **envp;
+  mastra__envp envp = {NULL, 0, 0};
   mastra__proc **procs;
   int rc;
   *out = NULL;
@@ -511,16 +338,16 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
     return -1;
   }
   procs = realloc(sb->procs, (sb->nprocs + 1) * sizeof *procs);
-  envp = build_envp(sb, spec->env);
-  if (procs == NULL || envp == NULL) {
+  if (procs == NULL || build_envp(&envp, sb, spec->env) < 0) {
     if (procs != NULL) sb->procs = procs;
-    free_envp(envp);
+    mastra__envp_free(&envp);
     snprintf(err, errlen, "out of memory");
     return -1;
   }
   sb->procs = procs;
-  rc = srv->driver->spawn(srv, sb, spec, envp, out, err, errlen);
-  free_envp(envp);
+  rc = srv->driver->spawn(srv, sb, spec, mastra__envp_list(&envp), out, err,
+                         errlen);
+  mastra__envp_free(&envp);
   if (rc < 0) return -1;
   (*out)->notify = notify;
   (*out)->notify_data = data;
@@ -548,45 +375,6 @@ void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
   if (sb->running == 0 && sb->recovery_key[0] != '\0')
     mastra__timer_start(&sb->checkpoint_timer, CHECKPOINT_DEBOUNCE_MS);
   (void)srv;
-}
-
-/* }====== */
-
-/* {====== leases ====== */
-
-int mp_lease_mint(mp_server *srv, mp_sandbox *sb, char token[65],
-                  int64_t *expires_ms) {
-  mp_lease *l = calloc(1, sizeof *l);
-  if (l == NULL || mastra__random_hex(l->token, MP_TOKEN_BYTES) < 0) {
-    free(l);
-    return -1;
-  }
-  snprintf(l->sandbox_id, sizeof l->sandbox_id, "%s", sb->id);
-  l->expires_ms = mastra__wall_ms() + (int64_t)srv->lease_ttl_ms;
-  l->next = srv->leases;
-  srv->leases = l;
-  memcpy(token, l->token, sizeof l->token);
-  *expires_ms = l->expires_ms;
-  return 0;
-}
-
-mp_sandbox *mp_lease_check(mp_server *srv, const char *token, size_t len) {
-  mp_lease **pl = &srv->leases;
-  mp_sandbox *found = NULL;
-  int64_t now = mastra__wall_ms();
-  while (*pl != NULL) {
-    mp_lease *l = *pl;
-    if (l->expires_ms <= now || mp_sandbox_find(srv, l->sandbox_id) == NULL) {
-      *pl = l->next; /* expired, or its sandbox is gone */
-      free(l);
-      continue;
-    }
-    if (found == NULL
-        && mastra__secure_equal(token, len, l->token, strlen(l->token)))
-      found = mp_sandbox_find(srv, l->sandbox_id);
-    pl = &l->next;
-  }
-  return found;
 }
 
 /* }====== */

@@ -1,10 +1,64 @@
 /*
-** Sandbox records, leases and checkpoints (sandbox.c), for the router.
+** Sandboxes of mastra-platform (sandbox.c): the records, their lifecycle
+** (create, destroy, idle reaping, shutdown), the record files, and the
+** commands run in them through a driver.
 */
 #ifndef MP_SANDBOX_H
 #define MP_SANDBOX_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "proc.h"
 #include "server.h"
+
+/* the PATH of sandbox commands (before their env) and of tar */
+#define MP_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+
+typedef struct mp_exec_spec {
+  const char *command; /* shell text */
+  const char *cwd;     /* NULL: the sandbox's working directory */
+  const cJSON *env;    /* object of strings, or NULL */
+  int stdin_pipe;
+  uint64_t timeout_ms; /* 0: none */
+} mp_exec_spec;
+
+/* A driver makes sandboxes real: driver_process.c keeps a directory and
+** process groups on the host. */
+struct mp_driver {
+  const char *name;
+  /* create the working tree (empty, or restored by the caller) */
+  int (*prepare)(mp_server *srv, mp_sandbox *sb, char *err, size_t errlen);
+  /* start a command; the caller sets notify and tracks the process */
+  int (*spawn)(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
+               char *const *envp, mastra__proc **out, char *err,
+               size_t errlen);
+  /* after every process of the sandbox has been killed */
+  void (*teardown)(mp_server *srv, mp_sandbox *sb);
+};
+
+struct mp_sandbox {
+  mp_sandbox *next;
+  char id[MP_ID_MAX];             /* ours: sbx_<hex> */
+  char project[MP_NAME_MAX];
+  char environment[MP_NAME_MAX];
+  char recovery_key[MP_NAME_MAX]; /* the caller's `id`; "" if none */
+  char network[16];               /* ISOLATED | PRIVATE */
+  double idle_timeout_min;        /* 0: never reaped; fractions allowed */
+  cJSON *env;                     /* creation env: object of strings */
+  int64_t created_ms, destroyed_ms, last_exec_ms;
+  int running;                    /* commands running now */
+  int restored;                   /* created from a checkpoint */
+  mastra__proc **procs;           /* its running commands */
+  size_t nprocs;
+  char root[4096];                /* <data>/sandboxes/<id> */
+  char dir[4200];                 /* working tree on the host */
+  mastra__timer idle_timer;
+  mastra__timer checkpoint_timer; /* debounced capture after commands */
+  mp_server *srv;
+};
 
 typedef struct mp_create_spec {
   const char *project;
@@ -20,28 +74,32 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
 /* kill its commands, capture its checkpoint, remove its tree; the record
 ** stays, with destroyedAt */
 void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb);
-/* a record (live or destroyed) of project, or NULL */
+/* a record (live or destroyed) of project (NULL: any), or NULL */
 mp_sandbox *mp_sandbox_lookup(mp_server *srv, const char *project,
                               const char *id);
+/* A live (not destroyed) sandbox by our id, or NULL. */
+mp_sandbox *mp_sandbox_find(mp_server *srv, const char *id);
 size_t mp_sandbox_live_count(mp_server *srv);
+/* shutdown: end every command, capture the checkpoints, save the records */
 void mp_sandbox_shutdown_all(mp_server *srv);
 void mp_sandbox_free_all(mp_server *srv);
 
-/* 0 captured, 1 skipped (no recovery key), -1 failed; name is set. Only
-** an explicit request (POST /checkpoint) archives an empty tree; otherwise
-** an empty tree just removes the older checkpoint. */
-int mp_checkpoint_capture(mp_server *srv, mp_sandbox *sb, char name[64],
-                          int explicit_request);
-int mp_checkpoint_delete(mp_server *srv, mp_sandbox *sb);
-
-/* a fresh lease token for sb (hex of 256 random bits) */
-int mp_lease_mint(mp_server *srv, mp_sandbox *sb, char token[65],
-                  int64_t *expires_ms);
-/* the live sandbox of a live lease token, or NULL (constant-time compare) */
-mp_sandbox *mp_lease_check(mp_server *srv, const char *token, size_t len);
-
+/* Load the records of <data>/state/sandboxes (at startup). */
 int mp_state_load(mp_server *srv);
 /* write the record of sb (create, destroy, shutdown) */
 int mp_record_save(mp_server *srv, const mp_sandbox *sb);
+
+/* 0 if env (the body's field `field`) is NULL, JSON null, or an object
+** that maps variable names (mastra__env_name_check) to strings; else -1
+** and why says what is wrong. */
+int mp_env_check(const cJSON *env, const char *field, char *why, size_t n);
+
+/* Start a command in sb (marks activity, counts it as running). notify is
+** called for every event of the process; the caller must call
+** mp_sandbox_exec_done() once, when it lets go of the process. */
+int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
+                    mastra__proc_notify notify, void *data,
+                    mastra__proc **out, char *err, size_t errlen);
+void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p);
 
 #endif

@@ -1,8 +1,8 @@
 /*
-** The HTTP daemon of mastra-platform (http.c).
+** The HTTP daemon of mastra-platform (httpd.c).
 */
-#ifndef MP_HTTP_H
-#define MP_HTTP_H
+#ifndef MP_HTTPD_H
+#define MP_HTTPD_H
 
 #include <stddef.h>
 

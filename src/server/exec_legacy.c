@@ -1,0 +1,176 @@
+/*
+** The legacy exec of mastra-platform: POST .../sandbox/{id}/exec with
+** {"command","cwd"?,"env"?,"timeoutSec"?} runs the command, with the
+** connection suspended meanwhile, and answers {"exitCode","stdout",
+** "stderr","truncated","timedOut","sessionName"} once it finished. Output
+** past 64 MiB a stream is dropped (truncated: true). The state of a run
+** hangs on the request (mp_request.state), so that a client that goes
+** away lets go of the command.
+*/
+#include "exec_legacy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "respond.h"
+#include "sandbox.h"
+
+#define LEGACY_OUTPUT_MAX (64u << 20)
+
+typedef struct legacy_run {
+  struct MHD_Connection *conn;
+  mp_sandbox *sb;
+  mastra__proc *proc;  /* ours until mp_sandbox_exec_done */
+  char *out, *err;
+  size_t out_len, err_len;
+  int truncated;
+  int finished;
+  int exit_code, timed_out;
+} legacy_run;
+
+static void legacy_append(legacy_run *run, char **buf, size_t *len,
+                          const char *data, size_t n) {
+  char *p;
+  if (*len + n > LEGACY_OUTPUT_MAX) {
+    run->truncated = 1;
+    n = LEGACY_OUTPUT_MAX - *len;
+  }
+  if (n == 0) return;
+  p = realloc(*buf, *len + n);
+  if (p == NULL) {
+    run->truncated = 1;
+    return;
+  }
+  memcpy(p + *len, data, n);
+  *buf = p;
+  *len += n;
+}
+
+/* A JSON string of bytes that may hold NULs (cJSON strings cannot). */
+static cJSON *json_bytes(const char *data, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  char *out = malloc(len * 6 + 3), *o = out;
+  size_t i;
+  cJSON *item;
+  if (out == NULL) return cJSON_CreateString("");
+  *o++ = '"';
+  for (i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)data[i];
+    if (c == '"' || c == '\\') {
+      *o++ = '\\';
+      *o++ = (char)c;
+    } else if (c < 0x20) {
+      memcpy(o, "\\u00", 4);
+      o[4] = hex[c >> 4];
+      o[5] = hex[c & 15];
+      o += 6;
+    } else {
+      *o++ = (char)c;
+    }
+  }
+  *o++ = '"';
+  *o = '\0';
+  item = cJSON_CreateRaw(out);
+  free(out);
+  return item;
+}
+
+static void legacy_notify(mastra__proc *p, void *data) {
+  legacy_run *run = data;
+  legacy_append(run, &run->out, &run->out_len, p->out.data, p->out.len);
+  mastra__proc_consumed(p, &p->out);
+  legacy_append(run, &run->err, &run->err_len, p->err.data, p->err.len);
+  mastra__proc_consumed(p, &p->err);
+  if (!p->done || run->finished) return;
+  run->finished = 1;
+  run->exit_code = p->exit_code;
+  run->timed_out = p->timed_out;
+  mp_sandbox_exec_done(run->sb->srv, run->sb, p);
+  run->proc = NULL;
+  MHD_resume_connection(run->conn);
+}
+
+/* The request ended: if the client went away during the run, the command
+** is let go (and killed). */
+static void legacy_free(void *state) {
+  legacy_run *run = state;
+  if (run->proc != NULL) {
+    mastra__proc *p = run->proc;
+    run->proc = NULL;
+    run->finished = 1;
+    mp_sandbox_exec_done(run->sb->srv, run->sb, p);
+  }
+  free(run->out);
+  free(run->err);
+  free(run);
+}
+
+static enum MHD_Result answer(struct MHD_Connection *conn,
+                              const legacy_run *run) {
+  cJSON *res = cJSON_CreateObject();
+  if (run->timed_out) cJSON_AddNullToObject(res, "exitCode");
+  else cJSON_AddNumberToObject(res, "exitCode", run->exit_code);
+  cJSON_AddItemToObject(res, "stdout", json_bytes(run->out, run->out_len));
+  cJSON_AddItemToObject(res, "stderr", json_bytes(run->err, run->err_len));
+  cJSON_AddBoolToObject(res, "truncated", run->truncated);
+  cJSON_AddBoolToObject(res, "timedOut", run->timed_out);
+  cJSON_AddNullToObject(res, "sessionName");
+  return mp_send_json(conn, 200, res);
+}
+
+enum MHD_Result mp_exec_legacy(mp_server *srv, struct MHD_Connection *conn,
+                               mp_sandbox *sb, mp_request *r) {
+  cJSON *body;
+  const cJSON *cmd, *cwd, *tsec, *env;
+  mp_exec_spec spec;
+  legacy_run *run;
+  char why[512] = "", err[512];
+  if (r->state != NULL) return answer(conn, r->state); /* resumed */
+  if (sb->destroyed_ms)
+    return mp_send_error(conn, 410, "gone", "sandbox %s was destroyed",
+                         sb->id);
+  body = mp_request_json(conn, r, 1);
+  if (body == NULL) return MHD_YES;
+  cmd = cJSON_GetObjectItemCaseSensitive(body, "command");
+  cwd = cJSON_GetObjectItemCaseSensitive(body, "cwd");
+  tsec = cJSON_GetObjectItemCaseSensitive(body, "timeoutSec");
+  env = cJSON_GetObjectItemCaseSensitive(body, "env");
+  if (!cJSON_IsString(cmd) || cmd->valuestring[0] == '\0')
+    snprintf(why, sizeof why, "field 'command' must be a non-empty string");
+  else if (cwd != NULL && !cJSON_IsNull(cwd) && !cJSON_IsString(cwd))
+    snprintf(why, sizeof why, "field 'cwd' must be a string");
+  else if (tsec != NULL && !cJSON_IsNull(tsec)
+           && (!cJSON_IsNumber(tsec) || tsec->valuedouble < 0))
+    snprintf(why, sizeof why, "field 'timeoutSec' must be a number >= 0");
+  else
+    mp_env_check(env, "env", why, sizeof why);
+  if (why[0] != '\0') {
+    cJSON_Delete(body);
+    return mp_send_error(conn, 400, "invalid_request", "%s", why);
+  }
+  run = calloc(1, sizeof *run);
+  if (run == NULL) {
+    cJSON_Delete(body);
+    return mp_send_error(conn, 500, "internal_error", "out of memory");
+  }
+  memset(&spec, 0, sizeof spec);
+  spec.command = cmd->valuestring;
+  spec.cwd = cJSON_IsString(cwd) ? cwd->valuestring : NULL;
+  spec.env = cJSON_IsObject(env) ? env : NULL;
+  spec.timeout_ms = cJSON_IsNumber(tsec) ? (uint64_t)(tsec->valuedouble * 1000) : 0;
+  run->conn = conn;
+  run->sb = sb;
+  if (mp_sandbox_exec(srv, sb, &spec, legacy_notify, run, &run->proc, err,
+                      sizeof err) < 0) {
+    cJSON_Delete(body);
+    free(run);
+    return mp_send_error(conn, 400, "invalid_request",
+                         "cannot run the command: %s", err);
+  }
+  cJSON_Delete(body);
+  r->state = run;
+  r->state_free = legacy_free;
+  MHD_suspend_connection(conn);
+  return MHD_YES;
+}

@@ -1,0 +1,104 @@
+/*
+** A request to mastra-platform (see request.h): the JSON body and the
+** pieces of the URL. Paths and query strings reach us undecoded (httpd.c
+** installs an identity unescape callback), so that a percent-encoded NUL
+** or slash is seen for what it is: the routes decode each piece here.
+*/
+#include "request.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "respond.h"
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+char *mp_pct_decode(const char *s, size_t n, int plus_space,
+                    size_t *out_len) {
+  char *out = malloc(n + 1);
+  size_t i, j = 0;
+  if (out == NULL) return NULL;
+  for (i = 0; i < n; i++) {
+    if (s[i] == '%') {
+      int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
+      int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+      if (hi < 0 || lo < 0) {
+        free(out);
+        return NULL;
+      }
+      out[j++] = (char)(hi * 16 + lo);
+      i += 2;
+    } else if (plus_space && s[i] == '+') {
+      out[j++] = ' ';
+    } else {
+      out[j++] = s[i];
+    }
+  }
+  out[j] = '\0';
+  *out_len = j;
+  return out;
+}
+
+char *mp_query_arg(struct MHD_Connection *conn, const char *name, int *bad) {
+  const char *raw =
+      MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+  size_t len;
+  char *v;
+  if (raw == NULL) return NULL;
+  v = mp_pct_decode(raw, strlen(raw), 1, &len);
+  if (v == NULL || strlen(v) != len) {
+    free(v);
+    *bad = 1;
+    return NULL;
+  }
+  return v;
+}
+
+int mp_query_true(struct MHD_Connection *conn, const char *name) {
+  const char *raw =
+      MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+  return raw != NULL && strcmp(raw, "true") == 0;
+}
+
+/* Whether the JSON text has a \u0000 escape inside a string: cJSON would
+** silently cut the string there, so such bodies are refused. */
+static int has_nul_escape(const char *s, size_t n) {
+  size_t i;
+  int in_string = 0;
+  for (i = 0; i < n; i++) {
+    if (!in_string) {
+      if (s[i] == '"') in_string = 1;
+    } else if (s[i] == '"') {
+      in_string = 0;
+    } else if (s[i] == '\\' && i + 1 < n) {
+      if (s[i + 1] == 'u' && i + 5 < n && memcmp(s + i + 2, "0000", 4) == 0)
+        return 1;
+      i++; /* skip the escaped character */
+    }
+  }
+  return 0;
+}
+
+cJSON *mp_request_json(struct MHD_Connection *conn, mp_request *r,
+                       int required) {
+  cJSON *json;
+  if (r->len == 0 && !required) return cJSON_CreateObject();
+  if (r->body != NULL && has_nul_escape(r->body, r->len)) {
+    mp_send_error(conn, 400, "invalid_request",
+                  "strings in the body may not contain NUL (\\u0000)");
+    return NULL;
+  }
+  json = cJSON_ParseWithLength(r->body ? r->body : "", r->len);
+  if (!cJSON_IsObject(json)) {
+    cJSON_Delete(json);
+    mp_send_error(conn, 400, "invalid_request",
+                  "the request body must be a JSON object (malformed JSON?)");
+    return NULL;
+  }
+  return json;
+}

@@ -1,0 +1,40 @@
+/*
+** A request to mastra-platform (request.c): its state while libmicrohttpd
+** delivers it (httpd.c fills the body), and the pieces the routes read:
+** the JSON body, query arguments, percent-decoded path parts.
+*/
+#ifndef MP_REQUEST_H
+#define MP_REQUEST_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+
+typedef struct mp_request {
+  char *body;
+  size_t len, cap, limit;
+  int too_large;
+  int responded;        /* a response was queued early (401, 413) */
+  /* a route's state across a suspension of the connection (the legacy
+  ** exec): state_free(state) runs when the request ends, however it ends */
+  void *state;
+  void (*state_free)(void *state);
+} mp_request;
+
+/* The body as a JSON object (an empty body is {} unless required); NULL
+** after answering 400. */
+cJSON *mp_request_json(struct MHD_Connection *conn, mp_request *r,
+                       int required);
+
+/* Percent-decode s[0..n) into a new string; plus_space for query values.
+** NULL on a bad escape; *out_len gets the length (NUL bytes included). */
+char *mp_pct_decode(const char *s, size_t n, int plus_space, size_t *out_len);
+
+/* A query argument, decoded (malloc'd), or NULL when absent; *bad is set
+** for a bad escape or a NUL byte. */
+char *mp_query_arg(struct MHD_Connection *conn, const char *name, int *bad);
+/* whether the query argument is the text "true" */
+int mp_query_true(struct MHD_Connection *conn, const char *name);
+
+#endif
