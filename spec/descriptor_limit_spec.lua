@@ -38,6 +38,11 @@ else
 end
 local list = {}
 for i = 1, n do list[i] = i end
+if kind == "request" then
+  -- requests end fast: hold them open by stopping the platform for 1 s
+  local pid = os.getenv("SERVER_PID")
+  os.execute(("kill -STOP %s; (sleep 1; kill -CONT %s) &"):format(pid, pid))
+end
 local ok = 0
 mastra.map(list, function()
   local good, err
@@ -63,7 +68,8 @@ s:destroy()
     platform.writeFile(script, SCRIPT)
     local r = sb:executeCommand(("ulimit -n %d && exec %s %s %s %d %s"):format(limit,
       quote(child.binary(runner)), quote(script), kind, n, default and "default" or "given"),
-      nil, { env = ctx:env(), timeout = 60000 })
+      nil, { env = ctx:env{ SERVER_PID = tostring(ctx.srv.pid) }, timeout = 60000 })
+    sb:executeCommand("kill -CONT " .. ctx.srv.pid) -- whatever happened
     assert.are.equal(0, r.exitCode, r.stderr)
     local ok = tonumber(r.stdout:match("\nok\t(%d+)\n$") or r.stdout:match("^ok\t(%d+)\n$"))
     assert.truthy(ok, r.stdout)
