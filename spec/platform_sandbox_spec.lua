@@ -236,7 +236,7 @@ describe("PlatformSandbox on the local platform", function()
     assert.matches("unknown option 'tiemout'", err_of(new, { tiemout = 1 }))
     assert.matches("option 'networkIsolation' must be \"ISOLATED\" or \"PRIVATE\"",
       err_of(new, { networkIsolation = "OPEN" }))
-    assert.matches('sandboxProvider "e2b" is not supported yet',
+    assert.matches('sandboxProvider "e2b" is not supported %(',
       err_of(new, { sandboxProvider = "e2b" }))
     assert.matches("environmentId is required", err_of(mastra.PlatformSandbox.new,
       { accessToken = "t", proxyUrl = srv.url, projectId = "p" }))

@@ -71,7 +71,7 @@ function client.resolve(opts, where)
   local provider = nonblank(trim(opts.sandboxProvider))
     or nonblank(trim(os.getenv("SANDBOX_PROVIDER") or "")) or "railway"
   if provider == "e2b" then
-    error(where .. ': sandboxProvider "e2b" is not supported yet (mastra-lua speaks'
+    error(where .. ': sandboxProvider "e2b" is not supported (mastra-lua speaks'
       .. ' the Railway direct-exec data plane); use "railway"', 3)
   elseif provider ~= "railway" then
     error(where .. ': SANDBOX_PROVIDER must be either "railway" or "e2b"', 3)

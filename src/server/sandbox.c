@@ -21,6 +21,7 @@
 
 #include "checkpoint.h"
 #include "envp.h"
+#include "json.h"
 #include "log.h"
 #include "util.h"
 
@@ -137,14 +138,14 @@ int mp_state_load(mp_server *srv) {
     return -1;
   }
   while ((e = readdir(d)) != NULL) {
-    size_t n = strlen(e->d_name);
+    size_t n = strlen(e->d_name), len;
     char *text;
     cJSON *o;
     /* records only: leftovers of an interrupted write are not *.json */
     if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (mastra__read_file(path, &text, NULL) < 0) continue;
-    o = cJSON_Parse(text);
+    if (mastra__read_file(path, &text, &len) < 0) continue;
+    o = mastra__json_parse(text, len, NULL, NULL);
     free(text);
     if (cJSON_IsObject(o))
       load_record(srv, o);
