@@ -13,6 +13,7 @@
 -- seconds (default 900).
 local core = require "mastra.core"
 local errors = require "mastra.errors"
+local process = require "mastra.process"
 local shell = require "mastra.shell"
 local task = require "mastra.task"
 
@@ -121,11 +122,21 @@ local function start_server(dir)
   local out_path = dir .. "/platform.out"
   os.remove(out_path)
   local idle = tonumber(os.getenv("MASTRA_PLATFORM_IDLE_EXIT") or "") or 900
-  local ok, err = core.daemon(("%s serve --listen 127.0.0.1:0 --data-dir %s"
-    .. " --token-file %s --idle-exit %d >%s 2>>%s"):format(shell.quote(bin),
-    shell.quote(data), shell.quote(token_file), idle, shell.quote(out_path),
-    shell.quote(dir .. "/platform.log")))
-  if not ok then return nil, err end
+  -- sh starts the server in a session of its own and exits at once; the
+  -- wait for sh is a task's wait (never a blocking waitpid)
+  local starter = process.start{
+    command = ("setsid %s serve --listen 127.0.0.1:0 --data-dir %s --token-file %s"
+      .. " --idle-exit %d </dev/null >%s 2>>%s &"):format(shell.quote(bin),
+      shell.quote(data), shell.quote(token_file), idle, shell.quote(out_path),
+      shell.quote(dir .. "/platform.log")),
+    env = true, -- the server gets this process's environment
+    timeout = 10000,
+  }
+  process.pump(starter)
+  if starter.exitCode ~= 0 then
+    return nil, ("cannot start mastra-platform: /bin/sh exited with %s: %s")
+      :format(starter.exitCode, starter.stderr)
+  end
   local url, pid = wait_for_url(out_path, core.now() + 15000)
   if url == nil then
     return nil, ("mastra-platform did not start within 15 s; see %s/platform.log")

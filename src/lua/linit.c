@@ -14,7 +14,7 @@
 static const luaL_Reg areas[] = {
   {"loop", mastra__open_loop},   /* poll, timers, now: lloop.c */
   {"proc", mastra__open_proc},   /* spawn, processes: lproc.c */
-  {"sys", mastra__open_sys},     /* getcwd, lock, daemon, ids: lsys.c */
+  {"sys", mastra__open_sys},     /* getcwd, lock, ids: lsys.c */
   {"fs", mastra__open_fs},       /* fs*: lfs.c */
   {"net", mastra__open_net},     /* http, websocket: lnet.c */
   {"json", mastra__open_json},   /* jsonDecode, jsonEncode: ljson.c */

@@ -6,7 +6,6 @@
 **   core.getcwd()        -> the current directory
 **   core.lock(path [, nonblocking]) -> a lock object held until :close()
 **                          (or collection); nonblocking: EAGAIN when held
-**   core.daemon(command) -> true: shell text run detached
 **   core.pidAlive(pid)   -> whether a process with that pid exists
 **
 ** Failures return nil, message, NAME (docs/core.md).
@@ -16,10 +15,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -83,33 +80,6 @@ static int core_lock(lua_State *L) {
   return 1;
 }
 
-/* daemon(command) -> true, or nil, message, NAME: run shell text detached
-** from this process (its own session, not our child, not on our loop),
-** with stdin from /dev/null; the command redirects its own output. */
-static int core_daemon(lua_State *L) {
-  const char *command = luaL_checkstring(L, 1);
-  static char *const envp_none[] = {NULL};
-  extern char **environ;
-  posix_spawnattr_t attr;
-  char *argv[4];
-  pid_t pid;
-  int rc, status;
-  lua_pushfstring(L, "setsid %s </dev/null &", command);
-  argv[0] = "sh";
-  argv[1] = "-c";
-  argv[2] = (char *)lua_tostring(L, -1);
-  argv[3] = NULL;
-  posix_spawnattr_init(&attr);
-  rc = posix_spawn(&pid, "/bin/sh", NULL, &attr, argv,
-                   environ ? environ : envp_none);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return mastra__pusherrno(L, rc, "cannot start /bin/sh");
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-    ;
-  lua_pushboolean(L, 1);
-  return 1;
-}
-
 /* pidAlive(pid) -> whether a process with that pid exists */
 static int core_pid_alive(lua_State *L) {
   lua_Integer pid = luaL_checkinteger(L, 1);
@@ -123,7 +93,6 @@ int mastra__open_sys(lua_State *L) {
     {"newid", core_newid},
     {"getcwd", core_getcwd},
     {"lock", core_lock},
-    {"daemon", core_daemon},
     {"pidAlive", core_pid_alive},
     {NULL, NULL}
   };
