@@ -186,10 +186,7 @@ end
 -- and returns exitCode 124 with the output received so far.
 function LocalSandbox:executeCommand(command, args, opts)
   local where = "LocalSandbox:executeCommand"
-  check_self(where, self)
-  options.arg(where, 1, "command", command, options.string)
-  common.checkArgs(where, args)
-  opts = options.check(where, opts, common.EXEC_OPTS)
+  opts = common.checkExec(where, LocalSandbox, self, command, args, opts)
   self:_ensureRunning()
   local timeout = opts.timeout
   if timeout == nil then timeout = self.timeout end

@@ -417,10 +417,7 @@ end
 -- exitCode 124.
 function PlatformSandbox:executeCommand(command, args, opts)
   local where = "PlatformSandbox:executeCommand"
-  check_self(where, self)
-  options.arg(where, 1, "command", command, options.string)
-  common.checkArgs(where, args)
-  opts = options.check(where, opts, common.EXEC_OPTS)
+  opts = common.checkExec(where, PlatformSandbox, self, command, args, opts)
   local started = core.now()
   local full = shell.commandLine(command, args)
   self:_ensureRunning(full)
