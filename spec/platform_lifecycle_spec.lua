@@ -149,7 +149,7 @@ end
 -- }======
 
 describe("mastra-platform default idle timeout (--default-idle-minutes)", function()
-  local MINUTES = 0.05 -- 3 s
+  local MINUTES = 0.1 -- 6 s: time enough to start a command on a busy machine
 
   it("reaps a sandbox created without idleTimeoutMinutes and keeps its checkpoint", function()
     with_cleanup(function(ctx)
@@ -161,9 +161,9 @@ describe("mastra-platform default idle timeout (--default-idle-minutes)", functi
       assert.are.equal(0, w.exitCode, w.stderr)
       local t0 = mastra.now()
       assert.is_true(platform.waitUntil(function() return destroyed(srv, sb.id) end, 20000, 200),
-        "a sandbox without idleTimeoutMinutes was not reaped within 20 s (default 3 s)")
-      assert.is_true(mastra.now() - t0 > 1500, ("reaped %.0f ms after its last command, before"
-        .. " its 3 s idle timeout"):format(mastra.now() - t0))
+        "a sandbox without idleTimeoutMinutes was not reaped within 20 s (default 6 s)")
+      assert.is_true(mastra.now() - t0 > 4000, ("reaped %.0f ms after its last command, before"
+        .. " its 6 s idle timeout"):format(mastra.now() - t0))
       assert.is_false(destroyed(srv, own.id), "a sandbox with idleTimeoutMinutes = 60 was reaped")
       -- the checkpoint was kept: the same recovery key comes back with the tree
       local again = create(srv, { id = "idle-key", environmentId = "env", idleTimeoutMinutes = 60 })
@@ -176,10 +176,10 @@ describe("mastra-platform default idle timeout (--default-idle-minutes)", functi
   it("never reaps a sandbox while a command runs in it; reaps it after", function()
     with_server({ "--default-idle-minutes", tostring(MINUTES) }, 1, function(_, srv, n, sb)
       local h = ws_spawn(srv, srv:lease(P, sb.id),
-        "sleep " .. n[1] .. " & sleep 7; kill $!; echo done")
+        "sleep " .. n[1] .. " & sleep 10; kill $!; echo done")
       assert.is_true(platform.waitUntil(function() return all_running(n) end, 10000),
         "the command did not start")
-      mastra.sleep(5000) -- past the 3 s idle timeout, while the command runs
+      mastra.sleep(8000) -- past the 6 s idle timeout, while the command runs
       assert.is_false(destroyed(srv, sb.id), "a sandbox with a running command was reaped")
       assert.is_true(platform.waitUntil(function() return h.exitCode ~= nil end, 20000),
         "ws-exec did not finish")
@@ -329,7 +329,7 @@ describe("mastra-platform legacy exec lifecycle", function()
 
   it("a legacy exec whose client is killed kills its command; the sandbox is then reaped",
     function()
-      with_server({ "--default-idle-minutes", "0.05" }, 1, function(_, srv, n, sb)
+      with_server({ "--default-idle-minutes", "0.1" }, 1, function(_, srv, n, sb)
         local h = legacy_spawn(srv, sb.id, "sleep " .. n[1])
         assert.is_true(platform.waitUntil(function() return all_running(n) end, 10000),
           "the command did not start")
