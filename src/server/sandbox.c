@@ -11,9 +11,9 @@
 ** and restored when a sandbox is created with the same recovery key.
 **
 ** Orphans: every command runs with MP_MARKER_VAR=<sandbox id> in its
-** environment and has a run file, DATA_DIR/state/run/<pid>-<start time>
-** (its process group and the start time of its leader in /proc/PID/stat),
-** from its start until it is let go of. A destroy kills the sandbox's
+** environment and has a run file, DATA_DIR/state/run/<boot id>/<pid>-<start
+** time> (its process group and the start time of its leader in
+** /proc/PID/stat), from its start until it is let go of. A destroy kills the sandbox's
 ** marked processes that left its commands' groups; shutdown kills every
 ** group and every marked process; a server that starts after a crash
 ** kills the groups of the run files left behind (when the leader is gone
@@ -336,9 +336,34 @@ static int proc_stat(long pid, char *state, long *pgrp,
   return 0;
 }
 
+/* The kernel's id of this boot: pids and start times mean something only
+** within one boot. */
+static const char *boot_id(void) {
+  static char id[64];
+  char *text;
+  size_t len, i;
+  if (id[0] != '\0') return id;
+  snprintf(id, sizeof id, "boot");
+  if (mastra__read_file("/proc/sys/kernel/random/boot_id", &text, &len) < 0)
+    return id;
+  for (i = 0; i < len && i + 1 < sizeof id
+       && (text[i] == '-' || (text[i] >= '0' && text[i] <= '9')
+           || (text[i] >= 'a' && text[i] <= 'f'));
+       i++)
+    id[i] = text[i];
+  if (i > 0) id[i] = '\0';
+  free(text);
+  return id;
+}
+
+static void run_dir_path(const mp_server *srv, char *out, size_t n) {
+  snprintf(out, n, "%s/state/run/%s", srv->data_dir, boot_id());
+}
+
 static void run_file_path(const mp_server *srv, char *out, size_t n,
                           long pid, unsigned long long start) {
-  snprintf(out, n, "%s/state/run/%ld-%llu", srv->data_dir, pid, start);
+  snprintf(out, n, "%s/state/run/%s/%ld-%llu", srv->data_dir, boot_id(), pid,
+           start);
 }
 
 /* The run file of a command just started (it holds the sandbox id);
@@ -355,7 +380,7 @@ static unsigned long long run_file_add(mp_server *srv, const mp_sandbox *sb,
   fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0 && errno == ENOENT) {
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s/state/run", srv->data_dir);
+    run_dir_path(srv, dir, sizeof dir);
     if (mastra__mkdirs(dir, 0755, NULL) == 0)
       fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   }
@@ -492,15 +517,35 @@ static void mark_interrupted(mp_server *srv, const char *id) {
   mp_record_save(srv, sb);
 }
 
-/* The run files: SIGKILL each group whose leader is gone (a group id is
-** not reused while the group has members) or is still the process that
-** was started (same start time); a reused pid is left alone. */
+/* The run files of earlier boots name processes that are gone. */
+static void remove_other_boots(mp_server *srv) {
+  char dir[4200], path[4600];
+  DIR *d;
+  struct dirent *e;
+  snprintf(dir, sizeof dir, "%s/state/run", srv->data_dir);
+  d = opendir(dir);
+  if (d == NULL) return;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0
+        || strcmp(e->d_name, boot_id()) == 0)
+      continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    mastra__remove_tree(path);
+  }
+  closedir(d);
+}
+
+/* The run files of this boot: SIGKILL each group whose leader is gone (a
+** group id is not reused while the group has members) or is still the
+** process that was started (same start time); a reused pid is left
+** alone. */
 static size_t kill_run_files(mp_server *srv) {
   char dir[4200], path[4600];
   DIR *d;
   struct dirent *e;
   size_t n = 0;
-  snprintf(dir, sizeof dir, "%s/state/run", srv->data_dir);
+  remove_other_boots(srv);
+  run_dir_path(srv, dir, sizeof dir);
   d = opendir(dir);
   if (d == NULL) return 0;
   while ((e = readdir(d)) != NULL) {
