@@ -9,9 +9,9 @@
 **
 ** Once listening it prints one JSON line on stdout:
 **   {"url":"http://127.0.0.1:PORT","pid":N,"dataDir":"...","tokenFile":"..."}
-** and logs on stderr. SIGTERM (or SIGINT) stops every command, captures
-** the checkpoints, writes the state and exits with status 0; nothing it
-** started runs after it exited.
+** and logs on stderr. SIGTERM (or SIGINT, SIGHUP) stops every command,
+** captures the checkpoints, writes the state and exits with status 0;
+** nothing it started runs after it exited.
 **
 ** This file reads the options, prepares the data directory and the token,
 ** starts the parts (the bucket store, the sandbox records, the HTTP
@@ -286,10 +286,11 @@ int main(int argc, char **argv) {
   mp_state_load(&srv);
   kill_previous(&srv);
 
-  /* SIGTERM and SIGINT arrive through the loop */
+  /* SIGTERM, SIGINT and SIGHUP (a closed terminal) arrive through the loop */
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
   sigprocmask(SIG_BLOCK, &sigs, NULL);
   sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
   mastra__io_init(srv.loop, &sig_io, sfd, on_signal, &srv);
