@@ -470,9 +470,12 @@ static size_t kill_marked(mp_server *srv, const mp_sandbox *only,
   return killed;
 }
 
-/* what a destroy leaves: processes of sb outside its commands' groups */
+/* what a destroy leaves: processes of sb outside its commands' groups (a
+** sandbox that never ran a command has none: no scan) */
 static void kill_strays(mp_server *srv, mp_sandbox *sb) {
-  size_t n = kill_marked(srv, sb, 0);
+  size_t n;
+  if (sb->last_exec_ms == 0) return;
+  n = kill_marked(srv, sb, 0);
   if (n > 0) mp_log("sandbox %s: killed %zu stray process(es)", sb->id, n);
 }
 
