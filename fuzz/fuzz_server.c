@@ -26,6 +26,7 @@
 #include <cjson/cJSON.h>
 
 #include "bucket.h"
+#include "exec_legacy.h"
 #include "exec_ws.h"
 #include "httpd.h"
 #include "lease.h"
@@ -135,6 +136,7 @@ static char *exchange(const char *data, size_t len, int want) {
 
 static void cleanup(void) {
   mp_ws_exec_shutdown_all(&g_srv);
+  mp_exec_legacy_shutdown_all(&g_srv);
   mp_sandbox_shutdown_all(&g_srv);
   mp_http_stop(&g_srv);
   mastra__remove_tree(g_dir);

@@ -145,16 +145,21 @@ static void check_done(mastra__proc *p) {
   if (p->orphan) mastra__loop_defer_free(p->loop, &p->handle);
 }
 
-static void proc_free(mastra__handle *h) {
-  mastra__proc *p = (mastra__proc *)h;
-  mastra__loop *loop = p->loop;
-  mastra__loop_remove_handle(loop, h);
+/* Stop watching the process: its descriptors and its timers. */
+static void unwatch(mastra__proc *p) {
   stop_exit_io(p);
   stop_io(&p->out_io);
   stop_io(&p->err_io);
   stop_io(&p->in_io);
   mastra__timer_stop(&p->deadline);
   mastra__timer_stop(&p->grace);
+}
+
+static void proc_free(mastra__handle *h) {
+  mastra__proc *p = (mastra__proc *)h;
+  mastra__loop *loop = p->loop;
+  mastra__loop_remove_handle(loop, h);
+  unwatch(p);
   close_fd(&p->pidfd);
   free(p->out.data);
   free(p->err.data);
@@ -170,12 +175,7 @@ static void proc_shutdown(mastra__handle *h) {
     p->done = 1;
   }
   reap(p);
-  stop_exit_io(p);
-  stop_io(&p->out_io);
-  stop_io(&p->err_io);
-  stop_io(&p->in_io);
-  mastra__timer_stop(&p->deadline);
-  mastra__timer_stop(&p->grace);
+  unwatch(p);
   if (p->orphan) proc_free(h);
 }
 
