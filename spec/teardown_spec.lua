@@ -241,13 +241,16 @@ error("fails while the platform is frozen")
   end)
 
   -- mastra-lua handles the three; plain lua5.4 has lua.c's SIGINT handler,
-  -- which raises "interrupted!" in the main chunk (the module installs no
-  -- signal handler of its own)
+  -- which raises "interrupted!" in the main chunk, and the module's own
+  -- SIGTERM and SIGHUP handlers, which interrupt the loop: the scheduler
+  -- raises an InterruptedError in the main chunk
   local SIGNALS = {
     { "mastra-lua", "TERM", 143, "interrupted (SIGTERM)" },
     { "mastra-lua", "INT", 130, "interrupted (SIGINT)" },
     { "mastra-lua", "HUP", 129, "interrupted (SIGHUP)" },
     { "lua5.4", "INT", 1, "interrupted!" },
+    { "lua5.4", "TERM", 1, "InterruptedError: interrupted" },
+    { "lua5.4", "HUP", 1, "InterruptedError: interrupted" },
   }
   it("a destroy under way when a lua5.4 script ends is sent again at exit", function()
     -- lua_close finalizes the request of the DELETE in flight; the drain at

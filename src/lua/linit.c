@@ -32,6 +32,11 @@ MASTRA_API int luaopen_mastra_core(lua_State *L) {
     lua_pushvalue(L, -2);
     lua_call(L, 1, 0);
   }
+  /* a host that embeds the library (mastra_openlibs) owns its signals; a
+  ** plain interpreter gets SIGTERM and SIGHUP as the runner has them */
+  if (lua_getfield(L, LUA_REGISTRYINDEX, MASTRA__EMBEDDED_KEY) == LUA_TNIL)
+    mastra__catch_stop_signals(L);
+  lua_pop(L, 1);
   lua_pushliteral(L, "mastra.core");
   lua_setfield(L, -2, "_NAME");
   lua_pushliteral(L, MASTRA_VERSION_STRING);
