@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -191,6 +192,14 @@ int mp_http_timeout(mp_server *srv) {
 }
 
 void mp_http_run(mp_server *srv) { MHD_run(srv->httpd); }
+
+void mp_http_quiesce(mp_server *srv) {
+  MHD_socket fd;
+  if (srv->httpd == NULL) return;
+  fd = MHD_quiesce_daemon(srv->httpd);
+  /* external event loop: the socket may be closed now */
+  if (fd != MHD_INVALID_SOCKET) close(fd);
+}
 
 void mp_http_stop(mp_server *srv) {
   if (srv->httpd == NULL) return;

@@ -64,6 +64,8 @@ struct mp_server {
   size_t max_object;          /* bucket PUT bodies */
   uint64_t lease_ttl_ms;
   int idle_exit_s;            /* exit when idle with no sandboxes; 0: never */
+  double default_idle_min;    /* idle timeout of sandboxes without one; 0: never */
+  struct mp_legacy_run *legacy_runs; /* exec_legacy.c: the runs in flight */
   int64_t last_request_ms;
   volatile int stopping;
 };
