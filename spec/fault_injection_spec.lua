@@ -93,6 +93,7 @@ local function count(t, ok, r, expected, streamed)
     end
   else
     local c = classify(r)
+    t.lastError = errors.message(r)
     if c then
       t.typed[c] = (t.typed[c] or 0) + 1
     else
@@ -126,6 +127,8 @@ local function finish(t)
     .. " wall %d ms%s\n"):format(t.name, t.execs, t.full, typed_total(t), typed_text(t),
       t.truncated, t.failed, t.untyped, t.replayed, t.sandboxes, t.left, t.processes,
       t.wallMs, t.note and ("; " .. t.note) or "")
+    .. (t.lastError and ("fault-injection:   last error: " .. t.lastError:sub(1, 300) .. "\n")
+      or "")
   io.stderr:write(line)
   REPORT[#REPORT + 1] = t
   assert.are.equal(0, t.truncated, "a success with less than the full output: " .. (t.sample or ""))
@@ -156,6 +159,13 @@ end
 
 local function note_id(ids, sb)
   if sb.sandboxId then ids[sb.sandboxId] = true end
+end
+
+local function realpath(path)
+  local p = assert(io.popen("realpath " .. quote(path)))
+  local out = p:read("a")
+  p:close()
+  return util.trim(out)
 end
 
 -- The pids of the processes whose working directory is under dir.
@@ -193,7 +203,7 @@ local function account(t, srv, clones, ids, dataDir)
       or rec.status == "stopped" or rec.status == "destroyed"))
     if not gone then t.left = t.left + 1 end
   end, { concurrency = 8 })
-  local real = util.trim(io.popen("realpath " .. quote(dataDir)):read("a"))
+  local real = realpath(dataDir)
   platform.waitUntil(function() return #processes_under(real) == 0 end, 3000)
   t.processes = #processes_under(real)
 end
@@ -316,6 +326,23 @@ describe("fault injection", function()
     end
   end)
 
+  it("the tally sees a silent truncation: a session that ends with exit 0 after 4 of 10"
+    .. " frames", function()
+    -- the detector itself: a server that lies (exit 0 after part of the
+    -- output) gives a success the client cannot tell from a full one
+    local srv = fault.start{ routes = routes({ created(1) },
+      { { afterMessages = 2, frames = frames(4, true), close = 1000 } }) }
+    servers[#servers + 1] = srv
+    local t = tally("lying server")
+    local sb = fault_fleet(srv, 1)[1]
+    exec(t, sb, "seq 1 " .. LINES, EXPECTED)
+    sb:destroy()
+    assert.are.equal(1, t.truncated)
+    assert.are.equal(("exit 0 with %d of %d bytes"):format(#seq_text(1, 8000), #EXPECTED),
+      t.sample)
+    assert.are.equal(0, t.full)
+  end)
+
   it("a: kill -9 of the server mid-command, then a restart on the same data directory",
     function()
       local dir = tmpdir()
@@ -330,15 +357,20 @@ describe("fault injection", function()
         note_id(ids, sb)
       end, { concurrency = 16 })
       -- 40 bursts of 500 lines, 50 ms apart: about 2 s of output; set -e:
-      -- the shell ends once a write fails (the server is gone)
-      local slow = "set -e; for i in $(seq 0 39); do seq $((i*500+1)) $((i*500+500));"
+      -- the shell ends once a write fails (the server is gone). Every 5th
+      -- clone prints half, then stays quiet for 30 s: a command that
+      -- writes nothing after the kill, which only the restart can end.
+      local noisy = "set -e; for i in $(seq 0 39); do seq $((i*500+1)) $((i*500+500));"
         .. " sleep 0.05; done"
-      local streaming, finished, inflight = 0, 0, nil
+      local quiet = "seq 1 10000; sleep 30; seq 10001 " .. LINES
+      local real = realpath(opts.dataDir)
+      local streaming, finished, inflight, between = 0, 0, nil, nil
+      local killedAt, restartedAt
       mastra.all{
         function()
-          mastra.map(clones, function(sb)
+          mastra.map(clones, function(sb, i)
             local seen = false
-            exec(t, sb, slow, EXPECTED, { onChunk = function()
+            exec(t, sb, i % 5 == 0 and quiet or noisy, EXPECTED, { onChunk = function()
               if not seen then
                 seen = true
                 streaming = streaming + 1
@@ -352,12 +384,23 @@ describe("fault injection", function()
           platform.waitUntil(function() return streaming + finished >= FLEET end, 20000)
           mastra.sleep(200)
           inflight = FLEET - finished
+          killedAt = mastra.now() - t.t0
           srv:kill9()
+          mastra.sleep(300)
+          between = #processes_under(real)
           srv = start{ dataDir = opts.dataDir, tokenFile = opts.tokenFile,
             args = { "--listen", "127.0.0.1:" .. port } }
+          restartedAt = mastra.now() - t.t0
         end,
       }
-      t.note = ("%d of %d execs in flight at the kill"):format(inflight, FLEET)
+      -- the restarted server killed what the previous one started before
+      -- it served: nothing of theirs is left
+      platform.waitUntil(function() return #processes_under(real) == 0 end, 2000)
+      local survivors = #processes_under(real)
+      t.note = ("%d of %d execs in flight at the kill (at %.1f s); %d commands alive between"
+        .. " the kill and the restart (serving again at %.1f s), %d after the restart")
+        :format(inflight, FLEET, killedAt / 1000, between, restartedAt / 1000, survivors)
+      assert.are.equal(0, survivors, "commands of the killed server outlived the restart")
       assert.is_true(inflight > 0, "no exec was in flight at the kill")
       assert.are.equal(port, srv.port)
       -- after the restart: one exec per clone, and one more after a
@@ -470,25 +513,32 @@ describe("fault injection", function()
         return mastra.PlatformFilesystem.new{ accessToken = s.token, proxyUrl = s.url,
           projectId = "proj", bucketName = "bkt" }
       end
-      -- 40 objects of 256 KiB (10 MiB) into 6 MiB; bytes of every value
+      -- 40 objects of 256 KiB (10 MiB) into 6 MiB, then 100 of 4 KiB for
+      -- the space left; bytes of every value
+      local N, BIG = 140, 40
       local function body(i)
         local unit = ("object %03d \0\255"):format(i) .. string.rep(string.char(i % 256), 50)
           .. "\n"
-        return string.rep(unit, 256 * 1024 // #unit) .. ("end %03d"):format(i)
+        local size = i <= BIG and 256 * 1024 or 4096
+        return string.rep(unit, size // #unit) .. ("end %03d"):format(i)
       end
-      local N = 40
-      local list, stored = {}, {}
-      for i = 1, N do list[i] = i end
+      local stored = {}
       local fs = fs_of(srv)
-      mastra.map(list, function(i)
-        local ok, err = pcall(fs.writeFile, fs, ("/fill/obj-%03d.bin"):format(i), body(i))
-        if ok then
-          t.execs, t.full = t.execs + 1, t.full + 1
-          stored[i] = true
-        else
-          count(t, false, err)
-        end
-      end, { concurrency = 4 })
+      local function fill(from, to, concurrency)
+        local list = {}
+        for i = from, to do list[#list + 1] = i end
+        mastra.map(list, function(i)
+          local ok, err = pcall(fs.writeFile, fs, ("/fill/obj-%03d.bin"):format(i), body(i))
+          if ok then
+            t.execs, t.full = t.execs + 1, t.full + 1
+            stored[i] = true
+          else
+            count(t, false, err)
+          end
+        end, { concurrency = concurrency })
+      end
+      fill(1, BIG, 4)
+      fill(BIG + 1, N, 1)
       -- every object answered 2xx reads back as written; a refused one is
       -- absent (nothing torn)
       local function check_back(f, when)
@@ -507,10 +557,29 @@ describe("fault injection", function()
         return intact, absent, torn
       end
       check_back(fs, "before")
+      -- sandboxes on the full disk: 10 clones, one exec each
+      local sbt = tally("full disk (sandboxes)")
+      local clones = fleet(srv, "full", 10)
+      local ids = {}
+      mastra.map(clones, function(sb)
+        exec(sbt, sb, "seq 1 " .. LINES, EXPECTED)
+        note_id(ids, sb)
+      end, { concurrency = 10 })
       srv:kill9()
-      srv = start(opts)
+      srv = start{ dataDir = opts.dataDir, tokenFile = opts.tokenFile,
+        args = { "--listen", "127.0.0.1:" .. srv.port } }
       local fs2 = fs_of(srv)
       check_back(fs2, "after")
+      -- what the restarted server knows of the sandboxes made on the full disk
+      local known = {}
+      for id in pairs(ids) do
+        local st = srv:curl("GET", P .. "/sandbox/" .. id).status
+        known[st] = (known[st] or 0) + 1
+      end
+      local parts = {}
+      for st, n in pairs(known) do parts[#parts + 1] = ("%d answered %d"):format(n, st) end
+      table.sort(parts)
+      sbt.note = "GET after the restart: " .. table.concat(parts, ", ")
       -- room again: delete 8 stored objects, then a write goes through
       local freed = 0
       for i = 1, N do
@@ -527,6 +596,13 @@ describe("fault injection", function()
           t.after.absent, t.after.torn,
           ok_again and "ok" or (classify(err_again) or tostring(err_again)))
       finish(t)
+      account(sbt, srv, clones, ids, opts.dataDir)
+      local trees = 0
+      for id in pairs(ids) do
+        if lfs.attributes(opts.dataDir .. "/sandboxes/" .. id) then trees = trees + 1 end
+      end
+      sbt.note = sbt.note .. ("; working trees left on disk after the destroys: %d"):format(trees)
+      finish(sbt)
       assert.is_true(t.full >= 1, "no write succeeded")
       assert.is_true(typed_total(t) >= 1, "the disk never filled")
       assert.are.same({ intact = t.full, absent = N - t.full, torn = 0 }, t.before)
