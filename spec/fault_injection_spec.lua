@@ -485,8 +485,10 @@ describe("fault injection", function()
       end })
       note_id(ids, sb)
     end, { concurrency = FLEET })
-    t.note = ("%d chunks of stdout, %.0f bytes on average"):format(chunks,
-      t.execs * #expected / math.max(chunks, 1))
+    local status = util.read_file("/proc/" .. math.tointeger(srv.pid) .. "/status") or ""
+    t.note = ("%d chunks of stdout, %.0f bytes on average; the server's peak RSS %s kB")
+      :format(chunks, t.execs * #expected / math.max(chunks, 1),
+        status:match("VmHWM:%s*(%d+)") or "?")
     account(t, srv, clones, ids, srv.dataDir)
     finish(t)
     assert.are.equal(FLEET, t.full)
@@ -565,9 +567,19 @@ describe("fault injection", function()
         exec(sbt, sb, "seq 1 " .. LINES, EXPECTED)
         note_id(ids, sb)
       end, { concurrency = 10 })
+      -- a quiet command in each, running across the kill -9 (the restart
+      -- must end them, full disk or not)
+      local real = realpath(opts.dataDir)
+      local quiet = {}
+      for i, sb in ipairs(clones) do quiet[i] = sb.processes:spawn("sleep 60") end
+      platform.waitUntil(function() return #processes_under(real) >= #clones end, 10000)
+      local running = #processes_under(real)
       srv:kill9()
+      for _, h in ipairs(quiet) do pcall(h.wait, h) end
       srv = start{ dataDir = opts.dataDir, tokenFile = opts.tokenFile,
         args = { "--listen", "127.0.0.1:" .. srv.port } }
+      platform.waitUntil(function() return #processes_under(real) == 0 end, 3000)
+      local survivors = #processes_under(real)
       local fs2 = fs_of(srv)
       check_back(fs2, "after")
       -- what the restarted server knows of the sandboxes made on the full disk
@@ -579,7 +591,8 @@ describe("fault injection", function()
       local parts = {}
       for st, n in pairs(known) do parts[#parts + 1] = ("%d answered %d"):format(n, st) end
       table.sort(parts)
-      sbt.note = "GET after the restart: " .. table.concat(parts, ", ")
+      sbt.note = ("%d sleep commands running at the kill, %d alive after the restart;"
+        .. " GET after the restart: %s"):format(running, survivors, table.concat(parts, ", "))
       -- room again: delete 8 stored objects, then a write goes through
       local freed = 0
       for i = 1, N do
