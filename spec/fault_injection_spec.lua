@@ -295,6 +295,18 @@ describe("fault injection", function()
     return srv
   end
 
+  -- A fleet of FLEET clones on the fault server srv, one `seq` each, then
+  -- destroyed and accounted for (offset: see fault_account).
+  local function fault_run(name, srv, offset)
+    servers[#servers + 1] = srv
+    local t = tally(name)
+    local clones = fault_fleet(srv, FLEET)
+    mastra.map(clones, function(sb) exec(t, sb, "seq 1 " .. LINES, EXPECTED) end,
+      { concurrency = FLEET })
+    fault_account(t, srv, clones, offset)
+    return t
+  end
+
   local function tmpdir()
     local d = platform.tmpdir()
     dirs[#dirs + 1] = d
@@ -433,12 +445,7 @@ describe("fault injection", function()
       { { afterMessages = 2, frames = frames(4), drop = true, times = 40 },
         { afterMessages = 2, frames = frames(#FRAMES), drop = true, times = 35 },
         FULL_SESSION }) }
-    servers[#servers + 1] = srv
-    local t = tally("WebSocket 1006 mid-output")
-    local clones = fault_fleet(srv, FLEET)
-    mastra.map(clones, function(sb) exec(t, sb, "seq 1 " .. LINES, EXPECTED) end,
-      { concurrency = FLEET })
-    fault_account(t, srv, clones, 0)
+    local t = fault_run("WebSocket 1006 mid-output", srv, 0)
     t.note = ("%d exec sockets"):format(#srv:sessions())
     finish(t)
     assert.is_true(t.full >= 1 and (t.typed.SandboxExecTransportError or 0) >= 1,
@@ -451,12 +458,7 @@ describe("fault injection", function()
     local creates = { { status = 503, json = ERROR_503, times = 120 } }
     for k = 1, FLEET do creates[#creates + 1] = created(k) end
     local srv = fault.start{ routes = routes(creates, { FULL_SESSION }) }
-    servers[#servers + 1] = srv
-    local t = tally("503 storm on create")
-    local clones = fault_fleet(srv, FLEET)
-    mastra.map(clones, function(sb) exec(t, sb, "seq 1 " .. LINES, EXPECTED) end,
-      { concurrency = FLEET })
-    fault_account(t, srv, clones, 1)
+    local t = fault_run("503 storm on create", srv, 1)
     local posts = 0
     for _, ev in ipairs(srv:requests()) do
       if ev.method == "POST" and ev.path == FP .. "/sandbox" then posts = posts + 1 end
