@@ -7,8 +7,12 @@
 ** destroyedAt (GET shows it; exec-lease answers 410). Each record is
 ** written to <data>/state/sandboxes/<id>.json when it changes (atomically).
 ** Checkpoints (checkpoint.c) are captured when a sandbox is destroyed or
-** reaped, two seconds after the last command of a burst and at shutdown,
-** and restored when a sandbox is created with the same recovery key.
+** reaped, two seconds after the last command of a burst and at shutdown
+** (unless an explicit DELETE /checkpoint marked the sandbox), and restored
+** when a sandbox is created with the same recovery key (or a seed). tar
+** runs on the loop: a create that restores and a destroy that captures
+** finish when it does, and a destroy whose capture failed keeps the
+** sandbox.
 */
 #define _GNU_SOURCE
 #include "sandbox.h"
@@ -25,11 +29,23 @@
 #include "util.h"
 
 #define CHECKPOINT_DEBOUNCE_MS 2000
+/* a reaping whose capture failed is tried again after this */
+#define REAP_RETRY_MS 60000
+
+/* the capture after commands, or at shutdown: nobody waits for it */
+static void on_debounced_done(mp_waiter *w, mp_sandbox *sb, int rc,
+                              const char *name, const char *message) {
+  (void)w;
+  (void)sb;
+  (void)rc;
+  (void)name;
+  (void)message; /* a failure was logged by checkpoint.c */
+}
 
 static void on_checkpoint_due(mastra__timer *t) {
   mp_sandbox *sb = t->data;
-  char name[64];
-  if (sb->running == 0) mp_checkpoint_capture(sb->srv, sb, name, 0);
+  if (sb->running == 0 && !sb->destroying)
+    mp_checkpoint_capture(sb->srv, sb, &sb->debounced);
 }
 
 /* {====== records and the state file ====== */
@@ -49,6 +65,8 @@ static cJSON *record_json(const mp_sandbox *sb) {
   cJSON_AddNumberToObject(o, "createdMs", (double)sb->created_ms);
   cJSON_AddNumberToObject(o, "destroyedMs", (double)sb->destroyed_ms);
   cJSON_AddNumberToObject(o, "lastExecMs", (double)sb->last_exec_ms);
+  cJSON_AddStringToObject(o, "restoredFrom", sb->restored_from);
+  cJSON_AddBoolToObject(o, "checkpointDeleted", sb->checkpoint_deleted);
   return o;
 }
 
@@ -93,6 +111,7 @@ static mp_sandbox *sandbox_alloc(mp_server *srv) {
   sb->srv = srv;
   mastra__timer_init(srv->loop, &sb->idle_timer, on_idle, sb);
   mastra__timer_init(srv->loop, &sb->checkpoint_timer, on_checkpoint_due, sb);
+  sb->debounced.done = on_debounced_done;
   return sb;
 }
 
@@ -117,6 +136,10 @@ static void load_record(mp_server *srv, const cJSON *o) {
   sb->created_ms = (int64_t)num_field(o, "createdMs");
   sb->destroyed_ms = (int64_t)num_field(o, "destroyedMs");
   sb->last_exec_ms = (int64_t)num_field(o, "lastExecMs");
+  copy_field(sb->restored_from, sizeof sb->restored_from, o, "restoredFrom");
+  sb->restored = sb->restored_from[0] != '\0';
+  sb->checkpoint_deleted =
+      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "checkpointDeleted"));
   sb->env = cJSON_IsObject(env) ? cJSON_Duplicate(env, 1)
                                 : cJSON_CreateObject();
   set_dirs(srv, sb);
@@ -194,18 +217,78 @@ static void arm_idle(mp_sandbox *sb) {
 
 static void on_idle(mastra__timer *t) {
   mp_sandbox *sb = t->data;
-  if (sb->running > 0 || sb->destroyed_ms) return;
+  if (sb->running > 0 || sb->destroyed_ms || sb->destroying) return;
   mp_log("sandbox %s idle for %g min: reaping it", sb->id,
          sb->idle_timeout_min);
-  mp_sandbox_destroy(sb->srv, sb);
+  mp_sandbox_destroy(sb->srv, sb, NULL);
+}
+
+/* tell the waiters of a restore or a destroy */
+static void tell_waiters(mp_sandbox *sb, int rc, const char *name,
+                         const char *message) {
+  mp_waiter *w, *next;
+  w = sb->waiters;
+  sb->waiters = NULL;
+  for (; w != NULL; w = next) {
+    next = w->next;
+    w->next = NULL;
+    w->done(w, sb, rc, name, message);
+  }
+}
+
+static void add_waiter(mp_sandbox *sb, mp_waiter *w) {
+  if (w == NULL) return;
+  w->next = sb->waiters;
+  sb->waiters = w;
+}
+
+void mp_sandbox_forget(mp_sandbox *sb, mp_waiter *w) {
+  mp_waiter **p;
+  for (p = &sb->waiters; *p != NULL; p = &(*p)->next) {
+    if (*p == w) {
+      *p = w->next;
+      w->next = NULL;
+      return;
+    }
+  }
+  mp_checkpoint_forget(sb, w);
+}
+
+static void teardown(mp_server *srv, mp_sandbox *sb) {
+  sb->destroyed_ms = mastra__wall_ms();
+  mastra__timer_stop(&sb->idle_timer);
+  mastra__timer_stop(&sb->checkpoint_timer);
+  srv->driver->teardown(srv, sb);
+  mp_record_save(srv, sb);
+}
+
+static void on_restored(mp_waiter *w, mp_sandbox *sb, int rc,
+                        const char *name, const char *message) {
+  (void)w;
+  (void)name;
+  sb->restoring = 0;
+  if (rc < 0) {
+    mp_log("%s is destroyed: its checkpoint could not be restored", sb->id);
+    teardown(sb->srv, sb);
+  } else {
+    mp_record_save(sb->srv, sb);
+    arm_idle(sb);
+  }
+  tell_waiters(sb, rc, name, message);
 }
 
 int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
-                      mp_sandbox **out, char *err, size_t errlen) {
-  mp_sandbox *sb = sandbox_alloc(srv);
-  char hex[2 * 12 + 1];
-  int restored;
+                      mp_sandbox **out, mp_waiter *w, char *err,
+                      size_t errlen) {
+  mp_sandbox *sb;
+  char hex[2 * 12 + 1], source[4400], name[MP_CHECKPOINT_NAME_MAX];
+  int restore;
   *out = NULL;
+  restore = mp_checkpoint_source(srv, spec->project, spec->environment,
+                                 spec->recovery_key, spec->seed, source,
+                                 sizeof source, name, err, errlen);
+  if (restore < 0) return -2;
+  sb = sandbox_alloc(srv);
   if (sb == NULL || mastra__random_hex(hex, 12) < 0) {
     free(sb);
     snprintf(err, errlen, "out of memory or randomness");
@@ -227,46 +310,92 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
     free(sb);
     return -1;
   }
-  restored = mp_checkpoint_restore(srv, sb);
-  if (restored < 0) mp_log("restoring the checkpoint of %s failed", sb->id);
-  sb->restored = restored == 0;
   sb->next = srv->sandboxes;
   srv->sandboxes = sb;
+  *out = sb;
+  if (restore == 0) {
+    sb->restoring = 1;
+    add_waiter(sb, w);
+    mp_record_save(srv, sb);
+    sb->lifecycle.done = on_restored;
+    sb->lifecycle.explicit_request = 0;
+    mp_checkpoint_restore(srv, sb, source, name, &sb->lifecycle);
+    return 1;
+  }
   arm_idle(sb);
   mp_record_save(srv, sb);
-  *out = sb;
   return 0;
 }
 
-void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb) {
-  size_t i;
-  char name[64];
-  if (sb->destroyed_ms) return;
-  /* commands end; their sessions see them finish and let go */
-  for (i = 0; i < sb->nprocs; i++) mastra__proc_kill(sb->procs[i]);
-  mp_checkpoint_capture(srv, sb, name, 0);
-  sb->destroyed_ms = mastra__wall_ms();
-  mastra__timer_stop(&sb->idle_timer);
-  mastra__timer_stop(&sb->checkpoint_timer);
-  srv->driver->teardown(srv, sb);
-  mp_record_save(srv, sb);
+static void on_destroy_captured(mp_waiter *w, mp_sandbox *sb, int rc,
+                                const char *name, const char *message) {
+  char msg[1200];
+  (void)w;
+  (void)name;
+  sb->destroying = 0;
+  if (rc < 0) {
+    /* the sandbox stays, tree and all: a failed capture never passes for
+    ** a success, and the older checkpoint is still the key's */
+    snprintf(msg, sizeof msg, "capturing the checkpoint of %s failed (%s);"
+             " the sandbox is kept: free space and destroy it again, or"
+             " DELETE its checkpoint first to destroy it without one",
+             sb->id, message ? message : "unknown error");
+    mp_log("%s", msg);
+    if (sb->idle_timeout_min > 0 && sb->running == 0)
+      mastra__timer_start(&sb->idle_timer, REAP_RETRY_MS);
+    tell_waiters(sb, -1, NULL, msg);
+    return;
+  }
+  teardown(sb->srv, sb);
+  tell_waiters(sb, 0, NULL, NULL);
 }
 
-/* Shutdown: end every command and capture the checkpoints. The records
-** stay live: with the process driver a sandbox is its directory, which
-** is still there when the server comes back. */
+void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb, mp_waiter *w) {
+  size_t i;
+  if (sb->destroyed_ms) {
+    if (w != NULL) w->done(w, sb, 0, NULL, NULL);
+    return;
+  }
+  if (sb->restoring) {
+    if (w != NULL) w->done(w, sb, -1, NULL, "the sandbox is being restored");
+    return;
+  }
+  add_waiter(sb, w);
+  if (sb->destroying) return; /* told when that ends */
+  sb->destroying = 1;
+  mastra__timer_stop(&sb->idle_timer);
+  mastra__timer_stop(&sb->checkpoint_timer);
+  /* commands end; their sessions see them finish and let go */
+  for (i = 0; i < sb->nprocs; i++) mastra__proc_kill(sb->procs[i]);
+  sb->lifecycle.done = on_destroy_captured;
+  sb->lifecycle.explicit_request = 0;
+  mp_checkpoint_capture(srv, sb, &sb->lifecycle);
+}
+
+/* Shutdown: end every command and capture the checkpoints, running the
+** loop until every tar has finished. The records stay live: with the
+** process driver a sandbox is its directory, which is still there when the
+** server comes back. */
 void mp_sandbox_shutdown_all(mp_server *srv) {
   mp_sandbox *sb;
-  char name[64];
+  int busy = 1;
   for (sb = srv->sandboxes; sb != NULL; sb = sb->next) {
     size_t i;
     if (sb->destroyed_ms) continue;
     for (i = 0; i < sb->nprocs; i++) mastra__proc_kill(sb->procs[i]);
     mastra__timer_stop(&sb->idle_timer);
     mastra__timer_stop(&sb->checkpoint_timer);
-    mp_checkpoint_capture(srv, sb, name, 0);
-    mp_record_save(srv, sb);
+    if (!sb->destroying && !sb->restoring)
+      mp_checkpoint_capture(srv, sb, &sb->debounced);
   }
+  while (busy) {
+    busy = 0;
+    for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+      if (mp_checkpoint_busy(sb)) busy = 1;
+    if (busy) mastra__loop_run_once(srv->loop, 1000);
+  }
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    if (!sb->destroyed_ms) mp_record_save(srv, sb);
 }
 
 void mp_sandbox_free_all(mp_server *srv) {
@@ -333,8 +462,10 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   mastra__proc **procs;
   int rc;
   *out = NULL;
-  if (sb->destroyed_ms) {
-    snprintf(err, errlen, "sandbox %s was destroyed", sb->id);
+  if (sb->destroyed_ms || sb->destroying || sb->restoring) {
+    snprintf(err, errlen, "sandbox %s %s", sb->id, sb->destroyed_ms
+             ? "was destroyed" : sb->destroying ? "is being destroyed"
+             : "is being restored");
     return -1;
   }
   procs = realloc(sb->procs, (sb->nprocs + 1) * sizeof *procs);
@@ -370,7 +501,7 @@ void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
   mastra__proc_release(p); /* kills it if it still runs */
   if (sb->running > 0) sb->running--;
   sb->last_exec_ms = mastra__wall_ms();
-  if (sb->destroyed_ms) return;
+  if (sb->destroyed_ms || sb->destroying) return;
   arm_idle(sb);
   if (sb->running == 0 && sb->recovery_key[0] != '\0')
     mastra__timer_start(&sb->checkpoint_timer, CHECKPOINT_DEBOUNCE_MS);

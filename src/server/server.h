@@ -21,7 +21,7 @@
 **   exec_ws.h         the exec WebSocket
 **   sandbox.h         sandbox records, lifecycle and commands; the driver
 **   driver_process.h  the `process` driver
-**   checkpoint.h      checkpoints (capture, restore)
+**   checkpoint.h      checkpoints (capture, restore, delete, retention)
 **   lease.h           exec leases
 **   bucket.h          the bucket store
 **   log.h             the log on stderr
@@ -63,6 +63,8 @@ struct mp_server {
   size_t max_body;            /* JSON bodies */
   size_t max_object;          /* bucket PUT bodies */
   uint64_t lease_ttl_ms;
+  double checkpoint_retention_days; /* 0: checkpoints are kept forever */
+  mastra__timer checkpoint_sweep;   /* checkpoint.c: the retention sweep */
   int idle_exit_s;            /* exit when idle with no sandboxes; 0: never */
   int64_t last_request_ms;
   volatile int stopping;
