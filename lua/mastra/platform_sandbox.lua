@@ -5,7 +5,8 @@
 -- (GET /sandbox/:id); executeCommand() runs over the direct-exec WebSocket
 -- with a cached, coalesced exec lease and at most two attempts; destroy()
 -- (and its alias stop()) releases the VM and keeps the checkpoint of a
--- stable `id`, so a later start() provisions again from it.
+-- stable `id`, so a later start() provisions again from it;
+-- destroy{keepCheckpoint = false} deletes the checkpoint first.
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 local common = require "mastra.common"
@@ -60,6 +61,10 @@ local CLONE_OPTS = {
   idleTimeoutMinutes = options.ms,
   actingUserId = options.string,
   seedCheckpointName = options.string,
+}
+
+local DESTROY_OPTS = {
+  keepCheckpoint = options.boolean,
 }
 
 local function copy_env(env)
@@ -168,6 +173,13 @@ local function create(self)
   self.createdAt = j.createdAt or core.time()
   self.templatePending = j.templatePending
   self.instanceUrl = j.instanceUrl
+  -- a restore is still a creation: code written for upstream's two
+  -- outcomes keeps working (docs/decisions.md)
+  if j.restoredFromCheckpoint == true then
+    return { outcome = "created", restored = true,
+      checkpointName = type(j.restoredCheckpointName) == "string"
+        and j.restoredCheckpointName or nil }
+  end
   return { outcome = "created" }
 end
 
@@ -198,7 +210,9 @@ local function do_start(self)
 end
 
 --- Provision the sandbox, or reattach to `sandboxId`. Returns
--- {outcome = "created" | "connected"}. Concurrent calls share one request.
+-- {outcome = "created" | "connected"}; a creation that restored a
+-- checkpoint adds restored = true and its checkpointName. Concurrent calls
+-- share one request.
 function PlatformSandbox:start()
   check_self("PlatformSandbox:start", self)
   if self.status == "running" then return { outcome = "connected" } end
@@ -217,7 +231,20 @@ function PlatformSandbox:_ensureRunning(command)
   end
 end
 
-local function teardown(self, final_status)
+-- DELETE /sandbox/:id/checkpoint for the recovery key, as upstream's
+-- destroy sends it: nil, or the error to raise once the sandbox is gone
+-- (404 and 410 mean there is nothing to delete).
+local function delete_checkpoint(self, id)
+  local ok, err = pcall(client.request, self._cfg, "DELETE",
+    "/sandbox/" .. client.encodeComponent(id) .. "/checkpoint",
+    { json = { id = self.id }, expectJson = false })
+  if ok or (errors.PlatformApiError:is(err) and (err.status == 404 or err.status == 410)) then
+    return nil
+  end
+  return err
+end
+
+local function teardown(self, final_status, drop_checkpoint)
   check_self("PlatformSandbox:" .. (final_status == "stopped" and "stop" or "destroy"), self)
   if self._starting then pcall(self._starting.wait, self._starting) end
   local id = self.sandboxId
@@ -229,6 +256,7 @@ local function teardown(self, final_status)
     return
   end
   self.status = final_status == "stopped" and "stopping" or "destroying"
+  local ckpt_err = drop_checkpoint and delete_checkpoint(self, id)
   local ok, err = pcall(client.request, self._cfg, "DELETE",
     "/sandbox/" .. client.encodeComponent(id), { expectJson = false })
   self.sandboxId = nil
@@ -239,12 +267,16 @@ local function teardown(self, final_status)
     error(err, 0)
   end
   self.status = final_status
+  if ckpt_err then error(ckpt_err, 0) end
 end
 
 --- Release the remote sandbox (DELETE /sandbox/:id). The checkpoint of a
--- stable `id` is kept: a later start() provisions again from it.
-function PlatformSandbox:destroy()
-  return teardown(self, "destroyed")
+-- stable `id` is kept: a later start() provisions again from it. With
+-- {keepCheckpoint = false}, DELETE /sandbox/:id/checkpoint goes first (as
+-- upstream's destroy sends it), and the next start() begins empty.
+function PlatformSandbox:destroy(opts)
+  opts = options.check("PlatformSandbox:destroy", opts, DESTROY_OPTS)
+  return teardown(self, "destroyed", opts.keepCheckpoint == false)
 end
 
 --- The same as destroy() on the wire; the status says "stopped".
@@ -500,7 +532,9 @@ function PlatformSandbox:getInfo()
     id = j.id, name = self.name, provider = self.provider, status = self.status,
     createdAt = j.createdAt or self.createdAt or core.time(),
     metadata = { sandboxId = j.id, providerResourceId = j.providerResourceId,
-      platformStatus = j.status },
+      platformStatus = j.status, restoredFromCheckpoint = j.restoredFromCheckpoint == true,
+      restoredCheckpointName = type(j.restoredCheckpointName) == "string"
+        and j.restoredCheckpointName or nil },
   }
 end
 
