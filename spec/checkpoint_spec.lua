@@ -178,6 +178,24 @@ describe("checkpoints: an explicit delete is final", function()
     assert_starts_empty(srv, "k-late")
   end)
 
+  it("the temporaries of a capture that a crash interrupted are removed at start", function()
+    local sb = create(srv, { id = "k-crash", environmentId = "env" })
+    run(srv, sb, "echo v1 > f.txt")
+    capture(srv, sb, "k-crash")
+    srv:kill9()
+    local ck = dir .. "/data/checkpoints"
+    for _, f in ipairs{ ck .. "/.mastra-tmp-0123456789abcdef", ck .. "/seeds/.mastra-tmp-42" } do
+      platform.writeFile(f, "a torn archive")
+    end
+    srv = select(2, fresh_server(nil, dir))
+    for _, f in ipairs(files(srv)) do assert.is_nil(f:match("^%.mastra%-tmp"), f) end
+    for _, f in ipairs(files(srv, "/seeds")) do assert.is_nil(f:match("^%.mastra%-tmp"), f) end
+    destroy(srv, sb)
+    local back = create(srv, { id = "k-crash", environmentId = "env" })
+    assert.are.equal("v1\n", run(srv, back, "cat f.txt"))
+    destroy(srv, back)
+  end)
+
   it("a delete without a checkpoint answers 404 naming the key", function()
     local sb = create(srv, { id = "k-none", environmentId = "env" })
     local d = delete_checkpoint(srv, sb, "k-none")
@@ -367,6 +385,10 @@ describe("checkpoints: a capture that fails", function()
       true))
     -- no temporary is left behind; the older checkpoint is intact
     for _, f in ipairs(files(srv)) do assert.is_nil(f:match("^%.mastra%-tmp"), f) end
+    local peek = create(srv, { id = "k-full", environmentId = "env" })
+    assert.are.equal(true, peek.restoredFromCheckpoint)
+    assert.are.equal("v1\n", run(srv, peek, "cat small.txt; ls big.bin 2>/dev/null || true"))
+    destroy(srv, peek)
     -- an explicit capture fails too, and says so
     local c = srv:json("POST", P .. "/sandbox/" .. sb.id .. "/checkpoint", { id = "k-full" })
     assert.are.equal(500, c.status, c.body)

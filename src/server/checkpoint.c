@@ -10,10 +10,11 @@
 ** was not used for the retention period.
 **
 ** tar runs as a child process on the loop (proc.c), one at a time per
-** sandbox. A capture writes a temporary file (.mastra-tmp-<hex>) that is
-** renamed over the checkpoint only when tar succeeded, so a failure or a
-** crash leaves the previous checkpoint as it was; the temporaries of a
-** crash are removed at start.
+** sandbox. A capture writes a temporary file (.mastra-tmp-<hex>), which the
+** child fsyncs (sync FILE) before the server renames it over the
+** checkpoint, only when tar succeeded: a failure or a crash leaves the
+** previous checkpoint as it was; the temporaries of a crash are removed at
+** start.
 */
 #define _GNU_SOURCE
 #include "checkpoint.h"
@@ -39,7 +40,10 @@ struct mp_tar_run {
   mastra__proc *proc;
   mp_sandbox *sb;
   int restore, explicit_request;
+  int install;             /* the archive becomes the key's checkpoint */
+  int empty;               /* an empty tree: the key's checkpoint goes */
   unsigned gen;            /* sb->checkpoint_gen when it started */
+  char seed[MP_CHECKPOINT_NAME_MAX]; /* the named copy it makes, or "" */
   mp_waiter *served;       /* the waiters this run answers */
   char path[PATH_LEN];     /* capture: the temporary; restore: the source */
   char name[MP_CHECKPOINT_NAME_MAX]; /* restore: what it reads */
@@ -212,25 +216,16 @@ static int sh_quote(char *out, size_t n, const char *s) {
 
 static void tar_notify(mastra__proc *p, void *data);
 
-/* tar -C sb->dir <op> path, on the loop */
-static int spawn_tar(mp_server *srv, struct mp_tar_run *run, const char *op,
+/* Run the shell text cmd for run, on the loop. */
+static int spawn_run(mp_server *srv, struct mp_tar_run *run, const char *cmd,
                      char *err, size_t errlen) {
   static char *const envp[] = {"PATH=" MP_DEFAULT_PATH, "LC_ALL=C", NULL};
-  char qdir[2 * PATH_LEN], qpath[2 * PATH_LEN], cmd[4 * PATH_LEN + 64];
   mastra__proc_opts opts;
-  int rc;
-  if (sh_quote(qdir, sizeof qdir, run->sb->dir) < 0
-      || sh_quote(qpath, sizeof qpath, run->path) < 0) {
-    snprintf(err, errlen, "a path is too long");
-    return -1;
-  }
-  snprintf(cmd, sizeof cmd, "exec tar -C %s %s %s%s", qdir, op, qpath,
-           run->restore ? "" : " .");
   memset(&opts, 0, sizeof opts);
   opts.command = cmd;
   opts.envp = envp;
-  rc = mastra__proc_spawn(srv->loop, &opts, &run->proc, err, errlen);
-  if (rc < 0) return -1;
+  if (mastra__proc_spawn(srv->loop, &opts, &run->proc, err, errlen) < 0)
+    return -1;
   run->proc->notify = tar_notify;
   run->proc->notify_data = run;
   return 0;
@@ -260,50 +255,26 @@ static void fail(struct mp_tar_run *run, const char *fmt, const char *arg) {
   snprintf(msg, sizeof msg, fmt, arg);
   mp_log("%s %s: %s", run->restore ? "restoring a checkpoint into"
          : "capturing the checkpoint of", run->sb->id, msg);
-  if (!run->restore) unlink(run->path);
+  if (!run->restore && run->path[0] != '\0') unlink(run->path);
+  if (run->seed[0] != '\0') remove_checkpoint(run->sb->srv, 1, run->seed);
   complete(run, -1, NULL, msg);
 }
 
-/* The temporary archive is complete: name a copy of it (explicit), then
-** make it the key's checkpoint unless a delete came meanwhile. */
+/* The child finished a capture: the archive is the key's checkpoint (when
+** it was to be installed) and the seed's. A delete that came meanwhile
+** stands. */
 static void capture_done(mp_server *srv, struct mp_tar_run *run) {
   mp_sandbox *sb = run->sb;
-  char seed[MP_CHECKPOINT_NAME_MAX] = "", hex[13], name[MP_CHECKPOINT_NAME_MAX];
-  char path[PATH_LEN];
+  char seed[MP_CHECKPOINT_NAME_MAX], name[MP_CHECKPOINT_NAME_MAX];
+  snprintf(seed, sizeof seed, "%s", run->seed);
   mp_checkpoint_key_name(sb, name);
-  if (run->explicit_request) {
-    if (mastra__random_hex(hex, 6) < 0) {
-      fail(run, "%s", "no randomness for a checkpoint name");
-      return;
-    }
-    snprintf(seed, sizeof seed, "%.38s-%.12s", name, hex);
-    file_path(srv, 1, seed, ".tar", path, sizeof path);
-    if (write_record(srv, 1, seed, sb->project, sb->environment,
-                     sb->recovery_key, mastra__wall_ms()) < 0
-        || link(run->path, path) < 0) {
-      remove_checkpoint(srv, 1, seed);
-      fail(run, "cannot keep the named copy: %s", strerror(errno));
-      return;
-    }
+  if (run->install && sb->checkpoint_gen != run->gen)
+    remove_checkpoint(srv, 0, name);
+  else if (run->explicit_request && sb->checkpoint_deleted) {
+    sb->checkpoint_deleted = 0;
+    mp_record_save(srv, sb);
   }
-  if (sb->checkpoint_gen != run->gen
-      || (!run->explicit_request && sb->checkpoint_deleted)) {
-    /* deleted while tar ran: the delete stands */
-    unlink(run->path);
-  } else {
-    file_path(srv, 0, name, ".tar", path, sizeof path);
-    if (write_record(srv, 0, name, sb->project, sb->environment,
-                     sb->recovery_key, 0) < 0
-        || rename(run->path, path) < 0) {
-      if (seed[0] != '\0') remove_checkpoint(srv, 1, seed);
-      fail(run, "cannot store the checkpoint: %s", strerror(errno));
-      return;
-    }
-    if (run->explicit_request && sb->checkpoint_deleted) {
-      sb->checkpoint_deleted = 0;
-      mp_record_save(srv, sb);
-    }
-  }
+  if (run->empty) remove_checkpoint(srv, 0, name);
   complete(run, 0, seed[0] != '\0' ? seed : NULL, NULL);
 }
 
@@ -351,7 +322,10 @@ static void tar_notify(mastra__proc *p, void *data) {
   }
   {
     char what[700];
-    snprintf(what, sizeof what, "tar exited with status %d%s%s", code,
+    snprintf(what, sizeof what, "%s (status %d)%s%s", code == 3
+             ? "cannot keep the named copy" : code == 4
+             ? "cannot store the checkpoint" : run->restore
+             ? "tar -x failed" : "tar -c failed", code,
              run->errlen ? ": " : "", run->err);
     fail(run, "%s", what);
   }
@@ -373,6 +347,10 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   struct mp_tar_run *run = calloc(1, sizeof *run);
   mp_waiter *w;
   char err[512], hex[25], name[MP_CHECKPOINT_NAME_MAX];
+  char key[PATH_LEN], seed[PATH_LEN] = "";
+  char qdir[2 * PATH_LEN], qtmp[2 * PATH_LEN], qkey[2 * PATH_LEN];
+  char qseed[2 * PATH_LEN], cmd[8 * PATH_LEN + 512];
+  int n;
   if (run == NULL) {
     mp_log("out of memory for a capture of %s", sb->id);
     return; /* the queue stays: the next request tries again */
@@ -396,13 +374,20 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
     complete(run, 1, NULL, "its checkpoint was deleted");
     return;
   }
+  mp_checkpoint_key_name(sb, name);
+  file_path(srv, 0, name, ".tar", key, sizeof key);
   if (!run->explicit_request && dir_is_empty(sb->dir)) {
     /* nothing to keep: an empty tree is what a missing checkpoint restores
     ** too, so drop the older one instead of running tar (fleets of short
-    ** sandboxes destroy empty trees all the time) */
-    mp_checkpoint_key_name(sb, name);
-    remove_checkpoint(srv, 0, name);
-    complete(run, 0, NULL, NULL);
+    ** sandboxes destroy empty trees all the time); rm runs in the child,
+    ** as freeing a large file can take a while */
+    run->empty = 1;
+    if (sh_quote(qkey, sizeof qkey, key) < 0) {
+      fail(run, "%s", "a path is too long");
+      return;
+    }
+    snprintf(cmd, sizeof cmd, "exec rm -f %s", qkey);
+    if (spawn_run(srv, run, cmd, err, sizeof err) < 0) fail(run, "%s", err);
     return;
   }
   if (mastra__random_hex(hex, 12) < 0) {
@@ -411,7 +396,46 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   }
   snprintf(run->path, sizeof run->path, "%s/checkpoints/" MASTRA__TMP_PREFIX
            "%s", srv->data_dir, hex);
-  if (spawn_tar(srv, run, "-cf", err, sizeof err) < 0) fail(run, "%s", err);
+  /* the records first (small files); the archive moves in the child */
+  run->install = run->explicit_request || !sb->checkpoint_deleted;
+  if (run->explicit_request) {
+    snprintf(run->seed, sizeof run->seed, "%.38s-%.12s", name, hex);
+    file_path(srv, 1, run->seed, ".tar", seed, sizeof seed);
+    if (write_record(srv, 1, run->seed, sb->project, sb->environment,
+                     sb->recovery_key, mastra__wall_ms()) < 0) {
+      fail(run, "cannot write the record of the named copy: %s",
+           strerror(errno));
+      return;
+    }
+  }
+  if (write_record(srv, 0, name, sb->project, sb->environment,
+                   sb->recovery_key, 0) < 0) {
+    fail(run, "cannot write the checkpoint's record: %s", strerror(errno));
+    return;
+  }
+  if (sh_quote(qdir, sizeof qdir, sb->dir) < 0
+      || sh_quote(qtmp, sizeof qtmp, run->path) < 0
+      || sh_quote(qkey, sizeof qkey, key) < 0
+      || sh_quote(qseed, sizeof qseed, seed) < 0) {
+    fail(run, "%s", "a path is too long");
+    return;
+  }
+  /* In the child: tar, then fsync (sync FILE), the named copy (a hard
+  ** link), and the rename over the key's checkpoint. The server's thread
+  ** does none of it: ext4 writes back a file renamed over another one in
+  ** rename(2), and freeing the replaced archive takes a while too. */
+  n = snprintf(cmd, sizeof cmd, "tar -C %s -cf %s .; s=$?; if [ $s -gt 1 ];"
+               " then rm -f %s; exit $s; fi; sync %s || { rm -f %s; exit 2; };",
+               qdir, qtmp, qtmp, qtmp, qtmp);
+  if (run->explicit_request)
+    n += snprintf(cmd + n, sizeof cmd - (size_t)n, " ln %s %s || { rm -f %s;"
+                  " exit 3; };", qtmp, qseed, qtmp);
+  if (run->install)
+    snprintf(cmd + n, sizeof cmd - (size_t)n, " mv -f %s %s || { rm -f %s;"
+             " exit 4; }; exit $s", qtmp, qkey, qtmp);
+  else
+    snprintf(cmd + n, sizeof cmd - (size_t)n, " rm -f %s; exit $s", qtmp);
+  if (spawn_run(srv, run, cmd, err, sizeof err) < 0) fail(run, "%s", err);
 }
 
 void mp_checkpoint_capture(mp_server *srv, mp_sandbox *sb, mp_waiter *w) {
@@ -427,7 +451,8 @@ void mp_checkpoint_capture(mp_server *srv, mp_sandbox *sb, mp_waiter *w) {
 void mp_checkpoint_restore(mp_server *srv, mp_sandbox *sb, const char *path,
                            const char *name, mp_waiter *w) {
   struct mp_tar_run *run = calloc(1, sizeof *run);
-  char err[512];
+  char err[512], qdir[2 * PATH_LEN], qpath[2 * PATH_LEN];
+  char cmd[4 * PATH_LEN + 64];
   w->next = NULL;
   w->queued = 1;
   if (run == NULL) {
@@ -441,7 +466,13 @@ void mp_checkpoint_restore(mp_server *srv, mp_sandbox *sb, const char *path,
   snprintf(run->path, sizeof run->path, "%s", path);
   snprintf(run->name, sizeof run->name, "%s", name);
   sb->tar = run;
-  if (spawn_tar(srv, run, "-xf", err, sizeof err) < 0) fail(run, "%s", err);
+  if (sh_quote(qdir, sizeof qdir, sb->dir) < 0
+      || sh_quote(qpath, sizeof qpath, path) < 0) {
+    fail(run, "%s", "a path is too long");
+    return;
+  }
+  snprintf(cmd, sizeof cmd, "exec tar -C %s -xf %s", qdir, qpath);
+  if (spawn_run(srv, run, cmd, err, sizeof err) < 0) fail(run, "%s", err);
 }
 
 static void unlink_waiter(mp_waiter **list, mp_waiter *w) {
