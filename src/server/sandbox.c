@@ -67,6 +67,7 @@ static cJSON *record_json(const mp_sandbox *sb) {
   cJSON_AddNumberToObject(o, "lastExecMs", (double)sb->last_exec_ms);
   cJSON_AddStringToObject(o, "restoredFrom", sb->restored_from);
   cJSON_AddBoolToObject(o, "checkpointDeleted", sb->checkpoint_deleted);
+  if (sb->restoring) cJSON_AddTrueToObject(o, "restoring");
   return o;
 }
 
@@ -143,6 +144,16 @@ static void load_record(mp_server *srv, const cJSON *o) {
   sb->env = cJSON_IsObject(env) ? cJSON_Duplicate(env, 1)
                                 : cJSON_CreateObject();
   set_dirs(srv, sb);
+  if (!sb->destroyed_ms
+      && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "restoring"))) {
+    /* the server stopped while tar extracted its checkpoint: the tree is
+    ** partial, and its create never answered */
+    mp_log("%s was being restored when the platform stopped: destroyed",
+           sb->id);
+    sb->destroyed_ms = mastra__wall_ms();
+    srv->driver->teardown(srv, sb);
+    mp_record_save(srv, sb);
+  }
   if (!sb->destroyed_ms && srv->driver->prepare(srv, sb, err, sizeof err) < 0)
     sb->destroyed_ms = mastra__wall_ms();
   sb->next = srv->sandboxes;
