@@ -312,6 +312,9 @@ static enum MHD_Result destroy(mp_server *srv, struct MHD_Connection *conn,
                                mp_sandbox *sb, mp_request *r) {
   route_wait *st;
   if (r->state != NULL) return answer_destroy(conn, r->state); /* resumed */
+  if (sb->restoring)
+    return mp_send_error(conn, 409, "conflict", "sandbox %s is being"
+                         " restored", sb->id);
   st = route_wait_new(conn, r, sb);
   if (st == NULL)
     return mp_send_error(conn, 500, "internal_error", "out of memory");
