@@ -176,10 +176,13 @@ int mp_checkpoint_source(mp_server *srv, const char *project,
   }
   if (!ok) {
     cJSON_Delete(rec);
+    char expiry[64] = "";
+    if (srv->checkpoint_retention_days > 0)
+      snprintf(expiry, sizeof expiry, " and expire after %g days unused",
+               srv->checkpoint_retention_days);
     snprintf(err, errlen, "seedCheckpointName \"%.80s\" names no checkpoint"
              " of this project and environment (names come from POST"
-             " /sandbox/{id}/checkpoint and expire after %g days unused)",
-             seed, srv->checkpoint_retention_days);
+             " /sandbox/{id}/checkpoint%s)", seed, expiry);
     return -1;
   }
   snprintf(name, MP_CHECKPOINT_NAME_MAX, "%s", seed);
