@@ -503,3 +503,89 @@ describe("checkpoints through PlatformSandbox", function()
     sb:destroy()
   end)
 end)
+
+describe("checkpoints on the wire (the scripted fault server)", function()
+  local fault = require "spec.support.fault"
+  local WP = "/v1/railway/projects/p"
+  local srv
+
+  local function created(extra)
+    local j = { id = "sbx_1", status = "ready", createdAt = "2026-01-01T00:00:00.000Z" }
+    for k, v in pairs(extra or {}) do j[k] = v end
+    return { status = 201, json = j }
+  end
+
+  local function sandbox(extra)
+    local o = { accessToken = "tok", proxyUrl = srv.url, projectId = "p",
+      environmentId = "env1", id = "mc-session-42" }
+    for k, v in pairs(extra or {}) do o[k] = v end
+    return mastra.PlatformSandbox.new(o)
+  end
+
+  after_each(function()
+    if srv then srv:stop() end
+    srv = nil
+  end)
+
+  it("destroy{keepCheckpoint = false}: DELETE checkpoint with the key, then DELETE sandbox",
+    function()
+      srv = fault.start{ routes = {
+        { method = "POST", path = WP .. "/sandbox", responses = { created() } },
+        { method = "DELETE", path = WP .. "/sandbox/sbx_1/checkpoint",
+          responses = { { status = 204 } } },
+        { method = "DELETE", path = WP .. "/sandbox/sbx_1", responses = { { status = 204 } } },
+      } }
+      local sb = sandbox()
+      sb:start()
+      sb:destroy{ keepCheckpoint = false }
+      local reqs = srv:requests()
+      assert.are.equal(3, #reqs)
+      assert.are.same({ "DELETE", WP .. "/sandbox/sbx_1/checkpoint" },
+        { reqs[2].method, reqs[2].path })
+      assert.are.equal('{"id":"mc-session-42"}', reqs[2].body)
+      assert.are.equal("application/json", reqs[2].header["content-type"])
+      assert.are.same({ "DELETE", WP .. "/sandbox/sbx_1" }, { reqs[3].method, reqs[3].path })
+      assert.are.equal("destroyed", sb.status)
+    end)
+
+  it("a 404 on the checkpoint delete is no error; a 500 is raised after the sandbox DELETE",
+    function()
+      srv = fault.start{ routes = {
+        { method = "POST", path = WP .. "/sandbox", responses = { created(), created() } },
+        { method = "DELETE", path = WP .. "/sandbox/sbx_1/checkpoint", responses = {
+          { status = 404, json = { error = { message = "none", type = "not_found" } } },
+          { status = 500, json = { error = { message = "disk", type = "internal_error" } } } } },
+        { method = "DELETE", path = WP .. "/sandbox/sbx_1",
+          responses = { { status = 204 }, { status = 204 } } },
+      } }
+      local sb = sandbox()
+      sb:start()
+      sb:destroy{ keepCheckpoint = false }
+      assert.are.equal("destroyed", sb.status)
+      sb:start()
+      local ok, err = pcall(sb.destroy, sb, { keepCheckpoint = false })
+      assert.is_false(ok)
+      assert.is_true(mastra.errors.PlatformApiError:is(err))
+      assert.are.equal(500, err.status)
+      assert.are.equal("destroyed", sb.status)
+      local reqs = srv:requests()
+      assert.are.equal(6, #reqs)
+      assert.are.equal(WP .. "/sandbox/sbx_1", reqs[6].path)
+    end)
+
+  it("start() maps restoredFromCheckpoint; getInfo maps the name", function()
+    local rec = { id = "sbx_1", status = "ready", createdAt = "2026-01-01T00:00:00.000Z",
+      restoredFromCheckpoint = true, restoredCheckpointName = "mastra-checkpoint-abc" }
+    srv = fault.start{ routes = {
+      { method = "POST", path = WP .. "/sandbox", responses = { { status = 201, json = rec } } },
+      { method = "GET", path = WP .. "/sandbox/sbx_1",
+        responses = { { status = 200, json = rec } } },
+    } }
+    local sb = sandbox()
+    assert.are.same({ outcome = "created", restored = true,
+      checkpointName = "mastra-checkpoint-abc" }, sb:start())
+    local info = sb:getInfo()
+    assert.are.equal(true, info.metadata.restoredFromCheckpoint)
+    assert.are.equal("mastra-checkpoint-abc", info.metadata.restoredCheckpointName)
+  end)
+end)
