@@ -99,6 +99,22 @@ static route_wait *route_wait_new(struct MHD_Connection *conn, mp_request *r,
   return st;
 }
 
+/* The wait state of a capture or destroy of sb; NULL after answering 409
+** (sb is being restored) or 500 (*res is the answer). */
+static route_wait *route_wait_on(struct MHD_Connection *conn, mp_request *r,
+                                 mp_sandbox *sb, enum MHD_Result *res) {
+  route_wait *st;
+  if (sb->restoring) {
+    *res = mp_send_error(conn, 409, "conflict", "sandbox %s is being"
+                         " restored", sb->id);
+    return NULL;
+  }
+  st = route_wait_new(conn, r, sb);
+  if (st == NULL)
+    *res = mp_send_error(conn, 500, "internal_error", "out of memory");
+  return st;
+}
+
 /* After starting the work: suspend until it is done, unless it already is
 ** (then answer, which the caller does on `1`). */
 static int route_wait_park(route_wait *st) {
@@ -253,6 +269,7 @@ static enum MHD_Result checkpoint(mp_server *srv, struct MHD_Connection *conn,
   const cJSON *id;
   char key[MP_NAME_MAX];
   route_wait *st;
+  enum MHD_Result res;
   if (r->state != NULL) return answer_capture(conn, r->state); /* resumed */
   body = mp_request_json(conn, r, 0);
   if (body == NULL) return MHD_YES;
@@ -289,12 +306,7 @@ static enum MHD_Result checkpoint(mp_server *srv, struct MHD_Connection *conn,
   }
   if (sb->destroyed_ms)
     return mp_send_error(conn, 410, "gone", "sandbox %s was destroyed", sb->id);
-  if (sb->restoring)
-    return mp_send_error(conn, 409, "conflict", "sandbox %s is being"
-                         " restored", sb->id);
-  st = route_wait_new(conn, r, sb);
-  if (st == NULL)
-    return mp_send_error(conn, 500, "internal_error", "out of memory");
+  if ((st = route_wait_on(conn, r, sb, &res)) == NULL) return res;
   st->w.explicit_request = 1;
   mp_checkpoint_capture(srv, sb, &st->w);
   if (route_wait_park(st)) return answer_capture(conn, st);
@@ -311,13 +323,9 @@ static enum MHD_Result answer_destroy(struct MHD_Connection *conn,
 static enum MHD_Result destroy(mp_server *srv, struct MHD_Connection *conn,
                                mp_sandbox *sb, mp_request *r) {
   route_wait *st;
+  enum MHD_Result res;
   if (r->state != NULL) return answer_destroy(conn, r->state); /* resumed */
-  if (sb->restoring)
-    return mp_send_error(conn, 409, "conflict", "sandbox %s is being"
-                         " restored", sb->id);
-  st = route_wait_new(conn, r, sb);
-  if (st == NULL)
-    return mp_send_error(conn, 500, "internal_error", "out of memory");
+  if ((st = route_wait_on(conn, r, sb, &res)) == NULL) return res;
   if (!sb->destroyed_ms && !sb->destroying) mp_log("destroying %s", sb->id);
   mp_sandbox_destroy(srv, sb, &st->w);
   if (route_wait_park(st)) return answer_destroy(conn, st);
