@@ -4,7 +4,7 @@ cache = false
 max_line_length = 100
 include_files = {
   "lua/**/*.lua", "spec/**/*.lua", "examples/**/*.lua", "bench/**/*.lua",
-  "fuzz/**/*.lua", ".busted", ".luacheckrc",
+  "fuzz/**/*.lua", "test/**/*.lua", ".busted", ".luacheckrc",
 }
 files["spec/**/*_spec.lua"] = { std = "+busted" }
 files[".luacheckrc"] = {

@@ -53,7 +53,9 @@ MASTRA_API int luaopen_mastra_core(lua_State *L);
 
 /* Preload "mastra.core" and the Lua modules ("mastra", "mastra.task", ...)
 ** into package.preload, so require "mastra" works without any file on
-** disk. Call it after luaL_openlibs(). */
+** disk. Call it after luaL_openlibs(). lua_close() of the state drains the
+** teardown queue (at most 5 s: sandboxes the scripts started are destroyed)
+** before it closes the loop and kills what is left of the child processes. */
 MASTRA_API void mastra_openlibs(lua_State *L);
 
 /* Run the tasks that are ready, wait at most timeout_ms for I/O (0: never
@@ -76,7 +78,7 @@ MASTRA_API mastra_loop *mastra_get_loop(lua_State *L);
 
 /* Async-signal-safe: wake the loop and make the scheduler raise an
 ** InterruptedError in the main task at the next step (the mastra-lua runner
-** calls it from its SIGINT handler). */
+** calls it from its SIGINT, SIGTERM and SIGHUP handler). */
 MASTRA_API void mastra_interrupt(mastra_loop *loop);
 
 #ifdef __cplusplus

@@ -16,9 +16,9 @@ local function compare(...)
 end
 
 describe("bench/compare", function()
-  local dir
-  before_each(function() dir = util.tmpdir() end)
-  after_each(function() util.rm_rf(dir) end)
+  local dir, base
+  before_each(function() dir, base = util.tmpdir() end)
+  after_each(function() util.rm_rf(dir, base) end)
 
   local function write(name, text)
     local path = dir .. "/" .. name

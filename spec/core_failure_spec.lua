@@ -28,14 +28,14 @@ end
 local write = platform.writeFile
 
 describe("mastra.core failures", function()
-  local dir
+  local dir, reserved
 
   before_each(function()
-    dir = util.tmpdir()
+    dir, reserved = util.tmpdir()
   end)
 
   after_each(function()
-    util.rm_rf(dir)
+    util.rm_rf(dir, reserved)
   end)
 
   describe("the failure triple of mastra.core", function()

@@ -1,8 +1,8 @@
--- The filesystem conformance cases (conformance-cases.md 3.1 to 3.5:
--- FS-FILE, FS-DIR, FS-PATH, FS-ERR, FS-LIFE) run against LocalFilesystem
--- on a temporary directory and PlatformFilesystem on a local
--- mastra-platform, plus the edge cases of issue 4 (bytes with NULs,
--- 10 MiB, Unicode and spaces in names, concurrent writers, containment).
+-- The filesystem cases of upstream's conformance suite (FS-FILE, FS-DIR,
+-- FS-PATH, FS-ERR, FS-LIFE) run against LocalFilesystem on a temporary
+-- directory and PlatformFilesystem on a local mastra-platform, plus edge
+-- cases of our own (bytes with NULs, 10 MiB, Unicode and spaces in names,
+-- concurrent writers, containment).
 --
 -- Cases that do not apply: FS-MCFG (neither filesystem mounts), FS-CFG
 -- (covered by the bad-input cases at the end). Every FS-* case applies to

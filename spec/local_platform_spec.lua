@@ -3,6 +3,7 @@
 -- Each case runs the runner in a child process with its own state dir, so
 -- the daemon it starts is found, checked and killed here.
 local mastra = require "mastra"
+local util = require "spec.support.util"
 
 local RUNNER = os.getenv("MASTRA_LUA")
 local PLATFORM = os.getenv("MASTRA_PLATFORM")
@@ -44,7 +45,7 @@ describe("the local platform default", function()
 
   setup(function()
     assert(RUNNER and PLATFORM, "MASTRA_LUA and MASTRA_PLATFORM must be set (CTest sets them)")
-    dir = os.tmpname()
+    dir = util.tmpname()
     os.remove(dir)
     sb = mastra.LocalSandbox.new{ workingDirectory = dir }
     sb:start()

@@ -1,6 +1,7 @@
--- SBX-EXEC (conformance-cases.md 2.1) against LocalSandbox, plus the
--- command-line rules of platform-protocol.md 2.4 and the LocalSandbox
--- defaults of 7.5.
+-- The executeCommand cases of upstream's sandbox conformance suite
+-- (SBX-EXEC-NN) against LocalSandbox, plus the command-line rules (shell
+-- text, args quoted one by one: lua/mastra/shell.lua) and the LocalSandbox
+-- defaults.
 --
 -- There is no AbortSignal in Lua: the abort cases (SBX-EXEC-14..16) cancel
 -- the task that runs executeCommand. The task then ends with a
@@ -342,7 +343,7 @@ describe("LocalSandbox executeCommand (SBX-EXEC)", function()
     assert.are.equal("value2", trim(results[2].stdout))
   end)
 
-  describe("LocalSandbox defaults (platform-protocol 7.5)", function()
+  describe("LocalSandbox defaults", function()
     it("7.5 runs commands in workingDirectory when no cwd is given", function()
       local r = sb:executeCommand("pwd -P")
       local p = io.popen("cd " .. mastra.quote(wd) .. " && pwd -P")

@@ -1,7 +1,7 @@
 -- Bad input: every error names the function, the argument or option, and
 -- the problem; it is blamed on the caller (this file), and it is raised
--- before anything starts. SBX-CFG-02 (conformance-cases.md 2.6) is the
--- constructor part of this.
+-- before anything starts. SBX-CFG-02 (a case of upstream's sandbox
+-- conformance suite: bad options) is the constructor part of this.
 local lfs = require "lfs"
 local mastra = require "mastra"
 local util = require "spec.support.util"

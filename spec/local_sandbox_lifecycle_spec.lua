@@ -1,5 +1,6 @@
--- SBX-LIFE (conformance-cases.md 2.2) against LocalSandbox, plus the
--- status rules of platform-protocol.md 6.4 and the defaults of 7.5.
+-- The lifecycle cases of upstream's sandbox conformance suite (SBX-LIFE-NN)
+-- against LocalSandbox, plus the status rules of @mastra/core's sandbox
+-- (docs/api.md) and the LocalSandbox defaults.
 local lfs = require "lfs"
 local mastra = require "mastra"
 local util = require "spec.support.util"
@@ -148,7 +149,7 @@ describe("LocalSandbox lifecycle (SBX-LIFE)", function()
     assert.is_truthy(r.stdout:find("recovery", 1, true))
   end)
 
-  describe("status rules (platform-protocol 6.4)", function()
+  describe("status rules", function()
     it("6.4 a destroyed sandbox refuses start() and executeCommand with"
       .. " SandboxNotReadyError", function()
       local s = fresh()
@@ -205,7 +206,7 @@ describe("LocalSandbox lifecycle (SBX-LIFE)", function()
       end)
   end)
 
-  describe("LocalSandbox defaults (platform-protocol 7.5)", function()
+  describe("LocalSandbox defaults", function()
     it("7.5 workingDirectory defaults to <cwd>/.sandbox (not created before start)",
       function()
         local s <close> = mastra.LocalSandbox.new()

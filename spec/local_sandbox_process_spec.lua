@@ -1,4 +1,5 @@
--- SBX-PROC (conformance-cases.md 2.5) against LocalSandbox.processes.
+-- The process-manager cases of upstream's sandbox conformance suite
+-- (SBX-PROC-NN) against LocalSandbox.processes.
 --
 -- Lua has no AbortSignal and no Node streams:
 --   * abort (SBX-PROC-14..16) maps to handle:kill();

@@ -1,7 +1,8 @@
 -- The HTTP and WebSocket client of mastra.core (core.http, core.websocket;
 -- src/lua/lnet.c) against a real mastra-platform: the control plane over
--- HTTP, `echo hello` over the exec WebSocket (platform-protocol.md 2.2,
--- 2.3), concurrency in tasks, failures, cancellation.
+-- HTTP, `echo hello` over the exec WebSocket (docs/platform.md: the lease,
+-- `init_exec`, output frames, `exit`), concurrency in tasks, failures,
+-- cancellation.
 -- Needs MASTRA_PLATFORM (set by CTest).
 local lfs = require "lfs"
 local mastra = require "mastra"

@@ -1,6 +1,7 @@
 -- PlatformSandbox against the real local platform (mastra-platform over
--- real sockets): the happy paths of platform-protocol.md sections 1 to 3
--- and 6. The exact wire sequences and the faults are in
+-- real sockets): the happy paths of the control plane, direct exec, the
+-- process manager, identity, clone and status. The exact wire sequences and
+-- the faults are in
 -- platform_sandbox_wire_spec.lua, against the scripted fault server.
 local mastra = require "mastra"
 local platform = require "spec.support.platform"
@@ -235,7 +236,7 @@ describe("PlatformSandbox on the local platform", function()
     assert.matches("unknown option 'tiemout'", err_of(new, { tiemout = 1 }))
     assert.matches("option 'networkIsolation' must be \"ISOLATED\" or \"PRIVATE\"",
       err_of(new, { networkIsolation = "OPEN" }))
-    assert.matches('sandboxProvider "e2b" is not supported yet',
+    assert.matches('sandboxProvider "e2b" is not supported %(',
       err_of(new, { sandboxProvider = "e2b" }))
     assert.matches("environmentId is required", err_of(mastra.PlatformSandbox.new,
       { accessToken = "t", proxyUrl = srv.url, projectId = "p" }))

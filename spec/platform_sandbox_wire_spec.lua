@@ -1,7 +1,10 @@
 -- PlatformSandbox on the wire, against the scripted fault server
--- (spec/support/fault-platform.c): the exact requests of
--- platform-protocol.md sections 1 and 2, the sequences of section 8 item
--- 15 and 16, and the faults the real platform does not produce on demand.
+-- (spec/support/fault-platform.c): the exact requests of the control plane
+-- and of direct exec, the sequences the upstream client's tests pin down
+-- (one lease for three execs, re-mint near expiry, 410 and 1006/1011
+-- handling, the checkpoint delete before the sandbox delete, the exec
+-- frames' edge cases), and the faults the real platform does not produce on
+-- demand.
 local core = require "mastra.core"
 local mastra = require "mastra"
 local fault = require "spec.support.fault"

@@ -6,6 +6,7 @@
 -- to a fresh temp dir, removed at the end. The runner gets PATH plus the
 -- sanitizer options of this process, nothing else of its environment.
 local mastra = require "mastra"
+local util = require "spec.support.util"
 
 local MASTRA_LUA = os.getenv("MASTRA_LUA")
 if MASTRA_LUA == nil or MASTRA_LUA == "" then
@@ -36,7 +37,7 @@ local function read_file(path)
 end
 
 describe("mastra-lua", function()
-  local dir, sb
+  local dir, base, sb
 
   -- Run the runner with `args` (a list, quoted for the shell) in dir.
   local function run(args)
@@ -56,19 +57,13 @@ describe("mastra-lua", function()
   end
 
   setup(function()
-    local tmp <close> = mastra.LocalSandbox.new{ workingDirectory = "/tmp" }
-    local r = tmp:executeCommand("mktemp -d /tmp/mastra-runner-spec-XXXXXX")
-    assert(r.exitCode == 0, "mktemp -d failed: " .. r.stderr)
-    dir = r.stdout:gsub("\n$", "")
+    dir, base = util.tmpdir()
     sb = mastra.LocalSandbox.new{ workingDirectory = dir, env = ENV }
   end)
 
   teardown(function()
     if sb then sb:destroy() end
-    if dir and dir:match("^/tmp/mastra%-runner%-spec%-") then
-      local tmp <close> = mastra.LocalSandbox.new{ workingDirectory = "/tmp" }
-      tmp:executeCommand("rm", { "-rf", dir })
-    end
+    util.rm_rf(dir, base)
   end)
 
   describe("options", function()

@@ -1,4 +1,5 @@
--- The task scheduler (DESIGN section 4, docs/api.md "Tasks"):
+-- The task scheduler (docs/api.md "Tasks", docs/decisions.md "Event loop
+-- and tasks"):
 -- mastra.spawn, task:wait, task:cancel, mastra.all, mastra.map,
 -- mastra.sleep, mastra.run, mastra.step and mastra.nextTimeout.
 --

@@ -1,5 +1,5 @@
--- The workspace integration scenarios (conformance-cases.md 4.1 INT-SYNC,
--- 4.5 INT-CONC, 4.6 INT-LARGE, 4.7 INT-WRC: createWorkspaceIntegrationTests
+-- The workspace integration scenarios of upstream's conformance suite
+-- (INT-SYNC, INT-CONC, INT-LARGE, INT-WRC: createWorkspaceIntegrationTests
 -- with fileSync, concurrentOperations, largeFileHandling and
 -- writeReadConsistency), run by one shared function over two
 -- configurations:

@@ -1,14 +1,14 @@
--- Workspace and its agent tools (platform-protocol.md 7.6), driven purely
--- through the tool list, as an agent would: LocalFilesystem (or, until it
--- exists, a small filesystem over io.open) and LocalSandbox over the same
--- directory.
+-- Workspace and its agent tools (upstream's workspace tools: docs/api.md),
+-- driven purely through the tool list, as an agent would: LocalFilesystem,
+-- then a minimal filesystem over io.open, each with a LocalSandbox over the
+-- same directory.
 local lfs = require "lfs"
 local mastra = require "mastra"
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 local util = require "spec.support.util"
 
--- {====== a minimal filesystem (the 7.4 methods) over io.open ======
+-- {====== a minimal filesystem (the WorkspaceFilesystem methods) over io.open ======
 
 local function spec_filesystem(base)
   local fs = { id = "spec-fs", name = "SpecFilesystem", provider = "spec" }
@@ -77,18 +77,14 @@ local function spec_filesystem(base)
   return fs
 end
 
-local have_local_fs, LocalFilesystem = pcall(require, "mastra.local_filesystem")
+local LocalFilesystem = require "mastra.local_filesystem"
 
 -- The specs run over each filesystem: LocalFilesystem, and the minimal one
 -- (which stands for any other implementation of the interface).
 local FILESYSTEMS = {
+  { "LocalFilesystem", function(dir) return LocalFilesystem.new{ basePath = dir } end },
   { "a minimal filesystem", spec_filesystem },
 }
-if have_local_fs then
-  table.insert(FILESYSTEMS, 1, { "LocalFilesystem", function(dir)
-    return LocalFilesystem.new{ basePath = dir }
-  end })
-end
 
 -- }======
 

@@ -45,18 +45,30 @@ common.EXEC_OPTS = {
 
 --- args of executeCommand: nil or a list of strings. Raises at the caller
 -- of the function that calls it.
-function common.checkArgs(where, args)
+function common.checkArgs(where, args, level)
+  level = level or 3
   if args == nil then return end
   if type(args) ~= "table" then
     error(("%s: argument #2 (args) must be a list of strings (got %s)")
-      :format(where, options.describe(args)), 3)
+      :format(where, options.describe(args)), level)
   end
   for i = 1, #args do
     if type(args[i]) ~= "string" then
       error(("%s: argument #2 (args) item %d must be a string (got %s)")
-        :format(where, i, options.describe(args[i])), 3)
+        :format(where, i, options.describe(args[i])), level)
     end
   end
+end
+
+--- The checks executeCommand starts with, in both sandboxes: self (an
+-- instance of class), the command, its args and the options (returned).
+-- Errors point at the caller of executeCommand.
+function common.checkExec(where, class, self, command, args, opts)
+  options.self(where, self, class, 4)
+  options.arg(where, 1, "command", command, options.string, 4)
+  common.checkArgs(where, args, 4)
+  local checked = options.check(where, opts, common.EXEC_OPTS, 4)
+  return checked -- not a tail call: level 4 is the caller of executeCommand
 end
 
 --- The instructions: the configured string, or what the configured

@@ -1,5 +1,5 @@
--- One command over the direct-exec WebSocket (platform-protocol.md 2.2 and
--- 2.3): open with the subprotocols [subprotocol, jwt], send init_exec and
+-- One command over the direct-exec WebSocket (docs/platform.md, GET
+-- /ws/exec): open with the subprotocols [subprotocol, jwt], send init_exec and
 -- stdin_close, collect the tagged output frames until the exit frame, then
 -- close(1000) once.
 --
@@ -82,9 +82,12 @@ function direct_exec.run(spec)
     timeout = math.ceil(limit),
   }
   if ws == nil then
+    local why = ("the exec lease's wsEndpoint %s cannot be used: %s (%s)")
+      :format(spec.url, message, errname)
+    local fds = errors.descriptorLimit(why, errname)
+    if fds then error(fds, 0) end
     errors.SandboxExecTransportError:raise({
-      message = ("the exec lease's wsEndpoint %s cannot be used: %s (%s)")
-        :format(spec.url, message, errname),
+      message = why,
       command = spec.command, wsEndpoint = spec.url, opened = false, code = errname,
     }, 0)
   end
@@ -121,11 +124,12 @@ function direct_exec.run(spec)
     end
     if exited then break end
     if state == "closed" then
-      local code, reason = ws:closeInfo()
+      local code, reason, _, why, _, name = ws:closeInfo()
       if code then
         res.closeCode = code
         res.closeReason = reason or ""
       end
+      res.error, res.errname = why, name
       res.opened = res.opened or ws:opened()
       break
     end

@@ -1,4 +1,4 @@
--- Error classes (DESIGN section 5).
+-- Error classes (docs/api.md "Errors").
 --
 -- An error object is a table whose metatable is its class. It has `name`,
 -- `message`, the fields of its class, and prints as "Name: message".
@@ -55,6 +55,9 @@ class("NetworkError")
 class("SandboxNotReadyError", nil, { code = "NOT_READY" })
 class("SandboxDestroyedError")
 class("SandboxExecTransportError")
+-- the process ran out of file descriptors (EMFILE, ENFILE): `limit` is
+-- the soft RLIMIT_NOFILE, `inUse` the descriptors open when it was seen
+class("ResourceLimitError")
 
 local FilesystemError = class("FilesystemError")
 class("FileNotFoundError", FilesystemError, { code = "ENOENT" })
@@ -66,6 +69,63 @@ class("DirectoryNotEmptyError", FilesystemError, { code = "ENOTEMPTY" })
 local PermissionError = class("PermissionError", FilesystemError, { code = "EACCES" })
 -- a PermissionError too: the conformance cases (FS-ERR-05..07) expect one
 class("WorkspaceReadOnlyError", PermissionError, { code = "READ_ONLY" })
+
+-- {====== running out of descriptors ======
+
+local DESCRIPTORS_TEXT = "Too many open files" -- strerror of EMFILE and ENFILE
+
+-- The soft limit on open descriptors (ulimit -n), or nil. The last value
+-- read is kept: at the limit, the file cannot be opened.
+local known_limit
+local function nofile_limit()
+  local f = io.open("/proc/self/limits", "r")
+  if f == nil then return known_limit end
+  local text = f:read("a")
+  f:close()
+  known_limit = tonumber(text:match("Max open files%s+(%d+)")) or known_limit
+  return known_limit
+end
+-- read once now: mastra.core raises the soft limit when it opens
+if pcall(require, "mastra.core") then nofile_limit() end
+
+-- The descriptors open now, or nil if they cannot be counted (at the limit
+-- the count itself fails: that is an answer too).
+local function fds_in_use(fs_readdir)
+  local names, _, name = fs_readdir("/proc/self/fd")
+  if names == nil then return nil, name == "EMFILE" or name == "ENFILE" end
+  return #names - 1, false -- minus the descriptor of the listing itself
+end
+
+--- A ResourceLimitError if the failure described by `detail` (a message,
+-- an errno or CURLE_* name) comes from running out of descriptors, else
+-- nil. A message with strerror(EMFILE) or a name EMFILE/ENFILE says so;
+-- a failure that names no cause (libcurl's "Couldn't connect to server"
+-- when socket() fails) is one when the process is at its limit now (the
+-- descriptors in use are within 1/16 of it, or cannot even be listed).
+function errors.descriptorLimit(detail, name, probe)
+  detail = tostring(detail or "")
+  local named = detail:find(DESCRIPTORS_TEXT, 1, true) ~= nil
+    or name == "EMFILE" or name == "ENFILE"
+  local limit = nofile_limit()
+  local used, at_limit = fds_in_use(require("mastra.core").fsReaddir)
+  if not named then
+    if not probe then return nil end
+    if not at_limit and not (used and limit and used >= limit - math.max(4, limit // 16)) then
+      return nil
+    end
+  end
+  return errors.ResourceLimitError:new{
+    message = ("out of file descriptors: %s%s; raise the limit (ulimit -n, and"
+      .. " ulimit -Hn for the hard limit) or lower the concurrency (mastra.map's"
+      .. " concurrency option). Cause: %s"):format(limit
+        and ("this process may have %d open at once (ulimit -n %d)"):format(limit, limit)
+        or "this process reached its limit (ulimit -n)",
+      used and (", and %d are open"):format(used) or "", detail),
+    limit = limit, inUse = used, cause = detail,
+  }
+end
+
+-- }======
 
 -- The filesystem error class of an errno name (a failure of mastra.core,
 -- docs/core.md): FilesystemError when no subclass fits.

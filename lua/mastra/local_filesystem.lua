@@ -1,5 +1,5 @@
 -- LocalFilesystem: a directory of the host as a workspace filesystem
--- (platform-protocol.md 7.4 and 7.5; conformance-cases.md FS-*).
+-- (the filesystem interface of docs/api.md, as PlatformFilesystem has it).
 --
 -- A workspace path is joined under basePath (a leading "/" is stripped;
 -- an absolute path inside one of `allowedPaths` is used as it is). With

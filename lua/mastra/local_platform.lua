@@ -1,10 +1,11 @@
--- The embedded default (DESIGN section 6): with no platform credentials
+-- The embedded default (docs/platform.md): with no platform credentials
 -- and no proxy URL, scripts run against a per-user local mastra-platform,
 -- found or started here.
 --
 -- State lives in $MASTRA_PLATFORM_STATE_DIR, else $XDG_STATE_HOME/mastra,
 -- else ~/.local/state/mastra:
---   platform.lock    flock'd while a process looks for (or starts) the server
+--   platform.lock    flock'd while a process looks for (or starts) the server;
+--                    holds the pid of the last process that took it
 --   platform.state   url=, token=, pid= lines of the running server
 --   platform.out     the server's stdout (its JSON line); platform.log: stderr
 -- The server's data is in <state dir>/platform-data. It exits by itself
@@ -12,6 +13,7 @@
 -- seconds (default 900).
 local core = require "mastra.core"
 local errors = require "mastra.errors"
+local process = require "mastra.process"
 local shell = require "mastra.shell"
 local task = require "mastra.task"
 
@@ -120,11 +122,21 @@ local function start_server(dir)
   local out_path = dir .. "/platform.out"
   os.remove(out_path)
   local idle = tonumber(os.getenv("MASTRA_PLATFORM_IDLE_EXIT") or "") or 900
-  local ok, err = core.daemon(("%s serve --listen 127.0.0.1:0 --data-dir %s"
-    .. " --token-file %s --idle-exit %d >%s 2>>%s"):format(shell.quote(bin),
-    shell.quote(data), shell.quote(token_file), idle, shell.quote(out_path),
-    shell.quote(dir .. "/platform.log")))
-  if not ok then return nil, err end
+  -- sh starts the server in a session of its own and exits at once; the
+  -- wait for sh is a task's wait (never a blocking waitpid)
+  local starter = process.start{
+    command = ("setsid %s serve --listen 127.0.0.1:0 --data-dir %s --token-file %s"
+      .. " --idle-exit %d </dev/null >%s 2>>%s &"):format(shell.quote(bin),
+      shell.quote(data), shell.quote(token_file), idle, shell.quote(out_path),
+      shell.quote(dir .. "/platform.log")),
+    env = true, -- the server gets this process's environment
+    timeout = 10000,
+  }
+  process.pump(starter)
+  if starter.exitCode ~= 0 then
+    return nil, ("cannot start mastra-platform: /bin/sh exited with %s: %s")
+      :format(starter.exitCode, starter.stderr)
+  end
   local url, pid = wait_for_url(out_path, core.now() + 15000)
   if url == nil then
     return nil, ("mastra-platform did not start within 15 s; see %s/platform.log")
@@ -140,39 +152,106 @@ end
 
 local announced = false
 
+-- Say once on stderr which server this process uses.
+local function announce(state, started)
+  if announced then return end
+  announced = true
+  io.stderr:write(("mastra: using the local platform at %s (%s; set"
+    .. " MASTRA_PLATFORM_ACCESS_TOKEN and MASTRA_WORKSPACE_PROXY_URL for a"
+    .. " hosted one)\n"):format(state.url, started and "started it" or "already running"))
+end
+
+-- The lock is taken without blocking the thread: EAGAIN is retried
+-- after a sleep that doubles from LOCK_FIRST_SLEEP_MS up to
+-- LOCK_MAX_SLEEP_MS, for at most lockDeadlineMs (twice the 15 s a server's
+-- start may take).
+local LOCK_FIRST_SLEEP_MS = 10
+local LOCK_MAX_SLEEP_MS = 200
+local_platform.lockDeadlineMs = 30000
+
+local function lock_state(dir)
+  local path = dir .. "/platform.lock"
+  local deadline = core.now() + local_platform.lockDeadlineMs
+  local pause = LOCK_FIRST_SLEEP_MS
+  while true do
+    local lock, err, name = core.lock(path, true)
+    if lock then
+      -- the holder's pid, for the message of a process that gives up
+      local f = io.open(path, "r+b")
+      if f then
+        f:write((core.fsReadlink("/proc/self") or "0") .. "\n")
+        f:close()
+      end
+      return lock
+    end
+    if name ~= "EAGAIN" and name ~= "EWOULDBLOCK" then
+      errors.forCode(name):raise({ message = "mastra: cannot lock the local platform state: "
+        .. tostring(err), path = path, code = name }, 0)
+    end
+    if core.now() >= deadline then
+      local holder = tonumber((read_file(path) or ""):match("^(%d+)"))
+      errors.MastraError:raise({
+        message = ("mastra: cannot lock the local platform state: %s is held by %s for"
+          .. " more than %g s (a mastra process that is starting the local platform;"
+          .. " if it hangs, stop it)"):format(path,
+          holder and holder > 0 and ("pid " .. holder) or "another process",
+          local_platform.lockDeadlineMs / 1000),
+        path = path, holderPid = holder, code = name,
+      }, 0)
+    end
+    task.sleep(pause)
+    pause = math.min(pause * 2, LOCK_MAX_SLEEP_MS)
+  end
+end
+
+-- Find or start the server, under the cross-process lock.
+local function find_or_start(dir)
+  local lock <close> = lock_state(dir) -- luacheck: ignore 211
+  local state = running_server(dir)
+  if state then return state, false end
+  local serr
+  state, serr = start_server(dir)
+  if state == nil then
+    errors.MastraError:raise({ message = "mastra: cannot start the local platform: " .. serr }, 0)
+  end
+  return state, true
+end
+
+local finding  -- the task looking for the server; concurrent callers wait for it
+
 --- Find or start the local platform. Returns {url, token, pid, projectId,
 -- environmentId, bucketName}; raises with a message saying what to do when
--- it cannot.
+-- it cannot. A server that runs is found from the state file (written
+-- atomically) without the lock; otherwise concurrent callers share one
+-- attempt (a task they wait for), which takes the lock.
 function local_platform.ensure()
   local dir = local_platform.stateDir()
-  local ok, err, ename = core.fsMkdir(dir, true)
-  if not ok then
-    errors.forCode(ename):raise({ message = ("mastra: cannot create the local platform's state"
-      .. " directory: %s (set MASTRA_PLATFORM_STATE_DIR to a writable directory)"):format(err),
-      path = dir, code = ename }, 0)
-  end
-  local lock, lerr, lname = core.lock(dir .. "/platform.lock")
-  if not lock then
-    errors.forCode(lname):raise({ message = "mastra: cannot lock the local platform state: "
-      .. lerr, path = dir .. "/platform.lock", code = lname }, 0)
-  end
   local state = running_server(dir)
-  local started = false
-  if state == nil then
-    local serr
-    state, serr = start_server(dir)
-    if state == nil then
-      lock:close()
-      errors.MastraError:raise({ message = "mastra: cannot start the local platform: " .. serr }, 0)
+  if state then
+    announce(state, false)
+  else
+    local ok, err, ename = core.fsMkdir(dir, true)
+    if not ok then
+      errors.forCode(ename):raise({ message = ("mastra: cannot create the local platform's state"
+        .. " directory: %s (set MASTRA_PLATFORM_STATE_DIR to a writable directory)"):format(err),
+        path = dir, code = ename }, 0)
     end
-    started = true
-  end
-  lock:close()
-  if not announced then
-    announced = true
-    io.stderr:write(("mastra: using the local platform at %s (%s; set"
-      .. " MASTRA_PLATFORM_ACCESS_TOKEN and MASTRA_WORKSPACE_PROXY_URL for a"
-      .. " hosted one)\n"):format(state.url, started and "started it" or "already running"))
+    if finding == nil or finding.dir ~= dir then
+      local t = task.spawnShielded(function()
+        local s, started = find_or_start(dir)
+        announce(s, started)
+        return s
+      end)
+      finding = { task = t, dir = dir }
+    end
+    local attempt = finding
+    local wok, r = pcall(attempt.task.wait, attempt.task)
+    if finding == attempt then finding = nil end
+    if not wok then
+      if type(r) == "string" then r = r:gsub("\nstack traceback:.*", "") end
+      error(r, 2)
+    end
+    state = r
   end
   return {
     url = state.url,

@@ -1,5 +1,5 @@
--- LocalSandbox: the sandbox interface on the host, no platform
--- (platform-protocol.md 7.5; conformance-cases.md SBX-EXEC/LIFE/PROC).
+-- LocalSandbox: the sandbox interface on the host, no platform (upstream's
+-- LocalSandbox).
 --
 -- Commands run as `/bin/sh -c <command line>` in their own process group,
 -- in `workingDirectory`, with PATH plus the configured env (not the whole
@@ -162,7 +162,18 @@ function LocalSandbox:destroy()
   self.status = "destroyed"
 end
 
-LocalSandbox.__close = function(self) self:destroy() end
+-- `local sb <close>`: destroy at the end of the scope. In a failed or
+-- cancelled task (nothing can wait there) the process groups are signalled
+-- now, and a teardown task (mastra.task) waits until they are reaped.
+function LocalSandbox.__close(self)
+  if task.canWait() or self.status == "destroyed" then return self:destroy() end
+  if self.status ~= "pending" then
+    kill_everything(self) -- signals only: nothing waits here
+    task.teardown(LocalSandbox.destroy, self)
+  else
+    self.status = "destroyed"
+  end
+end
 
 function LocalSandbox.__tostring(self)
   return ("mastra.LocalSandbox: %s (%s)"):format(self.id, self.status)
@@ -175,10 +186,7 @@ end
 -- and returns exitCode 124 with the output received so far.
 function LocalSandbox:executeCommand(command, args, opts)
   local where = "LocalSandbox:executeCommand"
-  check_self(where, self)
-  options.arg(where, 1, "command", command, options.string)
-  common.checkArgs(where, args)
-  opts = options.check(where, opts, common.EXEC_OPTS)
+  opts = common.checkExec(where, LocalSandbox, self, command, args, opts)
   self:_ensureRunning()
   local timeout = opts.timeout
   if timeout == nil then timeout = self.timeout end

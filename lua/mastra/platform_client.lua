@@ -1,6 +1,5 @@
--- The control-plane client of the Mastra Platform workspace proxy
--- (platform-protocol.md 1.1, 1.2 and 5.1): configuration, URLs, headers,
--- requests, and PlatformApiError.
+-- The control-plane client of the Mastra Platform workspace proxy:
+-- configuration, URLs, headers, requests, and PlatformApiError.
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 local local_platform = require "mastra.local_platform"
@@ -72,7 +71,7 @@ function client.resolve(opts, where)
   local provider = nonblank(trim(opts.sandboxProvider))
     or nonblank(trim(os.getenv("SANDBOX_PROVIDER") or "")) or "railway"
   if provider == "e2b" then
-    error(where .. ': sandboxProvider "e2b" is not supported yet (mastra-lua speaks'
+    error(where .. ': sandboxProvider "e2b" is not supported (mastra-lua speaks'
       .. ' the Railway direct-exec data plane); use "railway"', 3)
   elseif provider ~= "railway" then
     error(where .. ': SANDBOX_PROVIDER must be either "railway" or "e2b"', 3)
@@ -83,7 +82,7 @@ function client.resolve(opts, where)
   return cfg
 end
 
---- PlatformApiError from a non-2xx answer (platform-protocol.md 5.1).
+--- PlatformApiError from a non-2xx answer.
 function client.apiError(status, body)
   body = body or ""
   local code, proxyMessage
@@ -107,10 +106,12 @@ end
 -- One HTTP exchange through libcurl, waiting in the current task.
 local function transport(spec)
   local function unreachable(msg, name)
-    errors.NetworkError:raise({
-      message = ("cannot reach %s: %s (%s)"):format(spec.url, msg, name),
-      url = spec.url, code = name,
-    }, 0)
+    local why = ("cannot reach %s: %s (%s)"):format(spec.url, msg, name)
+    -- libcurl's "Couldn't connect" does not say that socket() failed with
+    -- EMFILE: descriptorLimit looks at the descriptors themselves
+    local limit = errors.descriptorLimit(why, name, name == "CURLE_COULDNT_CONNECT")
+    if limit then error(limit, 0) end
+    errors.NetworkError:raise({ message = why, url = spec.url, code = name }, 0)
   end
   local req <close>, msg, name = core.http(spec)
   if not req then unreachable(msg, name) end

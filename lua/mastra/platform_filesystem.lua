@@ -1,5 +1,5 @@
 -- PlatformFilesystem: a Mastra Platform bucket as a workspace filesystem
--- (platform-protocol.md section 4 and 7.4; conformance-cases.md FS-*).
+-- (the platform's /fs routes, with the filesystem interface of docs/api.md).
 --
 -- Objects live at /fs/{bucket}/{key} under the project prefix; a key is
 -- the normalized path without its leading "/", percent-encoded segment by

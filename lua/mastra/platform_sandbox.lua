@@ -1,5 +1,6 @@
--- PlatformSandbox: a remote sandbox of a Mastra Platform environment
--- (platform-protocol.md sections 1 to 3, 5 and 6; DESIGN section 3).
+-- PlatformSandbox: a remote sandbox of a Mastra Platform environment: the
+-- control plane, direct exec, the process manager, errors, identity and
+-- status of upstream's client (docs/api.md "PlatformSandbox").
 --
 -- start() provisions (POST /sandbox, 5xx retried) or reattaches
 -- (GET /sandbox/:id); executeCommand() runs over the direct-exec WebSocket
@@ -80,10 +81,12 @@ end
 
 --- Run fn once for every concurrent caller: the callers that arrive while
 -- it runs wait for the same task and get the same results or error.
-local function coalesce(self, slot, fn)
+-- spawn: task.spawn, or task.spawnShielded for work that a teardown needs
+-- to see finish.
+local function coalesce(self, slot, fn, spawn)
   local t = self[slot]
   if t == nil then
-    t = task.spawn(fn)
+    t = (spawn or task.spawn)(fn)
     self[slot] = t
   end
   local ok, a = pcall(t.wait, t)
@@ -216,7 +219,10 @@ end
 function PlatformSandbox:start()
   check_self("PlatformSandbox:start", self)
   if self.status == "running" then return { outcome = "connected" } end
-  return coalesce(self, "_starting", function() return do_start(self) end)
+  -- shielded: a start cancelled halfway could leave a sandbox that nobody
+  -- knows of; it finishes, and the owner's teardown destroys what it made
+  return coalesce(self, "_starting", function() return do_start(self) end,
+    task.spawnShielded)
 end
 
 function PlatformSandbox:_ensureRunning(command)
@@ -244,12 +250,21 @@ local function delete_checkpoint(self, id)
   return err
 end
 
+local holds_remote, queue_teardown
+
 local function teardown(self, final_status, drop_checkpoint)
   check_self("PlatformSandbox:" .. (final_status == "stopped" and "stop" or "destroy"), self)
+  if not task.canWait() and holds_remote(self) then
+    -- a failing task's <close> (this sandbox's, or that of an object that
+    -- owns it), a finalizer: nothing can wait here, the teardown queue does it
+    queue_teardown(self, final_status, drop_checkpoint)
+    return
+  end
   if self._starting then pcall(self._starting.wait, self._starting) end
   local id = self.sandboxId
   for _, h in pairs(self._running or {}) do h:kill() end
   if id == nil then
+    self._teardownQueued = nil
     if self.status ~= "pending" or final_status == "destroyed" then
       self.status = final_status
     end
@@ -259,13 +274,17 @@ local function teardown(self, final_status, drop_checkpoint)
   local ckpt_err = drop_checkpoint and delete_checkpoint(self, id)
   local ok, err = pcall(client.request, self._cfg, "DELETE",
     "/sandbox/" .. client.encodeComponent(id), { expectJson = false })
-  self.sandboxId = nil
-  self.createdAt = nil
+  -- from here a finalizer may queue the teardown again (if it failed)
+  self._teardownQueued = nil
   self._lease = nil
   if not ok and not (errors.PlatformApiError:is(err) and err.status == 404) then
+    -- the sandbox may still be there: sandboxId stays, so that a later
+    -- destroy (the teardown queue's, at the latest at exit) sends it again
     self.status = "error"
     error(err, 0)
   end
+  self.sandboxId = nil
+  self.createdAt = nil
   self.status = final_status
   if ckpt_err then error(ckpt_err, 0) end
 end
@@ -284,16 +303,46 @@ function PlatformSandbox:stop()
   return teardown(self, "stopped")
 end
 
--- `local sb <close>`: destroy at the end of the scope. Where the scope
--- ends by an error in a task (nothing can wait there), the destroy runs
--- in a task of its own.
+-- Whether the platform may hold a sandbox of this object.
+function holds_remote(self)
+  return self.sandboxId ~= nil or self._starting ~= nil
+end
+
+-- Hand the teardown to the queue of the scheduler (once).
+local function destroy_dropping(self)
+  return PlatformSandbox.destroy(self, { keepCheckpoint = false })
+end
+
+function queue_teardown(self, final_status, drop_checkpoint)
+  if holds_remote(self) and not self._teardownQueued then
+    self._teardownQueued = true
+    task.teardown(final_status == "stopped" and PlatformSandbox.stop
+      or drop_checkpoint and destroy_dropping or PlatformSandbox.destroy, self)
+  end
+end
+
+-- `local sb <close>`: destroy at the end of the scope. When the scope ends
+-- by an error (a failed or cancelled task, where nothing can wait, or an
+-- error in a plain lua5.4 chunk), the destroy goes to the teardown queue
+-- (mastra.task), which runs it in a task of its own and bounds the wait
+-- for it at exit.
 function PlatformSandbox.__close(self, err)
-  if not task.canWait() then
-    task.spawn(PlatformSandbox.destroy, self)
-  elseif err ~= nil then
-    pcall(self.destroy, self)
+  if err ~= nil then
+    queue_teardown(self, "destroyed")
   else
     self:destroy()
+  end
+end
+
+-- A started sandbox that is collected (or still referenced when the Lua
+-- state closes) is destroyed: the finalizer only queues the teardown. A
+-- teardown already queued is the queue's (which starts it again at the
+-- close of the state). A destroy under way in a task of the program is
+-- seen here only at the close of the state, where its request has been
+-- finalized: it is sent again.
+function PlatformSandbox.__gc(self)
+  if holds_remote(self) and not self._teardownQueued then
+    task.teardownCollected(PlatformSandbox.destroy, self)
   end
 end
 
@@ -350,8 +399,9 @@ function PlatformSandbox:_ensureLease(command, attempt)
   return coalesce(self, "_minting", function() return fetch_lease(self, command, attempt) end)
 end
 
---- The DirectExecResult of `command`, with the retry policy of
--- platform-protocol.md 2.5.
+--- The DirectExecResult of `command`, with upstream's retry policy: a
+-- transport failure (no exit code, not timed out) is retried once, with a
+-- fresh lease unless another exec cached one meanwhile.
 function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
   local last, last_lease
   for attempt = 1, 2 do
@@ -371,6 +421,13 @@ function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
   if last.closeCode then
     detail = (" (close %d%s)"):format(last.closeCode,
       (last.closeReason or "") ~= "" and " " .. last.closeReason or "")
+  elseif last.error then
+    detail = (": %s (%s)"):format(last.error, tostring(last.errname))
+  end
+  if not last.opened then
+    -- a socket that never opened: out of descriptors, if we are at the limit
+    local limit = errors.descriptorLimit(last.error, last.errname, true)
+    if limit then error(limit, 0) end
   end
   errors.SandboxExecTransportError:raise({
     message = ("Direct-exec transport failed for sandbox %s after 2 attempt(s)%s")
@@ -396,10 +453,7 @@ end
 -- exitCode 124.
 function PlatformSandbox:executeCommand(command, args, opts)
   local where = "PlatformSandbox:executeCommand"
-  check_self(where, self)
-  options.arg(where, 1, "command", command, options.string)
-  common.checkArgs(where, args)
-  opts = options.check(where, opts, common.EXEC_OPTS)
+  opts = common.checkExec(where, PlatformSandbox, self, command, args, opts)
   local started = core.now()
   local full = shell.commandLine(command, args)
   self:_ensureRunning(full)

@@ -1,5 +1,5 @@
--- Process handles and the `processes` manager of a sandbox
--- (platform-protocol.md 7.3; conformance-cases.md SBX-PROC).
+-- Process handles and the `processes` manager of a sandbox (upstream's
+-- SandboxProcessManager and ProcessHandle).
 --
 -- A handle wraps one child process of mastra.core. Its output is pumped
 -- into the handle as it arrives (and to onStdout/onStderr); `exitCode` is
@@ -61,10 +61,10 @@ local function spawn_failed(spec, msg, name)
       path = cwd, code = name,
     }, 0)
   end
+  local limit = errors.descriptorLimit(("%s: %s"):format(what, msg), name)
+  if limit then error(limit, 0) end -- EMFILE, ENFILE: a ResourceLimitError
   local hint = ""
-  if name == "EMFILE" or name == "ENFILE" then
-    hint = " (out of file descriptors: raise `ulimit -n`, or run fewer commands at once)"
-  elseif name == "EAGAIN" then
+  if name == "EAGAIN" then
     hint = " (too many processes: wait for some to finish)"
   end
   errors.MastraError:raise({ message = ("%s: %s%s"):format(what, msg, hint), code = name }, 0)
@@ -155,7 +155,10 @@ end
 function Handle:kill()
   options.self("ProcessHandle:kill", self, Handle)
   if self.exitCode ~= nil or self._proc == nil then return false end
-  return self._proc:kill()
+  -- at the close of the Lua state the process object may already be
+  -- finalized (its finalizer killed the group): nothing runs any more
+  local ok, running = pcall(self._proc.kill, self._proc)
+  return ok and running
 end
 
 --- Write data to the process's stdin; waits while the pipe is full.

@@ -1,4 +1,5 @@
--- Command lines as the platform builds them (platform-protocol.md 2.4).
+-- Command lines as the platform client builds them: the command, then each
+-- argument quoted.
 local shell = {}
 
 --- Quote one argument: safe words stay as they are, anything else goes in

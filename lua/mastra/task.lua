@@ -1,17 +1,31 @@
--- Tasks: coroutines scheduled over the C event loop (DESIGN section 4).
+-- Tasks: coroutines scheduled over the C event loop (docs/decisions.md
+-- "Event loop and tasks").
 --
 -- A task waits with task.wait(key, ...): it is suspended until one of the
 -- keys is woken. Keys are the integer ids that the C loop signals (timers,
--- processes, later transfers and sockets) or other tasks (woken when they
+-- processes, HTTP transfers, WebSockets) or other tasks (woken when they
 -- finish). Every waiting task is resumed exactly once per wait: by a wake,
 -- or by a cancellation, which wait() turns into a CancelledError.
 --
 -- Outside any task (a plain lua5.4 main chunk), wait() drives the loop
 -- itself until its keys are woken, so blocking calls work unchanged.
+--
+-- Teardown that needs I/O (a sandbox's DELETE, waiting for a killed
+-- process) is never done where a task cannot wait (a failing or cancelled
+-- coroutine's <close>, a finalizer): it is queued (task.teardown,
+-- task.teardownCollected) and runs in a fresh, shielded task. mastra.run,
+-- the exit of the state (a registry sentinel's __gc, run by lua_close) and
+-- a failing mastra.map/mastra.all outside tasks drain the queue, with a
+-- deadline of TEARDOWN_DEADLINE_MS. See docs/decisions.md.
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 
 local task = {}
+
+-- How long a drain waits for the teardown that remains (documented in
+-- docs/api.md and docs/decisions.md).
+local TEARDOWN_DEADLINE_MS = 5000
+task.TEARDOWN_DEADLINE_MS = TEARDOWN_DEADLINE_MS
 
 local WAIT = setmetatable({}, { __name = "mastra.task.WAIT" })
 
@@ -24,9 +38,16 @@ local waiters = {}      -- key -> { [waiter] = true }
 local queue, qhead, qtail = {}, 1, 0
 local live = 0          -- tasks not finished
 local depth = 0         -- > 0 while the scheduler runs tasks
-local unobserved = {}   -- failed tasks that nobody waited for, in order
+-- failed tasks that nobody waited for -> the order they failed in; weak, so
+-- that a collected task reports its error itself (Task.__gc)
+local unobserved = setmetatable({}, { __mode = "k" })
+local failures = 0      -- the order of the last failure
 local interrupted = false
 local poll_ids = {}
+local collected = {}    -- teardown jobs queued by finalizers (only they append)
+local shielded_live = 0 -- shielded tasks (teardown, a sandbox's start) not finished
+local exit_deadline     -- the deadline of the drain at exit (or of one that gave up)
+local stderr = io.stderr
 
 -- {====== waiting and waking ======
 
@@ -125,6 +146,7 @@ end
 local function finish(t, ok, ...)
   t.state = "done"
   live = live - 1
+  if t.shielded then shielded_live = shielded_live - 1 end
   if ok then
     t.ok = true
     t.results = table.pack(...)
@@ -136,8 +158,9 @@ local function finish(t, ok, ...)
     if not t.cancelled then t.traceback = debug.traceback(t.co) end
     -- an error does not unwind a coroutine: close its <close> variables
     coroutine.close(t.co)
-    if not t.cancelled and waiters[t] == nil then
-      unobserved[#unobserved + 1] = t
+    if not t.cancelled and waiters[t] == nil and not t.grouped then
+      failures = failures + 1
+      unobserved[t] = failures
     end
   end
   wake(t)
@@ -181,19 +204,27 @@ local function run_ready()
   if qhead > qtail then qhead, qtail = 1, 0 end
 end
 
+-- Cancel every task but the shielded ones (teardown, a start whose result
+-- a teardown needs).
 local function cancel_all()
-  for _, t in pairs(by_co) do t:cancel() end
+  for _, t in pairs(by_co) do
+    if not t.shielded then t:cancel() end
+  end
 end
 
 local function can_progress()
-  return queued() > 0 or core.alive() > 0 or core.nextTimeout() == 0
+  return queued() > 0 or #collected > 0 or core.alive() > 0
+    or core.nextTimeout() == 0
 end
 
 -- Pump the loop once: run ready tasks, poll, run what became ready. The
 -- poll does not block when tasks are ready, when done() already holds, or
 -- when nothing could wake it.
+local start_collected
+
 local function step(timeout, done)
   run_ready()
+  start_collected()
   if queued() > 0 or (done and done()) or not can_progress() then timeout = 0 end
   local n, intr = core.poll(timeout, poll_ids)
   for i = 1, n do wake(poll_ids[i]) end
@@ -202,6 +233,7 @@ local function step(timeout, done)
     cancel_all()
   end
   run_ready()
+  start_collected()
 end
 
 local function deadlock()
@@ -266,13 +298,7 @@ function task.wait(...)
 end
 task.waitAs = wait_as
 
-function task.spawn(fn, ...)
-  if type(fn) ~= "function" then
-    local mt = getmetatable(fn)
-    if not (mt and mt.__call) then
-      error(("mastra.spawn: expected a function (got %s)"):format(type(fn)), 2)
-    end
-  end
+local function new_task(fn, ...)
   local t = setmetatable({
     co = coroutine.create(fn),
     args = table.pack(...),
@@ -283,6 +309,166 @@ function task.spawn(fn, ...)
   enqueue(t)
   return t
 end
+
+function task.spawn(fn, ...)
+  if type(fn) ~= "function" then
+    local mt = getmetatable(fn)
+    if not (mt and mt.__call) then
+      error(("mastra.spawn: expected a function (got %s)"):format(type(fn)), 2)
+    end
+  end
+  return new_task(fn, ...)
+end
+
+--- A task that a failure or an interrupt does not cancel (mastra.run, the
+-- exit drain): teardown, or work whose result a teardown needs (a
+-- sandbox's start). A drain waits for it up to its deadline.
+function task.spawnShielded(fn, ...)
+  local t = new_task(fn, ...)
+  t.shielded = true
+  shielded_live = shielded_live + 1
+  return t
+end
+
+-- {====== the teardown queue ======
+
+local function describe(obj)
+  local ok, s = pcall(tostring, obj)
+  return ok and s or "an object"
+end
+
+local function run_teardown(job)
+  local ok, err = pcall(job[1], job[2])
+  if not ok and not job.superseded then
+    stderr:write(("mastra: teardown of %s failed: %s\n"):format(describe(job[2]),
+      tostring(err)))
+  end
+end
+
+--- Run fn(obj) in a fresh shielded task: the teardown of obj, from where
+-- the caller cannot wait (a <close> handler of a failing or cancelled
+-- task). Its failure is reported on stderr.
+function task.teardown(fn, obj)
+  local job = { fn, obj }
+  local t = task.spawnShielded(run_teardown, job)
+  t.job = job
+  return t
+end
+
+--- The same, from a finalizer (__gc): the job is only recorded here, and
+-- the scheduler starts its task on its next turn.
+function task.teardownCollected(fn, obj)
+  collected[#collected + 1] = { fn, obj }
+end
+
+function start_collected()
+  if #collected == 0 then return end
+  local jobs = collected
+  -- a finalizer run by the allocation of the new list still appends to
+  -- jobs; from the assignment on, finalizers append to the new list
+  collected = {}
+  for _, job in ipairs(jobs) do task.teardown(job[1], job[2]) end
+end
+
+-- Whether teardown remains: queued jobs or shielded tasks not finished.
+local function teardown_pending()
+  return #collected > 0 or shielded_live > 0
+end
+
+-- Drive the loop while keep() holds, at most until deadline (core.now()
+-- ms). False if the deadline passed first.
+local function drive_until(keep, deadline)
+  while keep() do
+    local left = deadline - core.now()
+    if left <= 0 then return false end
+    if not can_progress() then return true end -- nothing can still happen
+    step(math.ceil(left)) -- core.now() has a fractional part
+  end
+  return true
+end
+
+local function report_abandoned(what)
+  stderr:write(("mastra: %s: gave up after %d ms on %d task(s) still running"
+    .. " (%d of them teardown)\n"):format(what, TEARDOWN_DEADLINE_MS,
+    live + #collected, shielded_live + #collected))
+end
+
+--- At the end (a failed or interrupted mastra.run, the exit of the state):
+-- cancel every task that is not shielded, then drive the loop until every
+-- task has finished and no teardown remains, or until deadline (core.now()
+-- ms). True if all ended; false after a report on stderr.
+local function drain_all(what, deadline)
+  if depth > 0 then return false end
+  local late = core.now() >= deadline -- a drain that gave up already said so
+  cancel_all()
+  local ok = drive_until(function()
+    return live > 0 or #collected > 0
+  end, deadline)
+  if not ok then
+    if not late then report_abandoned(what) end
+    -- the exit of the state does not wait a second time
+    exit_deadline = exit_deadline or deadline
+  end
+  return ok
+end
+
+-- The state's sentinel: lua_close runs its __gc after the finalizers of
+-- everything created later (sandboxes hand themselves to the queue there)
+-- and before the loop's, so the drain still has a loop. It covers a plain
+-- lua5.4 script that ends, or fails, outside mastra.run, and an embedding
+-- host's lua_close.
+-- Before the drain at the close of the state:
+-- * lua.c's SIGINT hook raises "interrupted!" at any instruction of the
+--   main thread, so a plain lua5.4 script can stop the scheduler halfway (a
+--   task resumed and its end not recorded); nothing runs now: put it
+--   straight.
+-- * lua_close has already finalized every timer, request and socket made
+--   after this module loaded, so a task that waits on one never wakes:
+--   every task is cancelled, and a teardown already under way is started
+--   again in a fresh task (a DELETE is idempotent; what it makes now has no
+--   finalizer and works to the end).
+local function prepare_exit()
+  depth = 0
+  local tasks = {} -- first a list: what follows may spawn tasks
+  for _, t in pairs(by_co) do tasks[#tasks + 1] = t end
+  local restart = {}
+  for _, t in ipairs(tasks) do
+    if t.state == "running" then
+      if coroutine.status(t.co) == "dead" then
+        finish(t, false, cancelled_error()) -- closes its <close> variables
+      else
+        make_ready(t)
+      end
+    end
+    if t.state ~= "done" and not (t.job and not t.started) then
+      if t.job and not t.job.superseded then
+        t.job.superseded = true
+        restart[#restart + 1] = t.job
+      end
+      t:cancel()
+    end
+  end
+  for _, job in ipairs(restart) do task.teardown(job[1], job[2]) end
+end
+
+local sentinel = setmetatable({}, {
+  __name = "mastra.task.sentinel",
+  __gc = function()
+    prepare_exit()
+    if live > 0 or #collected > 0 then
+      exit_deadline = exit_deadline or core.now() + TEARDOWN_DEADLINE_MS
+      local ok, err = pcall(drain_all, "closing the Lua state", exit_deadline)
+      if not ok then
+        stderr:write("mastra: teardown at exit failed: ", tostring(err), "\n")
+      end
+    end
+    -- tasks that failed during the drain: their finalizers have run already
+    for t in pairs(unobserved) do Task.__gc(t) end
+  end,
+})
+debug.getregistry()[sentinel] = true
+
+-- }======
 
 function task.isTask(v)
   return getmetatable(v) == Task
@@ -305,9 +491,7 @@ function Task:wait()
   end
   while self.state ~= "done" do task.wait(self) end
   self.observed = true
-  for i, t in ipairs(unobserved) do
-    if t == self then table.remove(unobserved, i) break end
-  end
+  unobserved[self] = nil
   if self.ok then return table.unpack(self.results, 1, self.results.n) end
   local err = self.err
   if self.traceback then
@@ -343,31 +527,78 @@ function Task.__tostring(t)
   return ("mastra.Task (%s)"):format(t.state)
 end
 
---- Finish the first failed task among `tasks` or all of them; on a failure
--- the others are cancelled and the error is raised.
+-- The error of a failed task that nobody waited for and that nothing
+-- raised (mastra.run, mastra.step) is printed once, when the task is
+-- collected (at the latest when the Lua state closes).
+function Task.__gc(t)
+  if unobserved[t] ~= nil and not t.observed then
+    t.observed = true
+    stderr:write(("mastra: a task that nobody waited for failed: %s\n%s\n")
+      :format(describe(t.err), t.traceback or ""))
+  end
+end
+
+-- The failed task nobody waited for that failed first, or nil.
+local function first_unobserved()
+  local first, order
+  for t, n in pairs(unobserved) do
+    if not t.observed and (order == nil or n < order) then first, order = t, n end
+  end
+  return first
+end
+
+--- Finish the first failed task among `tasks` or all of them. On a
+-- failure the others are cancelled and waited for (their <close> variables
+-- have run when it returns), and the first error is raised: once, here.
+-- The errors of the group belong to this call, never to the unobserved
+-- ones that mastra.run or mastra.step raise.
 local function gather(tasks)
-  local results = {}
-  local cancel_rest <close> = setmetatable({}, { -- luacheck: ignore 211
-    __close = function(_, err)
-      if err ~= nil then
-        for _, t in ipairs(tasks) do t:cancel() end
+  for _, t in ipairs(tasks) do t.grouped = true end
+  local settled = false
+  local abandon <close> = setmetatable({}, { -- luacheck: ignore 211
+    __close = function()
+      if settled then return end
+      -- the caller itself failed or was cancelled: the group goes too, and
+      -- a failure it meets from now on is nobody's to raise
+      for _, t in ipairs(tasks) do
+        if t.state ~= "done" then
+          t.grouped = nil
+          t:cancel()
+        end
       end
     end,
   })
+  local failed
   local pending = {}
   for i, t in ipairs(tasks) do pending[i] = t end
   while #pending > 0 do
     local still = {}
     for _, t in ipairs(pending) do
-      if t.state == "done" then
-        if not t.ok then t:wait() end -- raises; the guard cancels the rest
-      else
+      if t.state ~= "done" then
         still[#still + 1] = t
+      elseif not t.ok and failed == nil then
+        failed = t
       end
     end
     pending = still
+    if failed then break end
     if #pending > 0 then task.wait(table.unpack(pending)) end
   end
+  if failed then
+    for _, t in ipairs(tasks) do t:cancel() end
+    for _, t in ipairs(tasks) do
+      while t.state ~= "done" do task.wait(t) end
+    end
+    settled = true
+    if current("mastra.map") == nil then
+      -- outside tasks nothing drives the loop after the raise: let the
+      -- teardown of the cancelled items run now
+      drive_until(teardown_pending, core.now() + TEARDOWN_DEADLINE_MS)
+    end
+    failed:wait() -- raises
+  end
+  settled = true
+  local results = {}
   for i, t in ipairs(tasks) do results[i] = t.results[1] end
   return results
 end
@@ -392,8 +623,14 @@ function task.all(list)
   return gather(tasks)
 end
 
+-- mastra.map's concurrency when none is given: enough to keep a platform
+-- busy, few enough that the descriptors it takes (a socket or three pipes
+-- per item) stay far below the usual 1024 (docs/decisions.md).
+local DEFAULT_CONCURRENCY = 64
+task.DEFAULT_CONCURRENCY = DEFAULT_CONCURRENCY
+
 --- fn(item, index) for every item, at most `concurrency` at a time
--- (default: all at once). Results come back in the order of the list.
+-- (default: DEFAULT_CONCURRENCY). Results come back in the order of the list.
 function task.map(list, fn, opts)
   if type(list) ~= "table" then
     error(("mastra.map: list must be a table (got %s)"):format(type(list)), 2)
@@ -402,7 +639,7 @@ function task.map(list, fn, opts)
     error(("mastra.map: fn must be a function (got %s)"):format(type(fn)), 2)
   end
   local n = #list
-  local concurrency = n
+  local concurrency = math.min(DEFAULT_CONCURRENCY, n)
   if opts ~= nil then
     if type(opts) ~= "table" then
       error(("mastra.map: options must be a table (got %s)"):format(type(opts)), 2)
@@ -445,10 +682,19 @@ function task.sleep(ms)
   wait_as("mastra.sleep", timer:id())
 end
 
+-- Raise the error of the first failed task nobody waited for, if any.
+local function raise_unobserved()
+  local t = first_unobserved()
+  if t then t:wait() end
+end
+
 --- Run fn(...) as a task and drive the loop until every task has finished.
--- Returns fn's results or raises its error. If fn fails, the other tasks
--- are cancelled. An error of a task that nobody waited for is raised after
--- the others are done.
+-- Returns fn's results or raises its error. If fn fails or the process is
+-- interrupted, the other tasks are cancelled and the loop runs until they
+-- and the teardown they queued have finished, at most TEARDOWN_DEADLINE_MS
+-- (the same bound as for teardown left when everything else has ended).
+-- An error of a task that nobody waited for is raised after the others
+-- are done.
 function task.run(fn, ...)
   if depth > 0 then
     error("mastra.run: cannot be called from inside a task (use mastra.spawn"
@@ -456,21 +702,20 @@ function task.run(fn, ...)
   end
   local main = task.spawn(fn, ...)
   main.observed = true
+  local ending = false
   drive(function()
-    if main.state == "done" and not main.ok and not main.cancelled_others then
-      main.cancelled_others = true
-      cancel_all()
+    if not ending and (interrupted or (main.state == "done"
+        and (not main.ok or (live > 0 and live == shielded_live)))) then
+      -- failed or interrupted; or only teardown is left: drain it with
+      -- the deadline
+      ending = true
     end
-    return live == 0
+    return ending or live == 0
   end, "mastra.run")
+  if ending then drain_all("mastra.run", core.now() + TEARDOWN_DEADLINE_MS) end
   take_interrupt()
-  for i, t in ipairs(unobserved) do
-    if t == main then table.remove(unobserved, i) break end
-  end
-  if main.ok and #unobserved > 0 then
-    local t = table.remove(unobserved, 1)
-    t:wait()
-  end
+  unobserved[main] = nil
+  if main.ok then raise_unobserved() end
   return main:wait()
 end
 
@@ -489,16 +734,13 @@ function task.step(timeout_ms)
   end
   step(timeout_ms)
   interrupted = false
-  if #unobserved > 0 then
-    local t = table.remove(unobserved, 1)
-    t:wait()
-  end
+  raise_unobserved()
   return live
 end
 
 --- Milliseconds until step() has work: 0 if tasks are ready, -1 if idle.
 function task.nextTimeout()
-  if queued() > 0 then return 0 end
+  if queued() > 0 or #collected > 0 then return 0 end
   return core.nextTimeout()
 end
 

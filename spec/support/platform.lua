@@ -52,7 +52,7 @@ end
 
 --- A fresh temporary directory (removed by platform.rm_rf).
 function platform.tmpdir()
-  local base = os.tmpname() -- a file: it reserves the name
+  local base = util.tmpname() -- a file: it reserves the name
   os.remove(base)
   assert(lfs.mkdir(base))
   return base

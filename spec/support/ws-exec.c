@@ -1,6 +1,6 @@
 /*
 ** ws-exec: a blocking test client for the exec WebSocket of
-** mastra-platform (reference/platform-protocol.md 2.2 and 2.3). It shares
+** mastra-platform (docs/platform.md: GET /ws/exec and its frames). It shares
 ** no code with the server but SHA-1: plain POSIX sockets, its own HTTP
 ** upgrade request and Sec-WebSocket-Accept check, a wslay client context.
 **

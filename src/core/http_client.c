@@ -1,5 +1,5 @@
 /*
-** libcurl multi_socket on the loop, and HTTP requests (see http.h).
+** libcurl multi_socket on the loop, and HTTP requests (see http_client.h).
 */
 #define _GNU_SOURCE
 #include "http_client.h"

@@ -9,8 +9,8 @@
 **     watchers and the timer call curl_multi_socket_action, then drain
 **     curl_multi_info_read and hand each finished transfer to its `done`
 **     function. The HTTP requests of a loop share one (created on first
-**     use, shut down with the loop); each WebSocket has its own (ws.h says
-**     why).
+**     use, shut down with the loop); each WebSocket has its own
+**     (ws_client.h says why).
 **   - mastra__http_req: one request with its response kept in C.
 **
 ** Invariants:

@@ -45,8 +45,8 @@ struct mastra__timer {
   void *data;
 };
 
-/* A long-lived object the loop must shut down when it is destroyed
-** (child processes now; transfers and sockets later). */
+/* A long-lived object the loop must shut down when it is destroyed:
+** child processes, HTTP transfers and their shared context, WebSockets. */
 struct mastra__handle {
   void (*shutdown)(mastra__handle *h);  /* stop everything, synchronously */
   void (*free)(mastra__handle *h);      /* release a deferred handle */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -144,16 +145,21 @@ static void check_done(mastra__proc *p) {
   if (p->orphan) mastra__loop_defer_free(p->loop, &p->handle);
 }
 
-static void proc_free(mastra__handle *h) {
-  mastra__proc *p = (mastra__proc *)h;
-  mastra__loop *loop = p->loop;
-  mastra__loop_remove_handle(loop, h);
+/* Stop watching the process: its descriptors and its timers. */
+static void unwatch(mastra__proc *p) {
   stop_exit_io(p);
   stop_io(&p->out_io);
   stop_io(&p->err_io);
   stop_io(&p->in_io);
   mastra__timer_stop(&p->deadline);
   mastra__timer_stop(&p->grace);
+}
+
+static void proc_free(mastra__handle *h) {
+  mastra__proc *p = (mastra__proc *)h;
+  mastra__loop *loop = p->loop;
+  mastra__loop_remove_handle(loop, h);
+  unwatch(p);
   close_fd(&p->pidfd);
   free(p->out.data);
   free(p->err.data);
@@ -169,12 +175,7 @@ static void proc_shutdown(mastra__handle *h) {
     p->done = 1;
   }
   reap(p);
-  stop_exit_io(p);
-  stop_io(&p->out_io);
-  stop_io(&p->err_io);
-  stop_io(&p->in_io);
-  mastra__timer_stop(&p->deadline);
-  mastra__timer_stop(&p->grace);
+  unwatch(p);
   if (p->orphan) proc_free(h);
 }
 
@@ -183,12 +184,113 @@ static int set_nonblock(int fd) {
   return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-int mastra__proc_spawn(mastra__loop *loop, const mastra__proc_opts *opts,
-                       mastra__proc **out, char *err, size_t errlen) {
-  int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1};
+/* /bin/sh in its own process group, stdin/stdout/stderr from in0, o1, e1,
+** every other descriptor closed, signals unblocked and at their defaults.
+** Returns 0 or an errno. */
+static int spawn_posix(const mastra__proc_opts *opts, int in0, int o1, int e1,
+                       char **argv, pid_t *pid) {
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
   sigset_t none, all;
+  int rc;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_adddup2(&fa, in0, 0);
+  posix_spawn_file_actions_adddup2(&fa, o1, 1);
+  posix_spawn_file_actions_adddup2(&fa, e1, 2);
+  if (opts->cwd != NULL) posix_spawn_file_actions_addchdir_np(&fa, opts->cwd);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  sigemptyset(&none);
+  sigfillset(&all);
+  sigdelset(&all, SIGKILL);
+  sigdelset(&all, SIGSTOP);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
+                                      | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  rc = posix_spawn(pid, "/bin/sh", &fa, &attr, argv, opts->envp);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
+/* The child of spawn_fork: the same setup as spawn_posix, plus the
+** parent-death signal; a failure is reported as an errno on `report`. */
+static void child_exec(const mastra__proc_opts *opts, int in0, int o1,
+                       int e1, char **argv, pid_t parent, int report) {
+  struct sigaction dfl;
+  sigset_t none;
+  int fds[3], i, rc;
+  fds[0] = in0;
+  fds[1] = o1;
+  fds[2] = e1;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (i = 1; i < NSIG; i++) sigaction(i, &dfl, NULL); /* EINVAL: skipped */
+  if (setpgid(0, 0) < 0 || prctl(PR_SET_PDEATHSIG, opts->pdeathsig) < 0)
+    goto fail;
+  if (getppid() != parent) { /* it died before the signal was armed */
+    errno = ESRCH;
+    goto fail;
+  }
+  /* no source may be clobbered by an earlier dup2 */
+  for (i = 0; i < 3; i++)
+    if (fds[i] < 3 && (fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3)) < 0)
+      goto fail;
+  if (report < 3 && (report = fcntl(report, F_DUPFD_CLOEXEC, 3)) < 0)
+    goto fail;
+  for (i = 0; i < 3; i++)
+    if (dup2(fds[i], i) < 0) goto fail;
+  if (opts->cwd != NULL && chdir(opts->cwd) < 0) goto fail;
+  if (report > 3) close_range(3, (unsigned)report - 1, 0);
+  close_range((unsigned)report + 1, ~0u, 0);
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  execve("/bin/sh", argv, opts->envp);
+fail:
+  rc = errno;
+  if (write(report, &rc, sizeof rc) < 0) _exit(127);
+  _exit(127);
+}
+
+/* fork and exec, for what posix_spawn cannot do before the exec (the
+** parent-death signal). The child reports a failed setup or execve through
+** a close-on-exec pipe; EOF on it means the exec happened. Returns 0 or an
+** errno, like posix_spawn. */
+static int spawn_fork(const mastra__proc_opts *opts, int in0, int o1, int e1,
+                      char **argv, pid_t *out) {
+  int report[2], rc = 0;
+  pid_t parent = getpid(), pid;
+  sigset_t all, old;
+  ssize_t n;
+  if (pipe2(report, O_CLOEXEC) < 0) return errno;
+  /* no handler of ours may run in the child before the defaults are set */
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid = fork();
+  if (pid == 0) child_exec(opts, in0, o1, e1, argv, parent, report[1]);
+  if (pid < 0) rc = errno;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  close(report[1]);
+  if (pid < 0) {
+    close(report[0]);
+    return rc;
+  }
+  do n = read(report[0], &rc, sizeof rc); while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n == (ssize_t)sizeof rc) {
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+      ;
+    return rc;
+  }
+  *out = pid;
+  return 0;
+}
+
+int mastra__proc_spawn(mastra__loop *loop, const mastra__proc_opts *opts,
+                       mastra__proc **out, char *err, size_t errlen) {
+  int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1};
   char *argv[4];
   mastra__proc *p;
   pid_t pid;
@@ -216,29 +318,14 @@ int mastra__proc_spawn(mastra__loop *loop, const mastra__proc_opts *opts,
       || (in[1] >= 0 && set_nonblock(in[1]) < 0))
     goto sys_fail;
 
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, o[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, e[1], 2);
-  if (opts->cwd != NULL) posix_spawn_file_actions_addchdir_np(&fa, opts->cwd);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  sigemptyset(&none);
-  sigfillset(&all);
-  sigdelset(&all, SIGKILL);
-  sigdelset(&all, SIGSTOP);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
-                                      | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
   argv[0] = "sh";
   argv[1] = "-c";
   argv[2] = (char *)opts->command;
   argv[3] = NULL;
-  rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, opts->envp);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  if (opts->pdeathsig != 0)
+    rc = spawn_fork(opts, in[0], o[1], e[1], argv, &pid);
+  else
+    rc = spawn_posix(opts, in[0], o[1], e[1], argv, &pid);
   if (rc != 0) {
     if (opts->cwd != NULL && (rc == ENOENT || rc == ENOTDIR || rc == EACCES))
       snprintf(err, errlen, "cannot run in directory '%s': %s", opts->cwd,

@@ -36,6 +36,10 @@ typedef struct mastra__proc_opts {
   char *const *envp;     /* NULL-terminated "K=V" list */
   int stdin_pipe;        /* 0: /dev/null */
   uint64_t timeout_ms;   /* 0: none */
+  /* Linux: the signal the leader gets when the thread that started it
+  ** exits (PR_SET_PDEATHSIG, set in the child before exec; kept across
+  ** exec). 0: none. Its descendants are not covered. */
+  int pdeathsig;
 } mastra__proc_opts;
 
 typedef struct mastra__buf {

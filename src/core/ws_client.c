@@ -1,5 +1,10 @@
 /*
-** WebSocket client: libcurl CONNECT_ONLY + our Upgrade + wslay (ws.h).
+** WebSocket client: libcurl CONNECT_ONLY + our Upgrade + wslay (ws_client.h).
+**
+** One file of about 900 lines on purpose: the connect, the Upgrade, the
+** reading of its answer and the frame pump are phases of one state machine
+** over one socket and one deadline (see PH_* below); split into files, that
+** state would have to be shared through a header that only they use.
 */
 #define _GNU_SOURCE
 #include "ws_client.h"
@@ -11,10 +16,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
-#include <sys/random.h>
 
 #include "hash.h"
 #include "http_tokens.h"
+#include "util.h"
 
 enum {
   PH_CONNECT,  /* libcurl connects */
@@ -221,22 +226,10 @@ static ssize_t on_wslay_send(wslay_event_context_ptr ctx, const uint8_t *data,
   return (ssize_t)n;
 }
 
-static int fill_random(void *buf, size_t len) {
-  unsigned char *p = buf;
-  while (len > 0) {
-    ssize_t n = getrandom(p, len, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
 static int on_wslay_genmask(wslay_event_context_ptr ctx, uint8_t *buf,
                             size_t len, void *ud) {
   (void)ud;
-  if (fill_random(buf, len) < 0) {
+  if (mastra__random_bytes(buf, len) < 0) {
     wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
     return -1;
   }
@@ -724,7 +717,7 @@ static int build_request(mastra__ws *ws, const mastra__ws_opts *o,
   char *buf = NULL;
   int rc;
   const char *dflt = secure ? "443" : "80";
-  if (fill_random(nonce, sizeof nonce) < 0) return -1;
+  if (mastra__random_bytes(nonce, sizeof nonce) < 0) return -1;
   mastra__base64_encode(nonce, sizeof nonce, key);
   mastra__ws_accept_key(key, ws->accept);
   rc = appendf(&buf, &len, &cap, "GET %s%s%s HTTP/1.1\r\nHost: %s%s%s\r\n"

@@ -4,14 +4,15 @@
 ** Upgrade with curl_easy_send and read the answer with curl_easy_recv,
 ** then wslay frames the messages over the same two calls.
 **
-** Each socket has a libcurl multi of its own (mastra__multi, http.h), not
-** the loop's shared one: a CONNECT_ONLY connection sits idle in its
-** multi's connection cache, where any other transfer that opens a
+** Each socket has a libcurl multi of its own (mastra__multi,
+** http_client.h), not the loop's shared one: a CONNECT_ONLY connection sits
+** idle in its multi's connection cache, where any other transfer that opens a
 ** connection prunes it once it is older than CURLOPT_MAXAGE_CONN (118 s
 ** by default) or evicts it when the cache is full, closing the socket
 ** under our feet (checked against libcurl 7.88.1: test/c/test_net.c
 ** "pruning"). A private multi never opens a second connection. It costs
-** the multi's wake-up socketpair (two descriptors) per socket.
+** the multi's wake-up socketpair: three descriptors per socket instead of
+** one.
 **
 ** States: connecting -> open -> closing -> closed; connecting -> closed.
 ** Every change of state, every received message and every drain of the
@@ -82,7 +83,7 @@ struct mastra__ws {
   mastra__loop *loop;
   uint64_t id;
   mastra__ws_state state;
-  int phase;                 /* ws.c: where the handshake is */
+  int phase;                 /* where the handshake is */
   mastra__multi m;           /* private: see above */
   mastra__xfer xfer;         /* the CONNECT_ONLY easy handle */
   mastra__io io;             /* the connected socket, once curl is done */

@@ -32,6 +32,8 @@ static int load_embedded(lua_State *L) {
 
 MASTRA_API void mastra_openlibs(lua_State *L) {
   int i;
+  lua_pushboolean(L, 1); /* the host owns the signals (lmastra.h) */
+  lua_setfield(L, LUA_REGISTRYINDEX, MASTRA__EMBEDDED_KEY);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   lua_pushcfunction(L, luaopen_mastra_core);
   lua_setfield(L, -2, "mastra.core");

@@ -14,7 +14,7 @@
 static const luaL_Reg areas[] = {
   {"loop", mastra__open_loop},   /* poll, timers, now: lloop.c */
   {"proc", mastra__open_proc},   /* spawn, processes: lproc.c */
-  {"sys", mastra__open_sys},     /* getcwd, lock, daemon, ids: lsys.c */
+  {"sys", mastra__open_sys},     /* getcwd, lock, ids: lsys.c */
   {"fs", mastra__open_fs},       /* fs*: lfs.c */
   {"net", mastra__open_net},     /* http, websocket: lnet.c */
   {"json", mastra__open_json},   /* jsonDecode, jsonEncode: ljson.c */
@@ -32,6 +32,11 @@ MASTRA_API int luaopen_mastra_core(lua_State *L) {
     lua_pushvalue(L, -2);
     lua_call(L, 1, 0);
   }
+  /* a host that embeds the library (mastra_openlibs) owns its signals; a
+  ** plain interpreter gets SIGTERM and SIGHUP as the runner has them */
+  if (lua_getfield(L, LUA_REGISTRYINDEX, MASTRA__EMBEDDED_KEY) == LUA_TNIL)
+    mastra__catch_stop_signals(L);
+  lua_pop(L, 1);
   lua_pushliteral(L, "mastra.core");
   lua_setfield(L, -2, "_NAME");
   lua_pushliteral(L, MASTRA_VERSION_STRING);

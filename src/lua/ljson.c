@@ -32,6 +32,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "json.h"
 #include "lmastra.h"
 
 #define JSON_MAX_DEPTH 1000
@@ -40,8 +41,7 @@
 
 /* {====== decode ====== */
 
-/* Push j as a Lua value: 0, or -1 when nested too deeply, -2 for a number
-** that has no double (1e999 parses as an infinity). */
+/* Push j as a Lua value: 0, or -1 when nested too deeply. */
 static int push_json(lua_State *L, const cJSON *j, int depth) {
   int rc;
   if (depth > JSON_MAX_DEPTH || !lua_checkstack(L, 4)) return -1;
@@ -66,7 +66,6 @@ static int push_json(lua_State *L, const cJSON *j, int depth) {
     lua_pushstring(L, j->valuestring);
   } else if (cJSON_IsNumber(j)) {
     double d = j->valuedouble;
-    if (!isfinite(d)) return -2;
     if (d == floor(d) && fabs(d) < 9007199254740992.0)
       lua_pushinteger(L, (lua_Integer)d);
     else
@@ -82,36 +81,25 @@ static int push_json(lua_State *L, const cJSON *j, int depth) {
 }
 
 static int json_decode(lua_State *L) {
-  size_t len;
+  size_t len, where;
   const char *text = luaL_checklstring(L, 1, &len);
   int top = lua_gettop(L);
-  const char *end = NULL;
-  int rc;
-  cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-  if (j != NULL) { /* only white space may follow the value */
-    while (end < text + len
-           && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
-      end++;
-    if (end < text + len) {
-      cJSON_Delete(j);
+  mastra__json_error why;
+  cJSON *j = mastra__json_parse(text, len, &why, &where);
+  if (j == NULL) {
+    if (why == MASTRA__JSON_TRAILING)
       return mastra__pushfail(L, "invalid_json",
                               "invalid JSON at byte %d: text after the value",
-                              (int)(end - text) + 1);
-    }
-  }
-  if (j == NULL) {
-    const char *where = cJSON_GetErrorPtr();
-    if (where != NULL && where >= text && where <= text + len)
-      return mastra__pushfail(L, "invalid_json", "invalid JSON at byte %d",
-                              (int)(where - text) + 1);
-    return mastra__pushfail(L, "invalid_json", "invalid JSON");
-  }
-  if ((rc = push_json(L, j, 0)) < 0) {
-    cJSON_Delete(j);
-    lua_settop(L, top);
-    if (rc == -2)
+                              (int)where + 1);
+    if (why == MASTRA__JSON_RANGE)
       return mastra__pushfail(L, "invalid_json",
                               "invalid JSON: a number too large for a double");
+    return mastra__pushfail(L, "invalid_json", "invalid JSON at byte %d",
+                            (int)where + 1);
+  }
+  if (push_json(L, j, 0) < 0) {
+    cJSON_Delete(j);
+    lua_settop(L, top);
     return mastra__pushfail(L, "too_deep", "JSON nested too deeply");
   }
   cJSON_Delete(j);

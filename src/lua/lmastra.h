@@ -40,6 +40,13 @@ void mastra__setfuncs_loop(lua_State *L, const luaL_Reg *l);
 /* The loop in upvalue 1 of the running function; raises if it is closed. */
 mastra__loop *mastra__checkloop(lua_State *L);
 
+/* Under a plain interpreter: SIGTERM and SIGHUP interrupt the loop of L
+** (once per process, and only while their action is the default one). */
+void mastra__catch_stop_signals(lua_State *L);
+
+/* registry key set by mastra_openlibs: the host owns the signals */
+#define MASTRA__EMBEDDED_KEY "mastra.embedded"
+
 /* Register the metatable `name` (liolib's createmeta shape): gc serves as
 ** __gc and __close, tostring (or NULL) as __tostring, meth (or NULL)
 ** becomes __index. */

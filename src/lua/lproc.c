@@ -191,6 +191,10 @@ static int core_spawn(lua_State *L) {
   if (lua_getfield(L, 1, "env") == LUA_TTABLE) {
     top = lua_gettop(L);
     opts.envp = build_envp(L, top);
+  } else if (lua_toboolean(L, -1)) { /* env = true: this process's own */
+    extern char **environ;
+    static char *empty[] = {NULL};
+    opts.envp = environ ? environ : empty;
   } else {
     static char *empty[] = {NULL};
     opts.envp = empty;

@@ -4,8 +4,8 @@
 **   core.time()          -> wall-clock milliseconds since the epoch
 **   core.newid()         -> a fresh id of the loop (for task.wait)
 **   core.getcwd()        -> the current directory
-**   core.lock(path)      -> a lock object held until :close() (or collection)
-**   core.daemon(command) -> true: shell text run detached
+**   core.lock(path [, nonblocking]) -> a lock object held until :close()
+**                          (or collection); nonblocking: EAGAIN when held
 **   core.pidAlive(pid)   -> whether a process with that pid exists
 **
 ** Failures return nil, message, NAME (docs/core.md).
@@ -15,10 +15,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -49,9 +47,11 @@ static int core_getcwd(lua_State *L) {
   return 1;
 }
 
-/* lock(path) -> a lock object held until :close() (or collection), or
-** nil, message, NAME. Blocks until the lock is free: only for short
-** sections. */
+/* lock(path [, nonblocking]) -> a lock object held until :close() (or
+** collection), or nil, message, NAME. Blocks until the lock is free
+** (only for short sections), unless nonblocking: then a lock held
+** elsewhere is nil, message, "EAGAIN" at once (a task retries after a
+** sleep). */
 static int lock_close(lua_State *L) {
   int *fd = (int *)luaL_checkudata(L, 1, LOCK_MT);
   if (*fd >= 0) {
@@ -64,39 +64,19 @@ static int lock_close(lua_State *L) {
 
 static int core_lock(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
+  int op = lua_toboolean(L, 2) ? LOCK_EX | LOCK_NB : LOCK_EX;
   int *fd = (int *)lua_newuserdatauv(L, sizeof(int), 0);
   *fd = -1;
   luaL_setmetatable(L, LOCK_MT);
   *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (*fd < 0 || flock(*fd, LOCK_EX) < 0)
-    return mastra__pusherrno(L, errno, path);
-  return 1;
-}
-
-/* daemon(command) -> true, or nil, message, NAME: run shell text detached
-** from this process (its own session, not our child, not on our loop),
-** with stdin from /dev/null; the command redirects its own output. */
-static int core_daemon(lua_State *L) {
-  const char *command = luaL_checkstring(L, 1);
-  static char *const envp_none[] = {NULL};
-  extern char **environ;
-  posix_spawnattr_t attr;
-  char *argv[4];
-  pid_t pid;
-  int rc, status;
-  lua_pushfstring(L, "setsid %s </dev/null &", command);
-  argv[0] = "sh";
-  argv[1] = "-c";
-  argv[2] = (char *)lua_tostring(L, -1);
-  argv[3] = NULL;
-  posix_spawnattr_init(&attr);
-  rc = posix_spawn(&pid, "/bin/sh", NULL, &attr, argv,
-                   environ ? environ : envp_none);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return mastra__pusherrno(L, rc, "cannot start /bin/sh");
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-    ;
-  lua_pushboolean(L, 1);
+  if (*fd < 0 || flock(*fd, op) < 0) {
+    int e = errno;
+    if (*fd >= 0) { /* a retry loop must not pile descriptors up */
+      close(*fd);
+      *fd = -1;
+    }
+    return mastra__pusherrno(L, e, path);
+  }
   return 1;
 }
 
@@ -113,7 +93,6 @@ int mastra__open_sys(lua_State *L) {
     {"newid", core_newid},
     {"getcwd", core_getcwd},
     {"lock", core_lock},
-    {"daemon", core_daemon},
     {"pidAlive", core_pid_alive},
     {NULL, NULL}
   };

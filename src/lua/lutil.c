@@ -1,8 +1,11 @@
 /*
 ** The helpers the files of the mastra.core binding share (lmastra.h): the
-** loop of a state, metatables, and the failure triple nil, message, NAME.
+** loop of a state (and the signals that interrupt it), metatables, and the
+** failure triple nil, message, NAME.
 */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -17,9 +20,55 @@
 
 /* {====== the loop of a state ====== */
 
+/* SIGTERM and SIGHUP under a plain interpreter (lua5.4 with the module
+** from require): the loop of the first such state is interrupted, so the
+** scheduler cancels the tasks and the script ends with an InterruptedError,
+** after which lua_close drains the teardown queue. The default action is
+** put back at once: a second signal ends the process. */
+static const int stop_signals[] = {SIGTERM, SIGHUP};
+#define NSTOP ((int)(sizeof stop_signals / sizeof stop_signals[0]))
+static mastra__loop *volatile stop_loop; /* the loop the handler wakes */
+
+static void on_stop_signal(int sig) {
+  mastra__loop *loop = stop_loop;
+  int i;
+  (void)sig;
+  for (i = 0; i < NSTOP; i++) signal(stop_signals[i], SIG_DFL);
+  if (loop != NULL) mastra__loop_interrupt(loop);
+}
+
+void mastra__catch_stop_signals(lua_State *L) {
+  int i;
+  if (stop_loop != NULL) return; /* one state per process has them */
+  for (i = 0; i < NSTOP; i++) {
+    struct sigaction old;
+    if (sigaction(stop_signals[i], NULL, &old) < 0 || old.sa_handler != SIG_DFL
+        || (old.sa_flags & SA_SIGINFO))
+      return; /* somebody else handles it: leave both alone */
+  }
+  stop_loop = mastra__lua_loop(L);
+  if (stop_loop == NULL) return;
+  for (i = 0; i < NSTOP; i++) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(stop_signals[i], &sa, NULL);
+  }
+}
+
+/* The loop goes away: its signals go back to their default action. */
+static void release_stop_signals(mastra__loop *loop) {
+  int i;
+  if (stop_loop != loop) return;
+  for (i = 0; i < NSTOP; i++) signal(stop_signals[i], SIG_DFL);
+  stop_loop = NULL;
+}
+
 static int loop_gc(lua_State *L) {
   mastra__loop **box = (mastra__loop **)luaL_checkudata(L, 1, LOOP_MT);
   if (*box != NULL) {
+    release_stop_signals(*box);
     mastra__loop_close(*box);
     mastra__loop_unref(*box);
     *box = NULL;

@@ -9,7 +9,10 @@
 **     -h        print this help
 **
 ** Exit status: 0, 1 after an uncaught error (message and traceback on
-** stderr), 130 after SIGINT (tasks cancelled, child processes killed).
+** stderr), 128 + the signal after SIGINT (130), SIGTERM (143) or SIGHUP
+** (129): tasks cancelled, the teardown queue drained (at most
+** TEARDOWN_DEADLINE_MS, lua/mastra/task.lua), child processes killed and
+** reaped. A second such signal ends the process at once.
 */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -23,14 +26,41 @@
 
 #include "mastra.h"
 
-#define EXIT_INTERRUPTED 130
+#define EXIT_SIGNAL_BASE 128 /* the shell's convention: 130 after SIGINT */
 
 static const char *progname = "mastra-lua";
 static mastra_loop *volatile g_loop = NULL;
+static volatile sig_atomic_t g_signal = 0; /* the first stopping signal */
 
-static void on_sigint(int sig) {
-  signal(sig, SIG_DFL); /* a second ^C ends the process at once */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define NSTOP ((int)(sizeof stop_signals / sizeof stop_signals[0]))
+
+/* SIGINT, SIGTERM, SIGHUP: cancel the tasks and tear down (the scheduler
+** does it, woken through the loop's eventfd). A second one of any of them
+** ends the process at once: the default action is back. */
+static void on_stop_signal(int sig) {
+  int i;
+  if (g_signal == 0) g_signal = sig;
+  for (i = 0; i < NSTOP; i++) signal(stop_signals[i], SIG_DFL);
   mastra_interrupt(g_loop);
+}
+
+static void catch_stop_signals(void) {
+  struct sigaction sa;
+  int i;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (i = 0; i < NSTOP; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
+  for (i = 0; i < NSTOP; i++) sigaction(stop_signals[i], &sa, NULL);
+}
+
+static const char *signal_name(int sig) {
+  switch (sig) {
+  case SIGTERM: return "SIGTERM";
+  case SIGHUP: return "SIGHUP";
+  default: return "SIGINT";
+  }
 }
 
 static void print_usage(FILE *f) {
@@ -84,7 +114,7 @@ static int run_main(lua_State *L, int nargs) {
   lua_insert(L, fn);
   if (g_loop == NULL) {
     g_loop = mastra_get_loop(L);
-    signal(SIGINT, on_sigint);
+    catch_stop_signals();
   }
   return lua_pcall(L, nargs + 1, 0, 0);
 }
@@ -163,12 +193,13 @@ static int pmain(lua_State *L) {
   if (status != LUA_OK) {
     int interrupted = is_interrupt(L, -1);
     const char *msg = error_text(L, -1);
+    int sig = g_signal != 0 ? (int)g_signal : SIGINT;
     if (interrupted)
-      fprintf(stderr, "%s: interrupted\n", progname);
+      fprintf(stderr, "%s: interrupted (%s)\n", progname, signal_name(sig));
     else
       fprintf(stderr, "%s: %s\n", progname, msg);
     fflush(stderr);
-    lua_pushinteger(L, interrupted ? EXIT_INTERRUPTED : EXIT_FAILURE);
+    lua_pushinteger(L, interrupted ? EXIT_SIGNAL_BASE + sig : EXIT_FAILURE);
     return 1;
   }
   lua_pushinteger(L, EXIT_SUCCESS);
@@ -196,6 +227,8 @@ int main(int argc, char **argv) {
     code = (int)lua_tointeger(L, -1);
   }
   g_loop = NULL;
-  lua_close(L); /* kills and reaps what is left of the child processes */
+  /* the scheduler's sentinel drains what teardown is left, then the loop
+  ** kills and reaps what is left of the child processes */
+  lua_close(L);
   return code;
 }

@@ -3,11 +3,17 @@
 ** host, <data>/sandboxes/<id>/workspace, and each command is a process
 ** group started there by proc.c (/bin/sh -c). No isolation: a driver with
 ** namespaces is a sibling of this file behind the same mp_driver.
+**
+** Each command's leader gets SIGKILL when the server dies
+** (PR_SET_PDEATHSIG): a `kill -9` of the server ends the commands that
+** did not fork; what they forked is killed when a server starts again on
+** the same data directory (sandbox.c, mp_sandbox_kill_previous).
 */
 #define _GNU_SOURCE
 #include "driver_process.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,6 +61,7 @@ static int proc_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   opts.envp = envp;
   opts.stdin_pipe = spec->stdin_pipe;
   opts.timeout_ms = spec->timeout_ms;
+  opts.pdeathsig = SIGKILL;
   return mastra__proc_spawn(srv->loop, &opts, out, err, errlen);
 }
 

@@ -15,5 +15,9 @@
 ** command finished (the connection resumed), it answers. */
 enum MHD_Result mp_exec_legacy(mp_server *srv, struct MHD_Connection *conn,
                                mp_sandbox *sb, mp_request *r);
+/* Shutdown: every run still waiting for its command lets go of it (it is
+** killed) and its connection is resumed (answered 503), so that the daemon
+** can stop. */
+void mp_exec_legacy_shutdown_all(mp_server *srv);
 
 #endif

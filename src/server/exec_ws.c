@@ -45,6 +45,7 @@
 
 #include "hash.h"
 #include "http_tokens.h"
+#include "json.h"
 #include "respond.h"
 #include "sandbox.h"
 
@@ -360,7 +361,7 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
   cJSON *j;
   const cJSON *type;
   if (s->closing || s->failed) return;
-  j = len > 0 ? cJSON_ParseWithLength(msg, len) : NULL;
+  j = mastra__json_parse(msg, len, NULL, NULL);
   type = cJSON_GetObjectItemCaseSensitive(j, "type");
   if (!cJSON_IsString(type)) {
     if (!s->started)

@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -24,6 +26,10 @@
 #include "respond.h"
 #include "router.h"
 #include "util.h"
+
+/* the largest body of a refused size that is read (and dropped) so that
+** its 413 reaches a client that sends without waiting for 100-continue */
+#define MP_DRAIN_MAX ((unsigned long long)64 << 20)
 
 /* {====== requests ====== */
 
@@ -54,9 +60,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     }
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl != NULL && strtoull(cl, NULL, 10) > r->limit) {
-      r->responded = 1;
-      return mp_send_error(conn, 413, "invalid_request",
-                           "the body is larger than %zu bytes", r->limit);
+      const char *expect =
+          MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Expect");
+      /* A client that waits for 100-continue reads an early 413 before it
+      ** sends the body. One that sends at once would see its connection
+      ** reset under a 413 it has not read yet, so a body of up to
+      ** MP_DRAIN_MAX is read and dropped first, and the 413 follows it. */
+      if ((expect != NULL && strcasecmp(expect, "100-continue") == 0)
+          || strtoull(cl, NULL, 10) > MP_DRAIN_MAX) {
+        r->responded = 1;
+        return mp_send_error(conn, 413, "invalid_request",
+                             "the body is larger than %zu bytes", r->limit);
+      }
+      r->too_large = 1;
     }
     return MHD_YES;
   }
@@ -191,6 +207,14 @@ int mp_http_timeout(mp_server *srv) {
 }
 
 void mp_http_run(mp_server *srv) { MHD_run(srv->httpd); }
+
+void mp_http_quiesce(mp_server *srv) {
+  MHD_socket fd;
+  if (srv->httpd == NULL) return;
+  fd = MHD_quiesce_daemon(srv->httpd);
+  /* external event loop: the socket may be closed now */
+  if (fd != MHD_INVALID_SOCKET) close(fd);
+}
 
 void mp_http_stop(mp_server *srv) {
   if (srv->httpd == NULL) return;

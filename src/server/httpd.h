@@ -14,6 +14,8 @@ int mp_http_start(mp_server *srv, const char *listen, char *err,
 /* Milliseconds until the daemon needs mp_http_run, -1: none. */
 int mp_http_timeout(mp_server *srv);
 void mp_http_run(mp_server *srv);
+/* Stop accepting connections (those open are still served). */
+void mp_http_quiesce(mp_server *srv);
 void mp_http_stop(mp_server *srv);
 
 #endif

@@ -5,16 +5,19 @@
 **                         [--token-file FILE] [--driver process]
 **                         [--idle-exit SECONDS] [--lease-ttl SECONDS]
 **                         [--checkpoint-retention DAYS]
+**                         [--default-idle-minutes M]
 **   mastra-platform --version
 **
 ** Once listening it prints one JSON line on stdout:
 **   {"url":"http://127.0.0.1:PORT","pid":N,"dataDir":"...","tokenFile":"..."}
-** and logs on stderr. SIGTERM (or SIGINT) stops every command, captures
-** the checkpoints, writes the state and exits with status 0.
+** and logs on stderr. SIGTERM (or SIGINT, SIGHUP) stops every command,
+** captures the checkpoints, writes the state and exits with status 0;
+** nothing it started runs after it exited.
 **
 ** This file reads the options, prepares the data directory and the token,
 ** starts the parts (the bucket store, the sandbox records, the HTTP
-** daemon), runs the loop and stops the parts in order. The server's state
+** daemon), kills what a previous instance left running, runs the loop and
+** stops the parts in order. The server's state
 ** is one mp_server on main's stack, passed to every part; the signals
 ** arrive through a signalfd watched by the loop.
 */
@@ -35,6 +38,7 @@
 #include "bucket.h"
 #include "checkpoint.h"
 #include "driver_process.h"
+#include "exec_legacy.h"
 #include "exec_ws.h"
 #include "httpd.h"
 #include "lease.h"
@@ -46,6 +50,10 @@
 #define DEFAULT_CHECKPOINT_RETENTION_DAYS 7.0
 #define DEFAULT_MAX_BODY (1u << 20)
 #define DEFAULT_MAX_OBJECT ((size_t)256 << 20)
+#define DEFAULT_IDLE_MINUTES 30.0
+/* shutdown: commands get SIGTERM, then SIGKILL after their grace period
+** (MASTRA__PROC_KILL_GRACE_MS); the server waits this long in all */
+#define SHUTDOWN_WAIT_MS 5000
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -64,6 +72,13 @@ static void usage(FILE *f) {
           "                       remove checkpoints unused for DAYS"
           " (fractions allowed;\n"
           "                       default 7; 0: keep them forever)\n"
+          "  --default-idle-minutes M\n"
+          "                       reap a sandbox created without"
+          " idleTimeoutMinutes after M\n"
+          "                       minutes with no command running"
+          " (fractions allowed;\n"
+          "                       default 30; 0: never); its checkpoint"
+          " is kept\n"
           "       mastra-platform --version\n");
 }
 
@@ -142,6 +157,56 @@ static int parse_days(const char *flag, const char *v, double *out) {
   return 0;
 }
 
+static int parse_minutes(const char *flag, const char *v, double *out) {
+  char *end;
+  double m = v ? strtod(v, &end) : -1;
+  if (v == NULL || *v == '\0' || *end != '\0' || !(m >= 0 && m <= 525600)) {
+    fprintf(stderr, "mastra-platform: %s wants a number of minutes between 0"
+            " and 525600 (got '%s')\n", flag, v ? v : "");
+    return -1;
+  }
+  *out = m;
+  return 0;
+}
+
+/* Before serving: kill what a previous instance left running (after a
+** crash), and wait until it is gone. */
+static void kill_previous(mp_server *srv) {
+  int64_t deadline = mastra__wall_ms() + SHUTDOWN_WAIT_MS;
+  while (mp_sandbox_kill_previous(srv) > 0 && mastra__wall_ms() < deadline)
+    usleep(10000);
+}
+
+/* Run the loop (and the HTTP daemon: answers still go out) for at most
+** ms, until done(srv) is 0. */
+static void run_until(mp_server *srv, size_t (*done)(mp_server *),
+                      int64_t deadline) {
+  while (done(srv) > 0 && mastra__wall_ms() < deadline) {
+    mastra__loop_run_once(srv->loop, 20);
+    mp_http_run(srv);
+  }
+}
+
+/* Stop in order: exec sockets close and their commands are let go of,
+** every command gets SIGTERM; legacy execs answer as their commands end;
+** what is left is let go of, checkpoints are captured and records saved;
+** then every process of every sandbox is killed and the server waits,
+** on the loop, until none is left (or the deadline). */
+static void shut_down(mp_server *srv) {
+  int64_t deadline = mastra__wall_ms() + SHUTDOWN_WAIT_MS;
+  srv->stopping = 1;
+  mp_http_quiesce(srv);
+  mp_ws_exec_shutdown_all(srv);
+  mp_sandbox_stop_all(srv);
+  run_until(srv, mp_sandbox_running_count,
+            mastra__wall_ms() + MASTRA__PROC_KILL_GRACE_MS + 500);
+  mp_exec_legacy_shutdown_all(srv);
+  mp_sandbox_shutdown_all(srv);
+  run_until(srv, mp_sandbox_kill_all, deadline);
+  if (mp_sandbox_kill_all(srv) > 0)
+    mp_log("some sandbox processes were still alive at the deadline");
+}
+
 static void on_signal(mastra__io *io, uint32_t revents) {
   mp_server *srv = io->data;
   struct signalfd_siginfo si;
@@ -159,6 +224,7 @@ int main(int argc, char **argv) {
   char err[1024], path[4200];
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
+  double default_idle = DEFAULT_IDLE_MINUTES;
   sigset_t sigs;
   mastra__io sig_io;
   int i, sfd;
@@ -189,6 +255,8 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--driver") == 0) driver = v;
     else if (strcmp(a, "--idle-exit") == 0) {
       if (parse_seconds(a, v, &idle_exit) < 0) return 2;
+    } else if (strcmp(a, "--default-idle-minutes") == 0) {
+      if (parse_minutes(a, v, &default_idle) < 0) return 2;
     } else if (strcmp(a, "--lease-ttl") == 0) {
       if (parse_seconds(a, v, &lease_ttl) < 0 || lease_ttl == 0) return 2;
     } else if (strcmp(a, "--checkpoint-retention") == 0) {
@@ -212,6 +280,7 @@ int main(int argc, char **argv) {
   srv.lease_ttl_ms = (uint64_t)lease_ttl * 1000;
   srv.idle_exit_s = (int)idle_exit;
   srv.checkpoint_retention_days = retention;
+  srv.default_idle_min = default_idle;
   srv.data_dir = data_dir ? data_dir : default_data_dir();
   mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);
@@ -238,12 +307,14 @@ int main(int argc, char **argv) {
   srv.loop = mastra__loop_new();
   if (srv.loop == NULL) return 1;
   mp_state_load(&srv);
+  kill_previous(&srv);
   if (mp_checkpoint_start(&srv) < 0) return 1;
 
-  /* SIGTERM and SIGINT arrive through the loop */
+  /* SIGTERM, SIGINT and SIGHUP (a closed terminal) arrive through the loop */
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
   sigprocmask(SIG_BLOCK, &sigs, NULL);
   sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
   mastra__io_init(srv.loop, &sig_io, sfd, on_signal, &srv);
@@ -275,8 +346,7 @@ int main(int argc, char **argv) {
     }
   }
 
-  mp_ws_exec_shutdown_all(&srv);
-  mp_sandbox_shutdown_all(&srv);
+  shut_down(&srv);
   mp_checkpoint_stop(&srv);
   mp_http_stop(&srv);
   mastra__io_stop(&sig_io);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "respond.h"
 
 static int hexval(char c) {
@@ -93,7 +94,7 @@ cJSON *mp_request_json(struct MHD_Connection *conn, mp_request *r,
                   "strings in the body may not contain NUL (\\u0000)");
     return NULL;
   }
-  json = cJSON_ParseWithLength(r->body ? r->body : "", r->len);
+  json = mastra__json_parse(r->body ? r->body : "", r->len, NULL, NULL);
   if (!cJSON_IsObject(json)) {
     cJSON_Delete(json);
     mp_send_error(conn, 400, "invalid_request",

@@ -13,18 +13,32 @@
 ** runs on the loop: a create that restores and a destroy that captures
 ** finish when it does, and a destroy whose capture failed keeps the
 ** sandbox.
+**
+** Orphans: every command runs with MP_MARKER_VAR=<sandbox id> in its
+** environment and has a run file, DATA_DIR/state/run/<boot id>/<pid>-<start
+** time> (its process group and the start time of its leader in
+** /proc/PID/stat), from its start until it is let go of. A destroy kills the sandbox's
+** marked processes that left its commands' groups; shutdown kills every
+** group and every marked process; a server that starts after a crash
+** kills the groups of the run files left behind (when the leader is gone
+** or is still the same process: a pid that was reused is never signalled)
+** and the marked processes, before it serves.
 */
 #define _GNU_SOURCE
 #include "sandbox.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "envp.h"
+#include "json.h"
 #include "log.h"
 #include "util.h"
 
@@ -105,6 +119,7 @@ static double num_field(const cJSON *o, const char *key) {
 }
 
 static void on_idle(mastra__timer *t);
+static void kill_strays(mp_server *srv, mp_sandbox *sb);
 
 static mp_sandbox *sandbox_alloc(mp_server *srv) {
   mp_sandbox *sb = calloc(1, sizeof *sb);
@@ -171,14 +186,14 @@ int mp_state_load(mp_server *srv) {
     return -1;
   }
   while ((e = readdir(d)) != NULL) {
-    size_t n = strlen(e->d_name);
+    size_t n = strlen(e->d_name), len;
     char *text;
     cJSON *o;
     /* records only: leftovers of an interrupted write are not *.json */
     if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (mastra__read_file(path, &text, NULL) < 0) continue;
-    o = cJSON_Parse(text);
+    if (mastra__read_file(path, &text, &len) < 0) continue;
+    o = mastra__json_parse(text, len, NULL, NULL);
     free(text);
     if (cJSON_IsObject(o))
       load_record(srv, o);
@@ -217,12 +232,18 @@ size_t mp_sandbox_live_count(mp_server *srv) {
   return n;
 }
 
+double mp_sandbox_idle_minutes(const mp_server *srv, const mp_sandbox *sb) {
+  return sb->idle_timeout_min > 0 ? sb->idle_timeout_min
+                                  : srv->default_idle_min;
+}
+
 static void arm_idle(mp_sandbox *sb) {
   int64_t due;
+  double minutes = mp_sandbox_idle_minutes(sb->srv, sb);
   mastra__timer_stop(&sb->idle_timer);
-  if (sb->idle_timeout_min <= 0 || sb->running > 0 || sb->destroyed_ms) return;
+  if (minutes <= 0 || sb->running > 0 || sb->destroyed_ms) return;
   due = (sb->last_exec_ms ? sb->last_exec_ms : sb->created_ms)
-        + (int64_t)(sb->idle_timeout_min * 60000) - mastra__wall_ms();
+        + (int64_t)(minutes * 60000) - mastra__wall_ms();
   mastra__timer_start(&sb->idle_timer, due > 0 ? (uint64_t)due : 0);
 }
 
@@ -230,7 +251,7 @@ static void on_idle(mastra__timer *t) {
   mp_sandbox *sb = t->data;
   if (sb->running > 0 || sb->destroyed_ms || sb->destroying) return;
   mp_log("sandbox %s idle for %g min: reaping it", sb->id,
-         sb->idle_timeout_min);
+         mp_sandbox_idle_minutes(sb->srv, sb));
   mp_sandbox_destroy(sb->srv, sb, NULL);
 }
 
@@ -352,7 +373,7 @@ static void on_destroy_captured(mp_waiter *w, mp_sandbox *sb, int rc,
              " DELETE its checkpoint first to destroy it without one",
              sb->id, message ? message : "unknown error");
     mp_log("%s", msg);
-    if (sb->idle_timeout_min > 0 && sb->running == 0)
+    if (mp_sandbox_idle_minutes(sb->srv, sb) > 0 && sb->running == 0)
       mastra__timer_start(&sb->idle_timer, REAP_RETRY_MS);
     tell_waiters(sb, -1, NULL, msg);
     return;
@@ -378,6 +399,7 @@ void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb, mp_waiter *w) {
   mastra__timer_stop(&sb->checkpoint_timer);
   /* commands end; their sessions see them finish and let go */
   for (i = 0; i < sb->nprocs; i++) mastra__proc_kill(sb->procs[i]);
+  kill_strays(srv, sb);
   sb->lifecycle.done = on_destroy_captured;
   sb->lifecycle.explicit_request = 0;
   mp_checkpoint_capture(srv, sb, &sb->lifecycle);
@@ -417,8 +439,287 @@ void mp_sandbox_free_all(mp_server *srv) {
     mastra__timer_stop(&sb->checkpoint_timer);
     cJSON_Delete(sb->env);
     free(sb->procs);
+    free(sb->proc_starts);
     free(sb);
   }
+}
+
+/* }====== */
+
+/* {====== orphans: run files, marked processes ====== */
+
+/* What /proc/PID/stat says of pid: state, process group, start time (in
+** clock ticks since boot). -1 when there is no such process. */
+static int proc_stat(long pid, char *state, long *pgrp,
+                     unsigned long long *start) {
+  char path[64], buf[1024], *p;
+  int fd, i;
+  ssize_t n;
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+  if (p == NULL || p[1] != ' ') return -1;
+  p += 2;
+  *state = *p;
+  /* fields 3 (state) .. 22 (starttime); pgrp is field 5 */
+  for (i = 3; i < 22 && p != NULL; i++) {
+    p = strchr(p, ' ');
+    if (p != NULL) p++;
+    if (p != NULL && i + 1 == 5) *pgrp = strtol(p, NULL, 10);
+  }
+  if (p == NULL) return -1;
+  *start = strtoull(p, NULL, 10);
+  return 0;
+}
+
+/* The kernel's id of this boot: pids and start times mean something only
+** within one boot. */
+static const char *boot_id(void) {
+  static char id[64];
+  char *text;
+  size_t len, i;
+  if (id[0] != '\0') return id;
+  snprintf(id, sizeof id, "boot");
+  if (mastra__read_file("/proc/sys/kernel/random/boot_id", &text, &len) < 0)
+    return id;
+  for (i = 0; i < len && i + 1 < sizeof id
+       && (text[i] == '-' || (text[i] >= '0' && text[i] <= '9')
+           || (text[i] >= 'a' && text[i] <= 'f'));
+       i++)
+    id[i] = text[i];
+  if (i > 0) id[i] = '\0';
+  free(text);
+  return id;
+}
+
+static void run_dir_path(const mp_server *srv, char *out, size_t n) {
+  snprintf(out, n, "%s/state/run/%s", srv->data_dir, boot_id());
+}
+
+static void run_file_path(const mp_server *srv, char *out, size_t n,
+                          long pid, unsigned long long start) {
+  snprintf(out, n, "%s/state/run/%s/%ld-%llu", srv->data_dir, boot_id(), pid,
+           start);
+}
+
+/* The run file of a command just started (it holds the sandbox id);
+** returns the leader's start time (0 if /proc could not tell). Not
+** fsync'd: it only has to outlive the server, not the machine. */
+static unsigned long long run_file_add(mp_server *srv, const mp_sandbox *sb,
+                                       pid_t pid) {
+  char path[4200], state;
+  long pgrp;
+  unsigned long long start = 0;
+  int fd;
+  if (proc_stat((long)pid, &state, &pgrp, &start) < 0) return 0;
+  run_file_path(srv, path, sizeof path, (long)pid, start);
+  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENOENT) {
+    char dir[4200];
+    run_dir_path(srv, dir, sizeof dir);
+    if (mastra__mkdirs(dir, 0755, NULL) == 0)
+      fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
+  if (fd < 0) {
+    mp_log("cannot write %s: %s", path, strerror(errno));
+    return start;
+  }
+  if (mastra__write_all(fd, sb->id, strlen(sb->id)) < 0)
+    mp_log("cannot write %s: %s", path, strerror(errno));
+  close(fd);
+  return start;
+}
+
+static void run_file_remove(mp_server *srv, pid_t pid,
+                            unsigned long long start) {
+  char path[4200];
+  if (start == 0) return;
+  run_file_path(srv, path, sizeof path, (long)pid, start);
+  unlink(path);
+}
+
+/* The value of MP_MARKER_VAR in the first 64 KiB of the environment of
+** pid (where build_envp puts it first), into id; -1 when absent. */
+static int read_marker(long pid, char *id, size_t n) {
+  static const char var[] = MP_MARKER_VAR "=";
+  char path[64], buf[65536];
+  size_t len = 0, i;
+  int fd;
+  snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  while (len < sizeof buf - 1) {
+    ssize_t r = read(fd, buf + len, sizeof buf - 1 - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+  }
+  close(fd);
+  buf[len] = '\0';
+  for (i = 0; i < len; i += strlen(buf + i) + 1) {
+    if (strncmp(buf + i, var, sizeof var - 1) == 0) {
+      snprintf(id, n, "%s", buf + i + sizeof var - 1);
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static void mark_interrupted(mp_server *srv, const char *id);
+
+/* SIGKILL every live process whose marker names `only` (NULL: any sandbox
+** of this data directory), except the groups of only's running commands
+** (mastra__proc_kill ends those, with their grace period). `previous`:
+** they are a previous server's (logged; their sandbox is interrupted).
+** Returns how many were alive. */
+static size_t kill_marked(mp_server *srv, const mp_sandbox *only,
+                          int previous) {
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+  size_t killed = 0;
+  long self = (long)getpid();
+  if (d == NULL) return 0;
+  while ((e = readdir(d)) != NULL) {
+    char *end, state, id[MP_ID_MAX];
+    long pid = strtol(e->d_name, &end, 10), pgrp;
+    unsigned long long start;
+    size_t i;
+    int tracked = 0;
+    if (*end != '\0' || pid <= 1 || pid == self) continue;
+    if (read_marker(pid, id, sizeof id) < 0) continue;
+    if (only != NULL ? strcmp(id, only->id) != 0
+                     : mp_sandbox_lookup(srv, NULL, id) == NULL)
+      continue;
+    if (proc_stat(pid, &state, &pgrp, &start) < 0 || state == 'Z') continue;
+    for (i = 0; only != NULL && i < only->nprocs; i++)
+      if (pgrp == (long)only->procs[i]->pid) tracked = 1;
+    if (tracked) continue;
+    kill((pid_t)pid, SIGKILL);
+    killed++;
+    if (previous) {
+      mp_log("killed process %ld of sandbox %s, left running by a previous"
+             " server", pid, id);
+      mark_interrupted(srv, id);
+    }
+  }
+  closedir(d);
+  return killed;
+}
+
+/* what a destroy leaves: processes of sb outside its commands' groups (a
+** sandbox that never ran a command has none: no scan) */
+static void kill_strays(mp_server *srv, mp_sandbox *sb) {
+  size_t n;
+  if (sb->last_exec_ms == 0) return;
+  n = kill_marked(srv, sb, 0);
+  if (n > 0) mp_log("sandbox %s: killed %zu stray process(es)", sb->id, n);
+}
+
+size_t mp_sandbox_running_count(mp_server *srv) {
+  size_t n = 0;
+  mp_sandbox *sb;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next) n += sb->nprocs;
+  return n;
+}
+
+void mp_sandbox_stop_all(mp_server *srv) {
+  mp_sandbox *sb;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next) {
+    size_t i;
+    for (i = 0; i < sb->nprocs; i++) mastra__proc_kill(sb->procs[i]);
+  }
+}
+
+size_t mp_sandbox_kill_all(mp_server *srv) {
+  mp_sandbox *sb;
+  size_t n = 0;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next) {
+    size_t i;
+    for (i = 0; i < sb->nprocs; i++) {
+      mastra__proc *p = sb->procs[i];
+      if (!p->done) {
+        kill(-p->pid, SIGKILL);
+        n++;
+      }
+    }
+  }
+  return n + kill_marked(srv, NULL, 0);
+}
+
+/* The sandbox named by a run file (or a marker) was interrupted: it stays
+** live, idle from now on. */
+static void mark_interrupted(mp_server *srv, const char *id) {
+  mp_sandbox *sb = mp_sandbox_find(srv, id);
+  if (sb == NULL) return;
+  sb->last_exec_ms = mastra__wall_ms();
+  arm_idle(sb);
+  mp_record_save(srv, sb);
+}
+
+/* The run files of earlier boots name processes that are gone. */
+static void remove_other_boots(mp_server *srv) {
+  char dir[4200], path[4600];
+  DIR *d;
+  struct dirent *e;
+  snprintf(dir, sizeof dir, "%s/state/run", srv->data_dir);
+  d = opendir(dir);
+  if (d == NULL) return;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0
+        || strcmp(e->d_name, boot_id()) == 0)
+      continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    mastra__remove_tree(path);
+  }
+  closedir(d);
+}
+
+/* The run files of this boot: SIGKILL each group whose leader is gone (a
+** group id is not reused while the group has members) or is still the
+** process that was started (same start time); a reused pid is left
+** alone. */
+static size_t kill_run_files(mp_server *srv) {
+  char dir[4200], path[4600];
+  DIR *d;
+  struct dirent *e;
+  size_t n = 0;
+  remove_other_boots(srv);
+  run_dir_path(srv, dir, sizeof dir);
+  d = opendir(dir);
+  if (d == NULL) return 0;
+  while ((e = readdir(d)) != NULL) {
+    char *end, *text, state;
+    long pid = strtol(e->d_name, &end, 10), pgrp;
+    unsigned long long start, now_start;
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    start = *end == '-' ? strtoull(end + 1, &end, 10) : 0;
+    if (pid > 1 && start > 0 && *end == '\0'
+        && (proc_stat(pid, &state, &pgrp, &now_start) < 0
+            || now_start == start)) {
+      if (kill((pid_t)-pid, SIGKILL) == 0) {
+        mp_log("killed the process group %ld left running by a previous"
+               " server", pid);
+        n++;
+      }
+      if (mastra__read_file(path, &text, NULL) == 0) {
+        mark_interrupted(srv, text);
+        free(text);
+      }
+    }
+    unlink(path);
+  }
+  closedir(d);
+  return n;
+}
+
+size_t mp_sandbox_kill_previous(mp_server *srv) {
+  return kill_run_files(srv) + kill_marked(srv, NULL, 1);
 }
 
 /* }====== */
@@ -453,7 +754,11 @@ static int build_envp(mastra__envp *e, const mp_sandbox *sb,
   size_t m;
   maps[0] = sb->env;
   maps[1] = extra;
-  if (mastra__envp_set(e, "PATH", MP_DEFAULT_PATH) < 0) return -1;
+  /* the marker comes first (where a scan of /proc/PID/environ looks) and
+  ** is set again last, so that no env replaces it */
+  if (mastra__envp_set(e, MP_MARKER_VAR, sb->id) < 0
+      || mastra__envp_set(e, "PATH", MP_DEFAULT_PATH) < 0)
+    return -1;
   for (m = 0; m < 2; m++) {
     if (maps[m] == NULL) continue;
     cJSON_ArrayForEach(it, maps[m]) {
@@ -463,7 +768,7 @@ static int build_envp(mastra__envp *e, const mp_sandbox *sb,
         return -1;
     }
   }
-  return 0;
+  return mastra__envp_set(e, MP_MARKER_VAR, sb->id);
 }
 
 int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
@@ -471,6 +776,7 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     mastra__proc **out, char *err, size_t errlen) {
   mastra__envp envp = {NULL, 0, 0};
   mastra__proc **procs;
+  unsigned long long *starts;
   int rc;
   *out = NULL;
   if (sb->destroyed_ms || sb->destroying || sb->restoring) {
@@ -479,20 +785,27 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
              : "is being restored");
     return -1;
   }
+  if (srv->stopping) {
+    snprintf(err, errlen, "the server is shutting down");
+    return -1;
+  }
   procs = realloc(sb->procs, (sb->nprocs + 1) * sizeof *procs);
-  if (procs == NULL || build_envp(&envp, sb, spec->env) < 0) {
-    if (procs != NULL) sb->procs = procs;
+  if (procs != NULL) sb->procs = procs;
+  starts = realloc(sb->proc_starts, (sb->nprocs + 1) * sizeof *starts);
+  if (starts != NULL) sb->proc_starts = starts;
+  if (procs == NULL || starts == NULL
+      || build_envp(&envp, sb, spec->env) < 0) {
     mastra__envp_free(&envp);
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  sb->procs = procs;
   rc = srv->driver->spawn(srv, sb, spec, mastra__envp_list(&envp), out, err,
                          errlen);
   mastra__envp_free(&envp);
   if (rc < 0) return -1;
   (*out)->notify = notify;
   (*out)->notify_data = data;
+  sb->proc_starts[sb->nprocs] = run_file_add(srv, sb, (*out)->pid);
   sb->procs[sb->nprocs++] = *out;
   sb->running++;
   sb->last_exec_ms = mastra__wall_ms();
@@ -505,7 +818,9 @@ void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
   size_t i;
   for (i = 0; i < sb->nprocs; i++) {
     if (sb->procs[i] == p) {
+      run_file_remove(srv, p->pid, sb->proc_starts[i]);
       sb->procs[i] = sb->procs[--sb->nprocs];
+      sb->proc_starts[i] = sb->proc_starts[sb->nprocs];
       break;
     }
   }
@@ -516,7 +831,6 @@ void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
   arm_idle(sb);
   if (sb->running == 0 && sb->recovery_key[0] != '\0')
     mastra__timer_start(&sb->checkpoint_timer, CHECKPOINT_DEBOUNCE_MS);
-  (void)srv;
 }
 
 /* }====== */

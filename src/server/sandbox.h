@@ -16,6 +16,9 @@
 
 /* the PATH of sandbox commands (before their env) and of tar */
 #define MP_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+/* Every command's environment has MP_MARKER_VAR=<sandbox id>: the
+** processes it leaves behind are found by it (destroy, shutdown, restart). */
+#define MP_MARKER_VAR "MASTRA_SANDBOX_ID"
 
 typedef struct mp_exec_spec {
   const char *command; /* shell text */
@@ -61,7 +64,7 @@ struct mp_sandbox {
   char environment[MP_NAME_MAX];
   char recovery_key[MP_NAME_MAX]; /* the caller's `id`; "" if none */
   char network[16];               /* ISOLATED | PRIVATE */
-  double idle_timeout_min;        /* 0: never reaped; fractions allowed */
+  double idle_timeout_min;        /* the caller's; 0: the server's default */
   cJSON *env;                     /* creation env: object of strings */
   int64_t created_ms, destroyed_ms, last_exec_ms;
   int running;                    /* commands running now */
@@ -76,6 +79,7 @@ struct mp_sandbox {
   mp_waiter lifecycle;            /* the restore or destroy's own capture */
   mp_waiter debounced;            /* the capture after commands, shutdown */
   mastra__proc **procs;           /* its running commands */
+  unsigned long long *proc_starts; /* their start times (/proc/PID/stat) */
   size_t nprocs;
   char root[4096];                /* <data>/sandboxes/<id> */
   char dir[4200];                 /* working tree on the host */
@@ -89,7 +93,7 @@ typedef struct mp_create_spec {
   const char *environment;
   const char *recovery_key;   /* the caller's `id`, or NULL */
   const char *network;        /* ISOLATED | PRIVATE, or NULL */
-  double idle_timeout_min;   /* fractions allowed; 0: never reaped */
+  double idle_timeout_min;   /* fractions allowed; 0: the server's default */
   const cJSON *env;           /* object of strings, or NULL */
   const char *seed;           /* seedCheckpointName, or NULL */
 } mp_create_spec;
@@ -118,6 +122,23 @@ size_t mp_sandbox_live_count(mp_server *srv);
 /* shutdown: end every command, capture the checkpoints (running the loop
 ** until every capture has finished), save the records */
 void mp_sandbox_shutdown_all(mp_server *srv);
+/* The idle timeout of sb in minutes: its own, else the server's default
+** (srv->default_idle_min); 0: never reaped. */
+double mp_sandbox_idle_minutes(const mp_server *srv, const mp_sandbox *sb);
+/* Commands started and not yet let go of (mp_sandbox_exec_done). */
+size_t mp_sandbox_running_count(mp_server *srv);
+/* Shutdown, first step: ask every command to end (SIGTERM, then SIGKILL
+** after the grace period, on the loop). */
+void mp_sandbox_stop_all(mp_server *srv);
+/* Shutdown, last step: SIGKILL every process of every sandbox, the groups
+** of its commands and the processes marked with MP_MARKER_VAR. Returns how
+** many were still alive (call again, running the loop, until 0). */
+size_t mp_sandbox_kill_all(mp_server *srv);
+/* At startup, before serving: SIGKILL the commands a previous instance
+** started (its run files, DATA_DIR/state/run, and the marked processes);
+** their sandboxes stay live, stopped: idle from now on. Returns how many
+** processes were still alive (call again until 0). */
+size_t mp_sandbox_kill_previous(mp_server *srv);
 void mp_sandbox_free_all(mp_server *srv);
 
 /* Load the records of <data>/state/sandboxes (at startup). */

@@ -514,6 +514,36 @@ static void run_test(const char *name, test_fn fn) {
   fprintf(stderr, "%s %s\n", g_fail == fails ? "ok  " : "FAIL", name);
 }
 
+static int is_default(int sig) {
+  struct sigaction sa;
+  return sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL;
+}
+
+/* A host that embeds the library owns its signals; the module opened by a
+** plain interpreter (as require does) catches SIGTERM and SIGHUP until its
+** state closes. */
+static void test_signals(void) {
+  lua_State *L = new_state();
+  int top = lua_gettop(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "mastra");
+  CHECK(lua_pcall(L, 1, 1, 0) == LUA_OK);
+  lua_settop(L, top);
+  CHECK(is_default(SIGTERM));
+  CHECK(is_default(SIGHUP));
+  lua_close(L);
+
+  L = luaL_newstate();
+  if (!CHECK(L != NULL)) return;
+  luaL_openlibs(L);
+  luaL_requiref(L, "mastra.core", luaopen_mastra_core, 0);
+  CHECK(!is_default(SIGTERM));
+  CHECK(!is_default(SIGHUP));
+  lua_close(L);
+  CHECK(is_default(SIGTERM));
+  CHECK(is_default(SIGHUP));
+}
+
 int main(void) {
   alarm(120); /* a hang is a failure */
   snprintf(tmpdir, sizeof tmpdir, "/tmp/mastra-test-embed-XXXXXX");
@@ -530,6 +560,8 @@ int main(void) {
   run_test("unobserved task error", test_unobserved_error);
   run_test("interrupt", test_interrupt);
   run_test("lua_close kills children", test_close_kills);
+  run_test("signals: the host's, or the module's under an interpreter",
+           test_signals);
   CHECK(rmdir(tmpdir) == 0); /* the tests left nothing in it */
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail == 0 ? 0 : 1;

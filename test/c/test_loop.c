@@ -1,6 +1,6 @@
 /*
-** Tests of the internal C API: the event loop (src/loop.h) and child
-** processes (src/proc.h). No framework: CHECK counts, the last line of
+** Tests of the internal C API: the event loop (src/core/loop.h) and child
+** processes (src/core/proc.h). No framework: CHECK counts, the last line of
 ** stdout is "N passed, N failed", and the exit status is 1 on a failure.
 */
 #define _GNU_SOURCE

@@ -973,7 +973,7 @@ static void test_ws_release(void) {
 }
 
 /* A socket stays usable while HTTP requests open new connections (its
-** multi is its own; see ws.h). */
+** multi is its own; see ws_client.h). */
 static void test_ws_with_http(void) {
   mastra__ws *ws = ws_open("/ws", NULL, 0, 5000);
   mastra__http_req *rs[20];

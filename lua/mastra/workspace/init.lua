@@ -1,5 +1,5 @@
 -- Workspace: a filesystem and a sandbox, with the agent tools over them
--- (platform-protocol.md 7.6).
+-- (the upstream Workspace's tool names, inputs and instructions; docs/api.md).
 --
 --   local ws = mastra.Workspace.new{ filesystem = fs, sandbox = sb }
 --   ws:init()
