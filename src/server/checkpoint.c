@@ -29,6 +29,7 @@
 
 #include "hash.h"
 #include "log.h"
+#include "record.h"
 #include "util.h"
 
 #define PATH_LEN 4400

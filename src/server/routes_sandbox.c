@@ -18,6 +18,7 @@
 #include "exec_legacy.h"
 #include "lease.h"
 #include "log.h"
+#include "record.h"
 #include "respond.h"
 #include "sandbox.h"
 

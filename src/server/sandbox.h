@@ -143,8 +143,6 @@ void mp_sandbox_free_all(mp_server *srv);
 
 /* Load the records of <data>/state/sandboxes (at startup). */
 int mp_state_load(mp_server *srv);
-/* write the record of sb (create, destroy, shutdown) */
-int mp_record_save(mp_server *srv, const mp_sandbox *sb);
 
 /* 0 if env (the body's field `field`) is NULL, JSON null, or an object
 ** that maps variable names (mastra__env_name_check) to strings; else -1

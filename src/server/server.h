@@ -20,6 +20,7 @@
 **   routes_bucket.h   the /fs routes
 **   exec_ws.h         the exec WebSocket
 **   sandbox.h         sandbox records, lifecycle and commands; the driver
+**   record.h          the record file of a sandbox
 **   driver_process.h  the `process` driver
 **   checkpoint.h      checkpoints (capture, restore, delete, retention)
 **   lease.h           exec leases
