@@ -6,7 +6,8 @@
 -- (GET /sandbox/:id); executeCommand() runs over the direct-exec WebSocket
 -- with a cached, coalesced exec lease and at most two attempts; destroy()
 -- (and its alias stop()) releases the VM and keeps the checkpoint of a
--- stable `id`, so a later start() provisions again from it.
+-- stable `id`, so a later start() provisions again from it;
+-- destroy{keepCheckpoint = false} deletes the checkpoint first.
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 local common = require "mastra.common"
@@ -61,6 +62,10 @@ local CLONE_OPTS = {
   idleTimeoutMinutes = options.ms,
   actingUserId = options.string,
   seedCheckpointName = options.string,
+}
+
+local DESTROY_OPTS = {
+  keepCheckpoint = options.boolean,
 }
 
 local function copy_env(env)
@@ -171,6 +176,13 @@ local function create(self)
   self.createdAt = j.createdAt or core.time()
   self.templatePending = j.templatePending
   self.instanceUrl = j.instanceUrl
+  -- a restore is still a creation: code written for upstream's two
+  -- outcomes keeps working (docs/decisions.md)
+  if j.restoredFromCheckpoint == true then
+    return { outcome = "created", restored = true,
+      checkpointName = type(j.restoredCheckpointName) == "string"
+        and j.restoredCheckpointName or nil }
+  end
   return { outcome = "created" }
 end
 
@@ -201,7 +213,9 @@ local function do_start(self)
 end
 
 --- Provision the sandbox, or reattach to `sandboxId`. Returns
--- {outcome = "created" | "connected"}. Concurrent calls share one request.
+-- {outcome = "created" | "connected"}; a creation that restored a
+-- checkpoint adds restored = true and its checkpointName. Concurrent calls
+-- share one request.
 function PlatformSandbox:start()
   check_self("PlatformSandbox:start", self)
   if self.status == "running" then return { outcome = "connected" } end
@@ -223,14 +237,27 @@ function PlatformSandbox:_ensureRunning(command)
   end
 end
 
+-- DELETE /sandbox/:id/checkpoint for the recovery key, as upstream's
+-- destroy sends it: nil, or the error to raise once the sandbox is gone
+-- (404 and 410 mean there is nothing to delete).
+local function delete_checkpoint(self, id)
+  local ok, err = pcall(client.request, self._cfg, "DELETE",
+    "/sandbox/" .. client.encodeComponent(id) .. "/checkpoint",
+    { json = { id = self.id }, expectJson = false })
+  if ok or (errors.PlatformApiError:is(err) and (err.status == 404 or err.status == 410)) then
+    return nil
+  end
+  return err
+end
+
 local holds_remote, queue_teardown
 
-local function teardown(self, final_status)
+local function teardown(self, final_status, drop_checkpoint)
   check_self("PlatformSandbox:" .. (final_status == "stopped" and "stop" or "destroy"), self)
   if not task.canWait() and holds_remote(self) then
     -- a failing task's <close> (this sandbox's, or that of an object that
     -- owns it), a finalizer: nothing can wait here, the teardown queue does it
-    queue_teardown(self, final_status)
+    queue_teardown(self, final_status, drop_checkpoint)
     return
   end
   if self._starting then pcall(self._starting.wait, self._starting) end
@@ -244,6 +271,7 @@ local function teardown(self, final_status)
     return
   end
   self.status = final_status == "stopped" and "stopping" or "destroying"
+  local ckpt_err = drop_checkpoint and delete_checkpoint(self, id)
   local ok, err = pcall(client.request, self._cfg, "DELETE",
     "/sandbox/" .. client.encodeComponent(id), { expectJson = false })
   -- from here a finalizer may queue the teardown again (if it failed)
@@ -258,12 +286,16 @@ local function teardown(self, final_status)
   self.sandboxId = nil
   self.createdAt = nil
   self.status = final_status
+  if ckpt_err then error(ckpt_err, 0) end
 end
 
 --- Release the remote sandbox (DELETE /sandbox/:id). The checkpoint of a
--- stable `id` is kept: a later start() provisions again from it.
-function PlatformSandbox:destroy()
-  return teardown(self, "destroyed")
+-- stable `id` is kept: a later start() provisions again from it. With
+-- {keepCheckpoint = false}, DELETE /sandbox/:id/checkpoint goes first (as
+-- upstream's destroy sends it), and the next start() begins empty.
+function PlatformSandbox:destroy(opts)
+  opts = options.check("PlatformSandbox:destroy", opts, DESTROY_OPTS)
+  return teardown(self, "destroyed", opts.keepCheckpoint == false)
 end
 
 --- The same as destroy() on the wire; the status says "stopped".
@@ -277,11 +309,15 @@ function holds_remote(self)
 end
 
 -- Hand the teardown to the queue of the scheduler (once).
-function queue_teardown(self, final_status)
+local function destroy_dropping(self)
+  return PlatformSandbox.destroy(self, { keepCheckpoint = false })
+end
+
+function queue_teardown(self, final_status, drop_checkpoint)
   if holds_remote(self) and not self._teardownQueued then
     self._teardownQueued = true
     task.teardown(final_status == "stopped" and PlatformSandbox.stop
-      or PlatformSandbox.destroy, self)
+      or drop_checkpoint and destroy_dropping or PlatformSandbox.destroy, self)
   end
 end
 
@@ -550,7 +586,9 @@ function PlatformSandbox:getInfo()
     id = j.id, name = self.name, provider = self.provider, status = self.status,
     createdAt = j.createdAt or self.createdAt or core.time(),
     metadata = { sandboxId = j.id, providerResourceId = j.providerResourceId,
-      platformStatus = j.status },
+      platformStatus = j.status, restoredFromCheckpoint = j.restoredFromCheckpoint == true,
+      restoredCheckpointName = type(j.restoredCheckpointName) == "string"
+        and j.restoredCheckpointName or nil },
   }
 end
 

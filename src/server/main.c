@@ -4,6 +4,7 @@
 **   mastra-platform serve [--listen HOST:PORT] [--data-dir DIR]
 **                         [--token-file FILE] [--driver process]
 **                         [--idle-exit SECONDS] [--lease-ttl SECONDS]
+**                         [--checkpoint-retention DAYS]
 **                         [--default-idle-minutes M]
 **   mastra-platform --version
 **
@@ -35,6 +36,7 @@
 
 #include "mastra_version.h"
 #include "bucket.h"
+#include "checkpoint.h"
 #include "driver_process.h"
 #include "exec_legacy.h"
 #include "exec_ws.h"
@@ -45,6 +47,7 @@
 #include "util.h"
 
 #define DEFAULT_LEASE_TTL_S 900
+#define DEFAULT_CHECKPOINT_RETENTION_DAYS 7.0
 #define DEFAULT_MAX_BODY (1u << 20)
 #define DEFAULT_MAX_OBJECT ((size_t)256 << 20)
 #define DEFAULT_IDLE_MINUTES 30.0
@@ -65,6 +68,10 @@ static void usage(FILE *f) {
           "  --idle-exit SECONDS  exit after SECONDS with no request and no"
           " sandbox (default: never)\n"
           "  --lease-ttl SECONDS  lifetime of exec leases (default 900)\n"
+          "  --checkpoint-retention DAYS\n"
+          "                       remove checkpoints unused for DAYS"
+          " (fractions allowed;\n"
+          "                       default 7; 0: keep them forever)\n"
           "  --default-idle-minutes M\n"
           "                       reap a sandbox created without"
           " idleTimeoutMinutes after M\n"
@@ -138,6 +145,18 @@ static int parse_seconds(const char *flag, const char *v, long *out) {
   return 0;
 }
 
+static int parse_days(const char *flag, const char *v, double *out) {
+  char *end;
+  double d = strtod(v, &end);
+  if (*v == '\0' || *end != '\0' || !(d >= 0) || d > 36500) {
+    fprintf(stderr, "mastra-platform: %s wants a number of days between 0"
+            " and 36500 (got '%s')\n", flag, v);
+    return -1;
+  }
+  *out = d;
+  return 0;
+}
+
 static int parse_minutes(const char *flag, const char *v, double *out) {
   char *end;
   double m = v ? strtod(v, &end) : -1;
@@ -204,6 +223,7 @@ int main(int argc, char **argv) {
   char *data_dir = NULL, *token_path = NULL;
   char err[1024], path[4200];
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
+  double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
   double default_idle = DEFAULT_IDLE_MINUTES;
   sigset_t sigs;
   mastra__io sig_io;
@@ -239,6 +259,8 @@ int main(int argc, char **argv) {
       if (parse_minutes(a, v, &default_idle) < 0) return 2;
     } else if (strcmp(a, "--lease-ttl") == 0) {
       if (parse_seconds(a, v, &lease_ttl) < 0 || lease_ttl == 0) return 2;
+    } else if (strcmp(a, "--checkpoint-retention") == 0) {
+      if (parse_days(a, v, &retention) < 0) return 2;
     } else {
       fprintf(stderr, "mastra-platform: unknown option '%s'\n", a);
       usage(stderr);
@@ -257,6 +279,7 @@ int main(int argc, char **argv) {
   srv.max_object = DEFAULT_MAX_OBJECT;
   srv.lease_ttl_ms = (uint64_t)lease_ttl * 1000;
   srv.idle_exit_s = (int)idle_exit;
+  srv.checkpoint_retention_days = retention;
   srv.default_idle_min = default_idle;
   srv.data_dir = data_dir ? data_dir : default_data_dir();
   mastra__raise_nofile();
@@ -285,6 +308,7 @@ int main(int argc, char **argv) {
   if (srv.loop == NULL) return 1;
   mp_state_load(&srv);
   kill_previous(&srv);
+  if (mp_checkpoint_start(&srv) < 0) return 1;
 
   /* SIGTERM, SIGINT and SIGHUP (a closed terminal) arrive through the loop */
   sigemptyset(&sigs);
@@ -323,6 +347,7 @@ int main(int argc, char **argv) {
   }
 
   shut_down(&srv);
+  mp_checkpoint_stop(&srv);
   mp_http_stop(&srv);
   mastra__io_stop(&sig_io);
   close(sfd);

@@ -2,16 +2,23 @@
 ** The sandbox routes of mastra-platform, under /v1/.../projects/{p}/sandbox
 ** (docs/platform.md): create, get, delete, the checkpoint routes and the
 ** exec lease; POST .../exec (the legacy exec) is exec_legacy.c.
+**
+** A create that restores a checkpoint, a DELETE that captures one and a
+** POST /checkpoint wait for tar (checkpoint.c) with the connection
+** suspended; the waiting state hangs on the request, so a client that
+** goes away is forgotten, and the tar goes on.
 */
 #include "routes_sandbox.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint.h"
 #include "exec_legacy.h"
 #include "lease.h"
 #include "log.h"
+#include "record.h"
 #include "respond.h"
 #include "sandbox.h"
 
@@ -40,8 +47,85 @@ static cJSON *sandbox_json(const mp_sandbox *sb) {
   cJSON_AddStringToObject(o, "environmentId", sb->environment);
   cJSON_AddStringToObject(o, "networkIsolation", sb->network);
   cJSON_AddBoolToObject(o, "restoredFromCheckpoint", sb->restored);
+  if (sb->restored_from[0] != '\0')
+    cJSON_AddStringToObject(o, "restoredCheckpointName", sb->restored_from);
+  else
+    cJSON_AddNullToObject(o, "restoredCheckpointName");
+  cJSON_AddBoolToObject(o, "checkpointDeleted", sb->checkpoint_deleted);
   return o;
 }
+
+/* {====== waiting for tar ====== */
+
+typedef struct route_wait {
+  mp_waiter w;
+  struct MHD_Connection *conn;
+  mp_sandbox *sb;
+  int suspended, finished, rc;
+  char name[MP_CHECKPOINT_NAME_MAX];
+  char message[1400];
+} route_wait;
+
+static void on_route_done(mp_waiter *w, mp_sandbox *sb, int rc,
+                          const char *name, const char *message) {
+  route_wait *st = w->data;
+  (void)sb;
+  st->finished = 1;
+  st->rc = rc;
+  snprintf(st->name, sizeof st->name, "%s", name ? name : "");
+  snprintf(st->message, sizeof st->message, "%s", message ? message : "");
+  if (st->suspended) {
+    st->suspended = 0;
+    MHD_resume_connection(st->conn);
+  }
+}
+
+static void route_wait_free(void *state) {
+  route_wait *st = state;
+  if (!st->finished && st->sb != NULL) mp_sandbox_forget(st->sb, &st->w);
+  free(st);
+}
+
+/* state for waiting on sb, hung on r; NULL if out of memory */
+static route_wait *route_wait_new(struct MHD_Connection *conn, mp_request *r,
+                                  mp_sandbox *sb) {
+  route_wait *st = calloc(1, sizeof *st);
+  if (st == NULL) return NULL;
+  st->conn = conn;
+  st->sb = sb;
+  st->w.done = on_route_done;
+  st->w.data = st;
+  r->state = st;
+  r->state_free = route_wait_free;
+  return st;
+}
+
+/* The wait state of a capture or destroy of sb; NULL after answering 409
+** (sb is being restored) or 500 (*res is the answer). */
+static route_wait *route_wait_on(struct MHD_Connection *conn, mp_request *r,
+                                 mp_sandbox *sb, enum MHD_Result *res) {
+  route_wait *st;
+  if (sb->restoring) {
+    *res = mp_send_error(conn, 409, "conflict", "sandbox %s is being"
+                         " restored", sb->id);
+    return NULL;
+  }
+  st = route_wait_new(conn, r, sb);
+  if (st == NULL)
+    *res = mp_send_error(conn, 500, "internal_error", "out of memory");
+  return st;
+}
+
+/* After starting the work: suspend until it is done, unless it already is
+** (then answer, which the caller does on `1`). */
+static int route_wait_park(route_wait *st) {
+  if (st->finished) return 1;
+  st->suspended = 1;
+  MHD_suspend_connection(st->conn);
+  return 0;
+}
+
+/* }====== */
 
 static const char *opt_string(const cJSON *body, const char *field,
                               char *why, size_t n, int *bad) {
@@ -55,21 +139,40 @@ static const char *opt_string(const cJSON *body, const char *field,
   return v->valuestring;
 }
 
+static enum MHD_Result answer_create(struct MHD_Connection *conn,
+                                     route_wait *st) {
+  mp_sandbox *sb = st->sb;
+  if (st->rc < 0)
+    return mp_send_error(conn, 500, "internal_error", "cannot create the"
+                         " sandbox: restoring its checkpoint failed: %s",
+                         st->message);
+  mp_log("created %s (project %s, environment %s, restored from %s)", sb->id,
+         sb->project, sb->environment, sb->restored_from);
+  return mp_send_json(conn, 201, sandbox_json(sb));
+}
+
 static enum MHD_Result create_sandbox(mp_server *srv,
                                       struct MHD_Connection *conn,
                                       const char *project, mp_request *r) {
-  cJSON *body = mp_request_json(conn, r, 0);
+  cJSON *body;
   const cJSON *v, *env;
   mp_create_spec spec;
   mp_sandbox *sb;
-  char why[512] = "", err[512];
-  int bad = 0;
+  route_wait *st;
+  char why[512] = "", err[1024];
+  int bad = 0, rc;
+  if (r->state != NULL) return answer_create(conn, r->state); /* resumed */
+  if (srv->stopping)
+    return mp_send_error(conn, 503, "unavailable", "the platform is shutting"
+                         " down");
+  body = mp_request_json(conn, r, 0);
   if (body == NULL) return MHD_YES;
   memset(&spec, 0, sizeof spec);
   spec.project = project;
   spec.recovery_key = opt_string(body, "id", why, sizeof why, &bad);
   if (!bad) spec.environment = opt_string(body, "environmentId", why, sizeof why, &bad);
   if (!bad) spec.network = opt_string(body, "networkIsolation", why, sizeof why, &bad);
+  if (!bad) spec.seed = opt_string(body, "seedCheckpointName", why, sizeof why, &bad);
   if (!bad && (spec.environment == NULL || spec.environment[0] == '\0')) {
     snprintf(why, sizeof why, "field 'environmentId' is required");
     bad = 1;
@@ -106,15 +209,25 @@ static enum MHD_Result create_sandbox(mp_server *srv,
     return mp_send_error(conn, 400, "invalid_request", "%s", why);
   }
   spec.env = cJSON_IsObject(env) ? env : NULL;
-  if (mp_sandbox_create(srv, &spec, &sb, err, sizeof err) < 0) {
+  st = route_wait_new(conn, r, NULL);
+  if (st == NULL) {
     cJSON_Delete(body);
+    return mp_send_error(conn, 500, "internal_error", "out of memory");
+  }
+  rc = mp_sandbox_create(srv, &spec, &sb, &st->w, err, sizeof err);
+  cJSON_Delete(body);
+  if (rc == -2) return mp_send_error(conn, 400, "invalid_request", "%s", err);
+  if (rc < 0)
     return mp_send_error(conn, 500, "internal_error",
                          "cannot create the sandbox: %s", err);
+  st->sb = sb;
+  if (rc == 1) {
+    if (route_wait_park(st)) return answer_create(conn, st);
+    return MHD_YES;
   }
-  cJSON_Delete(body);
-  mp_log("created %s (project %s, environment %s%s%s)", sb->id, sb->project,
-         sb->environment, sb->restored ? ", restored from checkpoint" : "",
-         sb->recovery_key[0] ? "" : ", no recovery key");
+  st->finished = 1; /* nothing to wait for */
+  mp_log("created %s (project %s, environment %s%s)", sb->id, sb->project,
+         sb->environment, sb->recovery_key[0] ? "" : ", no recovery key");
   return mp_send_json(conn, 201, sandbox_json(sb));
 }
 
@@ -137,12 +250,29 @@ static enum MHD_Result lease(mp_server *srv, struct MHD_Connection *conn,
   return mp_send_json(conn, 200, o);
 }
 
+static enum MHD_Result answer_capture(struct MHD_Connection *conn,
+                                      route_wait *st) {
+  cJSON *o;
+  if (st->rc < 0)
+    return mp_send_error(conn, 500, "internal_error", "%s", st->message);
+  o = cJSON_CreateObject();
+  if (st->rc == 0 && st->name[0] != '\0')
+    cJSON_AddStringToObject(o, "checkpointName", st->name);
+  else
+    cJSON_AddNullToObject(o, "checkpointName");
+  cJSON_AddStringToObject(o, "status", st->rc == 0 ? "captured" : "skipped");
+  return mp_send_json(conn, 200, o);
+}
+
 static enum MHD_Result checkpoint(mp_server *srv, struct MHD_Connection *conn,
                                   mp_sandbox *sb, mp_request *r, int del) {
-  cJSON *body = mp_request_json(conn, r, 0);
+  cJSON *body;
   const cJSON *id;
-  char name[64];
-  int rc;
+  char key[MP_NAME_MAX];
+  route_wait *st;
+  enum MHD_Result res;
+  if (r->state != NULL) return answer_capture(conn, r->state); /* resumed */
+  body = mp_request_json(conn, r, 0);
   if (body == NULL) return MHD_YES;
   id = cJSON_GetObjectItemCaseSensitive(body, "id");
   if (id != NULL && !cJSON_IsNull(id) && !cJSON_IsString(id)) {
@@ -150,26 +280,57 @@ static enum MHD_Result checkpoint(mp_server *srv, struct MHD_Connection *conn,
     return mp_send_error(conn, 400, "invalid_request",
                          "field 'id' must be a string");
   }
-  if (cJSON_IsString(id) && sb->recovery_key[0] == '\0'
-      && strlen(id->valuestring) < MP_NAME_MAX)
+  if (cJSON_IsString(id) && strlen(id->valuestring) >= MP_NAME_MAX) {
+    cJSON_Delete(body);
+    return mp_send_error(conn, 400, "invalid_request",
+                         "field 'id' is longer than %d bytes", MP_NAME_MAX - 1);
+  }
+  if (cJSON_IsString(id) && id->valuestring[0] != '\0'
+      && sb->recovery_key[0] == '\0' && !sb->destroyed_ms) {
     snprintf(sb->recovery_key, sizeof sb->recovery_key, "%s", id->valuestring);
+    mp_record_save(srv, sb);
+  }
+  snprintf(key, sizeof key, "%s", cJSON_IsString(id) && id->valuestring[0]
+           ? id->valuestring : sb->recovery_key);
   cJSON_Delete(body);
   if (del) {
-    if (sb->recovery_key[0] == '\0' || mp_checkpoint_delete(srv, sb) < 0)
-      return mp_send_error(conn, 404, "not_found",
-                           "sandbox %s has no checkpoint", sb->id);
+    /* final: no implicit capture of the key's sandboxes brings it back */
+    if (key[0] == '\0')
+      return mp_send_error(conn, 404, "not_found", "sandbox %s has no"
+                           " recovery key, so no checkpoint", sb->id);
+    if (mp_checkpoint_drop(srv, sb, key) != 0)
+      return mp_send_error(conn, 404, "not_found", "no checkpoint for key"
+                           " \"%.64s\" (none will be captured implicitly)",
+                           key);
+    mp_log("checkpoint of key \"%s\" deleted (through %s)", key, sb->id);
     return mp_send_empty(conn, 204);
   }
   if (sb->destroyed_ms)
     return mp_send_error(conn, 410, "gone", "sandbox %s was destroyed", sb->id);
-  rc = mp_checkpoint_capture(srv, sb, name, 1);
-  if (rc < 0)
-    return mp_send_error(conn, 500, "internal_error",
-                         "capturing the checkpoint of %s failed", sb->id);
-  body = cJSON_CreateObject();
-  cJSON_AddStringToObject(body, "checkpointName", name);
-  cJSON_AddStringToObject(body, "status", rc == 0 ? "captured" : "skipped");
-  return mp_send_json(conn, 200, body);
+  if ((st = route_wait_on(conn, r, sb, &res)) == NULL) return res;
+  st->w.explicit_request = 1;
+  mp_checkpoint_capture(srv, sb, &st->w);
+  if (route_wait_park(st)) return answer_capture(conn, st);
+  return MHD_YES;
+}
+
+static enum MHD_Result answer_destroy(struct MHD_Connection *conn,
+                                      route_wait *st) {
+  if (st->rc < 0)
+    return mp_send_error(conn, 500, "internal_error", "%s", st->message);
+  return mp_send_empty(conn, 204);
+}
+
+static enum MHD_Result destroy(mp_server *srv, struct MHD_Connection *conn,
+                               mp_sandbox *sb, mp_request *r) {
+  route_wait *st;
+  enum MHD_Result res;
+  if (r->state != NULL) return answer_destroy(conn, r->state); /* resumed */
+  if ((st = route_wait_on(conn, r, sb, &res)) == NULL) return res;
+  if (!sb->destroyed_ms && !sb->destroying) mp_log("destroying %s", sb->id);
+  mp_sandbox_destroy(srv, sb, &st->w);
+  if (route_wait_park(st)) return answer_destroy(conn, st);
+  return MHD_YES;
 }
 
 enum MHD_Result mp_routes_sandbox(mp_server *srv, struct MHD_Connection *conn,
@@ -188,16 +349,15 @@ enum MHD_Result mp_routes_sandbox(mp_server *srv, struct MHD_Connection *conn,
                          seg[1]);
   if (nseg == 2) {
     if (strcmp(method, "GET") == 0) return mp_send_json(conn, 200, sandbox_json(sb));
-    if (strcmp(method, "DELETE") == 0) {
-      if (!sb->destroyed_ms) mp_log("destroying %s", sb->id);
-      mp_sandbox_destroy(srv, sb);
-      return mp_send_empty(conn, 204);
-    }
+    if (strcmp(method, "DELETE") == 0) return destroy(srv, conn, sb, r);
   } else if (nseg == 3 && strcmp(seg[2], "exec-lease") == 0
              && strcmp(method, "POST") == 0) {
     if (sb->destroyed_ms)
       return mp_send_error(conn, 410, "gone", "sandbox %s was destroyed",
                            sb->id);
+    if (sb->destroying || sb->restoring)
+      return mp_send_error(conn, 409, "conflict", "sandbox %s is being %s",
+                           sb->id, sb->destroying ? "destroyed" : "restored");
     return lease(srv, conn, sb);
   } else if (nseg == 3 && strcmp(seg[2], "checkpoint") == 0
              && (strcmp(method, "POST") == 0 || strcmp(method, "DELETE") == 0)) {

@@ -7,8 +7,12 @@
 ** destroyedAt (GET shows it; exec-lease answers 410). Each record is
 ** written to <data>/state/sandboxes/<id>.json when it changes (atomically).
 ** Checkpoints (checkpoint.c) are captured when a sandbox is destroyed or
-** reaped, two seconds after the last command of a burst and at shutdown,
-** and restored when a sandbox is created with the same recovery key.
+** reaped, two seconds after the last command of a burst and at shutdown
+** (unless an explicit DELETE /checkpoint marked the sandbox), and restored
+** when a sandbox is created with the same recovery key (or a seed). tar
+** runs on the loop: a create that restores and a destroy that captures
+** finish when it does, and a destroy whose capture failed keeps the
+** sandbox.
 **
 ** Orphans: every command runs with MP_MARKER_VAR=<sandbox id> in its
 ** environment and has a run file, DATA_DIR/state/run/<boot id>/<pid>-<start
@@ -36,68 +40,30 @@
 #include "envp.h"
 #include "json.h"
 #include "log.h"
+#include "record.h"
 #include "util.h"
 
 #define CHECKPOINT_DEBOUNCE_MS 2000
+/* a reaping whose capture failed is tried again after this */
+#define REAP_RETRY_MS 60000
+
+/* the capture after commands, or at shutdown: nobody waits for it */
+static void on_debounced_done(mp_waiter *w, mp_sandbox *sb, int rc,
+                              const char *name, const char *message) {
+  (void)w;
+  (void)sb;
+  (void)rc;
+  (void)name;
+  (void)message; /* a failure was logged by checkpoint.c */
+}
 
 static void on_checkpoint_due(mastra__timer *t) {
   mp_sandbox *sb = t->data;
-  char name[64];
-  if (sb->running == 0) mp_checkpoint_capture(sb->srv, sb, name, 0);
+  if (sb->running == 0 && !sb->destroying)
+    mp_checkpoint_capture(sb->srv, sb, &sb->debounced);
 }
 
 /* {====== records and the state file ====== */
-
-static cJSON *record_json(const mp_sandbox *sb) {
-  char ts[32];
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "id", sb->id);
-  cJSON_AddStringToObject(o, "projectId", sb->project);
-  cJSON_AddStringToObject(o, "environmentId", sb->environment);
-  cJSON_AddStringToObject(o, "recoveryKey", sb->recovery_key);
-  cJSON_AddStringToObject(o, "networkIsolation", sb->network);
-  cJSON_AddNumberToObject(o, "idleTimeoutMinutes", sb->idle_timeout_min);
-  cJSON_AddItemToObject(o, "env", cJSON_Duplicate(sb->env, 1));
-  mp_iso8601(sb->created_ms, ts);
-  cJSON_AddStringToObject(o, "createdAt", ts);
-  cJSON_AddNumberToObject(o, "createdMs", (double)sb->created_ms);
-  cJSON_AddNumberToObject(o, "destroyedMs", (double)sb->destroyed_ms);
-  cJSON_AddNumberToObject(o, "lastExecMs", (double)sb->last_exec_ms);
-  return o;
-}
-
-/* One file per record, <data>/state/sandboxes/<id>.json, written
-** atomically: a change costs one small write, whatever the number of
-** records the platform keeps. Not fsync'd, like the working trees and the
-** checkpoints the records describe: a record survives kill -9 of the
-** server (the page cache has it); a machine crash can lose the newest
-** changes (a torn record is skipped at load). On ext4, a fleet of 100
-** sandboxes (concurrency 16) took 177-232 ms with an fsync per change and
-** 112-157 ms without, in interleaved runs. */
-int mp_record_save(mp_server *srv, const mp_sandbox *sb) {
-  char path[4200];
-  cJSON *o = record_json(sb);
-  char *text = cJSON_Print(o);
-  int rc;
-  cJSON_Delete(o);
-  if (text == NULL) return -1;
-  snprintf(path, sizeof path, "%s/state/sandboxes/%s.json", srv->data_dir,
-           sb->id);
-  rc = mastra__write_file_atomic(path, text, strlen(text), 0644, 0);
-  free(text);
-  if (rc < 0) mp_log("cannot write %s: %s", path, strerror(errno));
-  return rc;
-}
-
-static void copy_field(char *dst, size_t n, const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  snprintf(dst, n, "%s", cJSON_IsString(v) ? v->valuestring : "");
-}
-
-static double num_field(const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
 
 static void on_idle(mastra__timer *t);
 static void kill_strays(mp_server *srv, mp_sandbox *sb);
@@ -108,6 +74,7 @@ static mp_sandbox *sandbox_alloc(mp_server *srv) {
   sb->srv = srv;
   mastra__timer_init(srv->loop, &sb->idle_timer, on_idle, sb);
   mastra__timer_init(srv->loop, &sb->checkpoint_timer, on_checkpoint_due, sb);
+  sb->debounced.done = on_debounced_done;
   return sb;
 }
 
@@ -121,20 +88,22 @@ static void arm_idle(mp_sandbox *sb);
 static void load_record(mp_server *srv, const cJSON *o) {
   char err[256];
   mp_sandbox *sb = sandbox_alloc(srv);
-  const cJSON *env = cJSON_GetObjectItemCaseSensitive(o, "env");
   if (sb == NULL) return;
-  copy_field(sb->id, sizeof sb->id, o, "id");
-  copy_field(sb->project, sizeof sb->project, o, "projectId");
-  copy_field(sb->environment, sizeof sb->environment, o, "environmentId");
-  copy_field(sb->recovery_key, sizeof sb->recovery_key, o, "recoveryKey");
-  copy_field(sb->network, sizeof sb->network, o, "networkIsolation");
-  sb->idle_timeout_min = num_field(o, "idleTimeoutMinutes");
-  sb->created_ms = (int64_t)num_field(o, "createdMs");
-  sb->destroyed_ms = (int64_t)num_field(o, "destroyedMs");
-  sb->last_exec_ms = (int64_t)num_field(o, "lastExecMs");
-  sb->env = cJSON_IsObject(env) ? cJSON_Duplicate(env, 1)
-                                : cJSON_CreateObject();
+  if (mp_record_read(sb, o) < 0) {
+    free(sb);
+    return;
+  }
   set_dirs(srv, sb);
+  if (!sb->destroyed_ms && sb->restoring) {
+    /* the server stopped while tar extracted its checkpoint: the tree is
+    ** partial, and its create never answered */
+    mp_log("%s was being restored when the platform stopped: destroyed",
+           sb->id);
+    sb->restoring = 0;
+    sb->destroyed_ms = mastra__wall_ms();
+    srv->driver->teardown(srv, sb);
+    mp_record_save(srv, sb);
+  }
   if (!sb->destroyed_ms && srv->driver->prepare(srv, sb, err, sizeof err) < 0)
     sb->destroyed_ms = mastra__wall_ms();
   sb->next = srv->sandboxes;
@@ -215,18 +184,78 @@ static void arm_idle(mp_sandbox *sb) {
 
 static void on_idle(mastra__timer *t) {
   mp_sandbox *sb = t->data;
-  if (sb->running > 0 || sb->destroyed_ms) return;
+  if (sb->running > 0 || sb->destroyed_ms || sb->destroying) return;
   mp_log("sandbox %s idle for %g min: reaping it", sb->id,
          mp_sandbox_idle_minutes(sb->srv, sb));
-  mp_sandbox_destroy(sb->srv, sb);
+  mp_sandbox_destroy(sb->srv, sb, NULL);
+}
+
+/* tell the waiters of a restore or a destroy */
+static void tell_waiters(mp_sandbox *sb, int rc, const char *name,
+                         const char *message) {
+  mp_waiter *w, *next;
+  w = sb->waiters;
+  sb->waiters = NULL;
+  for (; w != NULL; w = next) {
+    next = w->next;
+    w->next = NULL;
+    w->done(w, sb, rc, name, message);
+  }
+}
+
+static void add_waiter(mp_sandbox *sb, mp_waiter *w) {
+  if (w == NULL) return;
+  w->next = sb->waiters;
+  sb->waiters = w;
+}
+
+void mp_sandbox_forget(mp_sandbox *sb, mp_waiter *w) {
+  mp_waiter **p;
+  for (p = &sb->waiters; *p != NULL; p = &(*p)->next) {
+    if (*p == w) {
+      *p = w->next;
+      w->next = NULL;
+      return;
+    }
+  }
+  mp_checkpoint_forget(sb, w);
+}
+
+static void teardown(mp_server *srv, mp_sandbox *sb) {
+  sb->destroyed_ms = mastra__wall_ms();
+  mastra__timer_stop(&sb->idle_timer);
+  mastra__timer_stop(&sb->checkpoint_timer);
+  srv->driver->teardown(srv, sb);
+  mp_record_save(srv, sb);
+}
+
+static void on_restored(mp_waiter *w, mp_sandbox *sb, int rc,
+                        const char *name, const char *message) {
+  (void)w;
+  (void)name;
+  sb->restoring = 0;
+  if (rc < 0) {
+    mp_log("%s is destroyed: its checkpoint could not be restored", sb->id);
+    teardown(sb->srv, sb);
+  } else {
+    mp_record_save(sb->srv, sb);
+    arm_idle(sb);
+  }
+  tell_waiters(sb, rc, name, message);
 }
 
 int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
-                      mp_sandbox **out, char *err, size_t errlen) {
-  mp_sandbox *sb = sandbox_alloc(srv);
-  char hex[2 * 12 + 1];
-  int restored;
+                      mp_sandbox **out, mp_waiter *w, char *err,
+                      size_t errlen) {
+  mp_sandbox *sb;
+  char hex[2 * 12 + 1], source[4400], name[MP_CHECKPOINT_NAME_MAX];
+  int restore;
   *out = NULL;
+  restore = mp_checkpoint_source(srv, spec->project, spec->environment,
+                                 spec->recovery_key, spec->seed, source,
+                                 sizeof source, name, err, errlen);
+  if (restore < 0) return -2;
+  sb = sandbox_alloc(srv);
   if (sb == NULL || mastra__random_hex(hex, 12) < 0) {
     free(sb);
     snprintf(err, errlen, "out of memory or randomness");
@@ -248,47 +277,93 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
     free(sb);
     return -1;
   }
-  restored = mp_checkpoint_restore(srv, sb);
-  if (restored < 0) mp_log("restoring the checkpoint of %s failed", sb->id);
-  sb->restored = restored == 0;
   sb->next = srv->sandboxes;
   srv->sandboxes = sb;
+  *out = sb;
+  if (restore == 0) {
+    sb->restoring = 1;
+    add_waiter(sb, w);
+    mp_record_save(srv, sb);
+    sb->lifecycle.done = on_restored;
+    sb->lifecycle.explicit_request = 0;
+    mp_checkpoint_restore(srv, sb, source, name, &sb->lifecycle);
+    return 1;
+  }
   arm_idle(sb);
   mp_record_save(srv, sb);
-  *out = sb;
   return 0;
 }
 
-void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb) {
+static void on_destroy_captured(mp_waiter *w, mp_sandbox *sb, int rc,
+                                const char *name, const char *message) {
+  char msg[1200];
+  (void)w;
+  (void)name;
+  sb->destroying = 0;
+  if (rc < 0) {
+    /* the sandbox stays, tree and all: a failed capture never passes for
+    ** a success, and the older checkpoint is still the key's */
+    snprintf(msg, sizeof msg, "capturing the checkpoint of %s failed (%s);"
+             " the sandbox is kept: free space and destroy it again, or"
+             " DELETE its checkpoint first to destroy it without one",
+             sb->id, message ? message : "unknown error");
+    mp_log("%s", msg);
+    if (mp_sandbox_idle_minutes(sb->srv, sb) > 0 && sb->running == 0)
+      mastra__timer_start(&sb->idle_timer, REAP_RETRY_MS);
+    tell_waiters(sb, -1, NULL, msg);
+    return;
+  }
+  teardown(sb->srv, sb);
+  tell_waiters(sb, 0, NULL, NULL);
+}
+
+void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb, mp_waiter *w) {
   size_t i;
-  char name[64];
-  if (sb->destroyed_ms) return;
+  if (sb->destroyed_ms) {
+    if (w != NULL) w->done(w, sb, 0, NULL, NULL);
+    return;
+  }
+  if (sb->restoring) {
+    if (w != NULL) w->done(w, sb, -1, NULL, "the sandbox is being restored");
+    return;
+  }
+  add_waiter(sb, w);
+  if (sb->destroying) return; /* told when that ends */
+  sb->destroying = 1;
+  mastra__timer_stop(&sb->idle_timer);
+  mastra__timer_stop(&sb->checkpoint_timer);
   /* commands end; their sessions see them finish and let go */
   for (i = 0; i < sb->nprocs; i++) mastra__proc_kill(sb->procs[i]);
   kill_strays(srv, sb);
-  mp_checkpoint_capture(srv, sb, name, 0);
-  sb->destroyed_ms = mastra__wall_ms();
-  mastra__timer_stop(&sb->idle_timer);
-  mastra__timer_stop(&sb->checkpoint_timer);
-  srv->driver->teardown(srv, sb);
-  mp_record_save(srv, sb);
+  sb->lifecycle.done = on_destroy_captured;
+  sb->lifecycle.explicit_request = 0;
+  mp_checkpoint_capture(srv, sb, &sb->lifecycle);
 }
 
-/* Shutdown: end every command and capture the checkpoints. The records
-** stay live: with the process driver a sandbox is its directory, which
-** is still there when the server comes back. */
+/* Shutdown: end every command and capture the checkpoints, running the
+** loop until every tar has finished. The records stay live: with the
+** process driver a sandbox is its directory, which is still there when the
+** server comes back. */
 void mp_sandbox_shutdown_all(mp_server *srv) {
   mp_sandbox *sb;
-  char name[64];
+  int busy = 1;
   for (sb = srv->sandboxes; sb != NULL; sb = sb->next) {
     size_t i;
     if (sb->destroyed_ms) continue;
     for (i = 0; i < sb->nprocs; i++) mastra__proc_kill(sb->procs[i]);
     mastra__timer_stop(&sb->idle_timer);
     mastra__timer_stop(&sb->checkpoint_timer);
-    mp_checkpoint_capture(srv, sb, name, 0);
-    mp_record_save(srv, sb);
+    if (!sb->destroying && !sb->restoring)
+      mp_checkpoint_capture(srv, sb, &sb->debounced);
   }
+  while (busy) {
+    busy = 0;
+    for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+      if (mp_checkpoint_busy(sb)) busy = 1;
+    if (busy) mastra__loop_run_once(srv->loop, 1000);
+  }
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    if (!sb->destroyed_ms) mp_record_save(srv, sb);
 }
 
 void mp_sandbox_free_all(mp_server *srv) {
@@ -639,8 +714,10 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   unsigned long long *starts;
   int rc;
   *out = NULL;
-  if (sb->destroyed_ms) {
-    snprintf(err, errlen, "sandbox %s was destroyed", sb->id);
+  if (sb->destroyed_ms || sb->destroying || sb->restoring) {
+    snprintf(err, errlen, "sandbox %s %s", sb->id, sb->destroyed_ms
+             ? "was destroyed" : sb->destroying ? "is being destroyed"
+             : "is being restored");
     return -1;
   }
   if (srv->stopping) {
@@ -685,7 +762,7 @@ void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
   mastra__proc_release(p); /* kills it if it still runs */
   if (sb->running > 0) sb->running--;
   sb->last_exec_ms = mastra__wall_ms();
-  if (sb->destroyed_ms) return;
+  if (sb->destroyed_ms || sb->destroying) return;
   arm_idle(sb);
   if (sb->running == 0 && sb->recovery_key[0] != '\0')
     mastra__timer_start(&sb->checkpoint_timer, CHECKPOINT_DEBOUNCE_MS);

@@ -28,6 +28,21 @@ typedef struct mp_exec_spec {
   uint64_t timeout_ms; /* 0: none */
 } mp_exec_spec;
 
+/* Someone waiting for a sandbox's capture, restore or destroy (see
+** checkpoint.h and mp_sandbox_destroy): done is called once, with rc 0
+** (done), 1 (skipped: nothing to capture) or -1 (failed: message says
+** why); name is the checkpoint an explicit capture named, or the one a
+** restore read (NULL otherwise). */
+typedef struct mp_waiter mp_waiter;
+struct mp_waiter {
+  mp_waiter *next;
+  void (*done)(mp_waiter *w, mp_sandbox *sb, int rc, const char *name,
+               const char *message);
+  void *data;
+  int explicit_request; /* a capture: POST /checkpoint asked for it */
+  int queued;           /* checkpoint.c: in a queue or served by a run */
+};
+
 /* A driver makes sandboxes real: driver_process.c keeps a directory and
 ** process groups on the host. */
 struct mp_driver {
@@ -54,6 +69,15 @@ struct mp_sandbox {
   int64_t created_ms, destroyed_ms, last_exec_ms;
   int running;                    /* commands running now */
   int restored;                   /* created from a checkpoint */
+  char restored_from[MP_NAME_MAX]; /* that checkpoint's name, or "" */
+  int checkpoint_deleted;         /* DELETE /checkpoint: no implicit capture */
+  unsigned checkpoint_gen;        /* bumped by DELETE /checkpoint */
+  int restoring, destroying;      /* waiting for tar (checkpoint.c) */
+  struct mp_tar_run *tar;         /* checkpoint.c: the tar running now */
+  mp_waiter *capture_queue;       /* captures asked for while it runs */
+  mp_waiter *waiters;             /* of the restore or the destroy */
+  mp_waiter lifecycle;            /* the restore or destroy's own capture */
+  mp_waiter debounced;            /* the capture after commands, shutdown */
   mastra__proc **procs;           /* its running commands */
   unsigned long long *proc_starts; /* their start times (/proc/PID/stat) */
   size_t nprocs;
@@ -71,20 +95,32 @@ typedef struct mp_create_spec {
   const char *network;        /* ISOLATED | PRIVATE, or NULL */
   double idle_timeout_min;   /* fractions allowed; 0: the server's default */
   const cJSON *env;           /* object of strings, or NULL */
+  const char *seed;           /* seedCheckpointName, or NULL */
 } mp_create_spec;
 
+/* -1 failed (err says why), -2 the request is wrong (an unknown seed: err
+** says why), 0 created, 1 created and restoring a checkpoint: w->done is
+** called (maybe before this returns) when it is ready (rc 0) or failed
+** (rc -1: the sandbox is then destroyed). */
 int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
-                      mp_sandbox **out, char *err, size_t errlen);
-/* kill its commands, capture its checkpoint, remove its tree; the record
-** stays, with destroyedAt */
-void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb);
+                      mp_sandbox **out, mp_waiter *w, char *err,
+                      size_t errlen);
+/* Kill its commands, capture its checkpoint (unless an explicit DELETE
+** /checkpoint said not to), then remove its tree; the record stays, with
+** destroyedAt. w (or NULL) is told once, maybe before this returns: rc 0
+** destroyed, -1 the capture failed and the sandbox is kept (live, tree
+** and all), or it is being restored. */
+void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb, mp_waiter *w);
+/* w's request went away: it is told nothing more */
+void mp_sandbox_forget(mp_sandbox *sb, mp_waiter *w);
 /* a record (live or destroyed) of project (NULL: any), or NULL */
 mp_sandbox *mp_sandbox_lookup(mp_server *srv, const char *project,
                               const char *id);
 /* A live (not destroyed) sandbox by our id, or NULL. */
 mp_sandbox *mp_sandbox_find(mp_server *srv, const char *id);
 size_t mp_sandbox_live_count(mp_server *srv);
-/* shutdown: end every command, capture the checkpoints, save the records */
+/* shutdown: end every command, capture the checkpoints (running the loop
+** until every capture has finished), save the records */
 void mp_sandbox_shutdown_all(mp_server *srv);
 /* The idle timeout of sb in minutes: its own, else the server's default
 ** (srv->default_idle_min); 0: never reaped. */
@@ -107,8 +143,6 @@ void mp_sandbox_free_all(mp_server *srv);
 
 /* Load the records of <data>/state/sandboxes (at startup). */
 int mp_state_load(mp_server *srv);
-/* write the record of sb (create, destroy, shutdown) */
-int mp_record_save(mp_server *srv, const mp_sandbox *sb);
 
 /* 0 if env (the body's field `field`) is NULL, JSON null, or an object
 ** that maps variable names (mastra__env_name_check) to strings; else -1

@@ -20,8 +20,9 @@
 **   routes_bucket.h   the /fs routes
 **   exec_ws.h         the exec WebSocket
 **   sandbox.h         sandbox records, lifecycle and commands; the driver
+**   record.h          the record file of a sandbox
 **   driver_process.h  the `process` driver
-**   checkpoint.h      checkpoints (capture, restore)
+**   checkpoint.h      checkpoints (capture, restore, delete, retention)
 **   lease.h           exec leases
 **   bucket.h          the bucket store
 **   log.h             the log on stderr
@@ -63,6 +64,8 @@ struct mp_server {
   size_t max_body;            /* JSON bodies */
   size_t max_object;          /* bucket PUT bodies */
   uint64_t lease_ttl_ms;
+  double checkpoint_retention_days; /* 0: checkpoints are kept forever */
+  mastra__timer checkpoint_sweep;   /* checkpoint.c: the retention sweep */
   int idle_exit_s;            /* exit when idle with no sandboxes; 0: never */
   double default_idle_min;    /* idle timeout of sandboxes without one; 0: never */
   struct mp_legacy_run *legacy_runs; /* exec_legacy.c: the runs in flight */
