@@ -136,7 +136,7 @@ int mp_bucket_put(mp_bucket_store *st, const char *project,
   bfd = mp_disk_bucket_dir(st, project, bucket, 1);
   if (bfd < 0) {
     mp_disk_set_err(err, errlen, "bucket directory: %s", strerror(errno));
-    return MP_BUCKET_IO;
+    return mp_disk_io_code(errno);
   }
   if (if_none_match && mp_disk_exists(bfd, key)) {
     close(bfd);

@@ -26,7 +26,8 @@ enum {
   MP_BUCKET_EXISTS = -2,    /* put with if_none_match and the key exists */
   MP_BUCKET_BAD_KEY = -3,   /* see mp_bucket_key_check */
   MP_BUCKET_IO = -4,        /* errno-level failure: see the err text */
-  MP_BUCKET_NOMEM = -5
+  MP_BUCKET_NOMEM = -5,
+  MP_BUCKET_NOSPACE = -6    /* the disk (or the quota) is full */
 };
 
 typedef struct mp_object_info {

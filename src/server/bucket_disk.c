@@ -328,6 +328,10 @@ static int copy_range(int out, int in, off_t off, uint64_t len) {
   return 0;
 }
 
+int mp_disk_io_code(int e) {
+  return e == ENOSPC || e == EDQUOT ? MP_BUCKET_NOSPACE : MP_BUCKET_IO;
+}
+
 /* write object `key` atomically and durably into bfd */
 int mp_disk_write(mp_bucket_store *st, int bfd, const char *key, const char *ct,
                      const mp_disk_source *src, int noreplace, char *err,
@@ -341,7 +345,7 @@ int mp_disk_write(mp_bucket_store *st, int bfd, const char *key, const char *ct,
   fd = tmp_create(st, bfd, tmpname);
   if (fd < 0) {
     mp_disk_set_err(err, errlen, "create temporary file: %s", strerror(errno));
-    return MP_BUCKET_IO;
+    return mp_disk_io_code(errno);
   }
   if (mastra__write_all(fd, hdr, hl) < 0 ||
       (src->src_fd < 0 ? mastra__write_all(fd, src->data, src->len)
@@ -373,9 +377,10 @@ int mp_disk_write(mp_bucket_store *st, int bfd, const char *key, const char *ct,
   }
   return MP_BUCKET_OK;
 fail:
+  rc = errno;
   mp_disk_close_keep_errno(fd);
   unlinkat(bfd, tmpname, 0);
-  return MP_BUCKET_IO;
+  return mp_disk_io_code(rc);
 }
 
 /* does object key exist (an unreadable one counts as existing)? */

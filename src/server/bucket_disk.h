@@ -69,6 +69,8 @@ int mp_disk_open(int bfd, const char *key, mp_disk_hdr *h, int *fdout);
 void mp_disk_fill_info(mp_object_info *info, const mp_disk_hdr *h);
 /* write object `key` atomically and durably into bfd: MP_BUCKET_OK,
 ** EXISTS (noreplace and the key exists) or IO */
+/* MP_BUCKET_NOSPACE for a full disk or quota (errno e), else MP_BUCKET_IO */
+int mp_disk_io_code(int e);
 int mp_disk_write(mp_bucket_store *st, int bfd, const char *key,
                   const char *ct, const mp_disk_source *src, int noreplace,
                   char *err, size_t errlen);

@@ -39,6 +39,11 @@ static enum MHD_Result bucket_error(struct MHD_Connection *conn, int rc,
                          key);
   case MP_BUCKET_BAD_KEY:
     return mp_send_error(conn, 400, "invalid_request", "bad key '%.200s'", key);
+  case MP_BUCKET_NOSPACE:
+    return mp_send_error(conn, 507, "insufficient_storage",
+                         "the platform's disk is full: %s (free space under its"
+                         " data directory, then try again)",
+                         err && err[0] ? err : "no space");
   default:
     return mp_send_error(conn, 500, "internal_error", "storage error: %s",
                          err && err[0] ? err : "unknown");

@@ -217,6 +217,10 @@ static enum MHD_Result create_sandbox(mp_server *srv,
   rc = mp_sandbox_create(srv, &spec, &sb, &st->w, err, sizeof err);
   cJSON_Delete(body);
   if (rc == -2) return mp_send_error(conn, 400, "invalid_request", "%s", err);
+  if (rc == -3)
+    return mp_send_error(conn, 507, "insufficient_storage",
+                         "cannot create the sandbox: %s (the platform's disk is"
+                         " full: free space under its data directory)", err);
   if (rc < 0)
     return mp_send_error(conn, 500, "internal_error",
                          "cannot create the sandbox: %s", err);

@@ -277,20 +277,28 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
     free(sb);
     return -1;
   }
+  sb->restoring = restore == 0;
+  /* no record, no sandbox: one the platform cannot write down would be
+  ** forgotten by its next start, tree and all */
+  if (mp_record_save(srv, sb) < 0) {
+    int e = errno;
+    snprintf(err, errlen, "cannot write its record: %s", strerror(e));
+    srv->driver->teardown(srv, sb);
+    cJSON_Delete(sb->env);
+    free(sb);
+    return e == ENOSPC || e == EDQUOT ? -3 : -1;
+  }
   sb->next = srv->sandboxes;
   srv->sandboxes = sb;
   *out = sb;
   if (restore == 0) {
-    sb->restoring = 1;
     add_waiter(sb, w);
-    mp_record_save(srv, sb);
     sb->lifecycle.done = on_restored;
     sb->lifecycle.explicit_request = 0;
     mp_checkpoint_restore(srv, sb, source, name, &sb->lifecycle);
     return 1;
   }
   arm_idle(sb);
-  mp_record_save(srv, sb);
   return 0;
 }
 

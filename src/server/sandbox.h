@@ -99,7 +99,7 @@ typedef struct mp_create_spec {
 } mp_create_spec;
 
 /* -1 failed (err says why), -2 the request is wrong (an unknown seed: err
-** says why), 0 created, 1 created and restoring a checkpoint: w->done is
+** says why), -3 the disk is full (err says why), 0 created, 1 created and restoring a checkpoint: w->done is
 ** called (maybe before this returns) when it is ready (rc 0) or failed
 ** (rc -1: the sandbox is then destroyed). */
 int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
