@@ -678,8 +678,14 @@ function task.sleep(ms)
       .. " 2^53 (got %s)"):format(tostring(ms)), 2)
   end
   current("mastra.sleep")
-  local timer <close> = core.timer(math.ceil(ms))
-  wait_as("mastra.sleep", timer:id())
+  -- the loop's timers count whole milliseconds from a truncated clock, so
+  -- one can fire up to 1 ms before the delay as mastra.now() measures it:
+  -- wait again for what is left, and a sleep never ends early
+  local deadline = core.now() + ms
+  repeat
+    local timer <close> = core.timer(math.ceil(deadline - core.now()))
+    wait_as("mastra.sleep", timer:id())
+  until core.now() >= deadline
 end
 
 -- Raise the error of the first failed task nobody waited for, if any.
