@@ -243,6 +243,16 @@ static void complete(struct mp_tar_run *run, int rc, const char *name,
                      const char *message) {
   mp_sandbox *sb = run->sb;
   mp_waiter *w = run->served, *next;
+  char name_copy[MP_CHECKPOINT_NAME_MAX], message_copy[1024];
+  /* name and message may point into run, which goes first */
+  if (name != NULL) {
+    snprintf(name_copy, sizeof name_copy, "%s", name);
+    name = name_copy;
+  }
+  if (message != NULL) {
+    snprintf(message_copy, sizeof message_copy, "%s", message);
+    message = message_copy;
+  }
   sb->tar = NULL;
   free(run);
   for (; w != NULL; w = next) {
