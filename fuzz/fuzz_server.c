@@ -186,7 +186,7 @@ static void start(void) {
   snprintf(path, sizeof path, "%s/buckets", g_dir);
   g_srv.buckets = mp_bucket_open(path, err, sizeof err);
   g_srv.loop = mastra__loop_new();
-  if (g_srv.buckets == NULL || g_srv.loop == NULL
+  if (g_srv.buckets == NULL || g_srv.loop == NULL || mp_state_load(&g_srv) < 0
       || mp_http_start(&g_srv, "127.0.0.1:0", err, sizeof err) < 0) {
     fprintf(stderr, "fuzz_server: cannot start: %s\n", err);
     abort();
