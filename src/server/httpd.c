@@ -48,6 +48,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   (void)version;
   if (r == NULL) {
     const char *cl;
+    unsigned long long length;
     r = calloc(1, sizeof *r);
     if (r == NULL) return MHD_NO;
     *req_cls = r;
@@ -59,7 +60,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                            "missing or wrong 'Authorization: Bearer <token>'");
     }
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-    if (cl != NULL && strtoull(cl, NULL, 10) > r->limit) {
+    length = cl != NULL ? strtoull(cl, NULL, 10) : 0;
+    if (length > r->limit) {
       const char *expect =
           MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Expect");
       /* A client that waits for 100-continue reads an early 413 before it
@@ -67,7 +69,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
       ** reset under a 413 it has not read yet, so a body of up to
       ** MP_DRAIN_MAX is read and dropped first, and the 413 follows it. */
       if ((expect != NULL && strcasecmp(expect, "100-continue") == 0)
-          || strtoull(cl, NULL, 10) > MP_DRAIN_MAX) {
+          || length > MP_DRAIN_MAX) {
         r->responded = 1;
         return mp_send_error(conn, 413, "invalid_request",
                              "the body is larger than %zu bytes", r->limit);
