@@ -612,7 +612,8 @@ mastra.sleep(30000)
       write_file(other, "DOT_A='single $quoted'\n")
       local r = run{ "--env-file", other, "-e", show }
       assert.are.equal("single $quoted|nil", r.stdout, r.stderr)
-      r = sh("MASTRA_ENV_FILE=" .. quote(other) .. " " .. quote(MASTRA_LUA) .. " -e " .. quote(show))
+      r = sh("MASTRA_ENV_FILE=" .. quote(other) .. " " .. quote(MASTRA_LUA) .. " -e "
+        .. quote(show))
       assert.are.equal("single $quoted|nil", r.stdout, r.stderr)
       r = run{ "--env-file", dir .. "/missing.env", "-e", show }
       assert.are.equal(1, r.exitCode)

@@ -79,7 +79,7 @@ function dotenv.parse(text, source)
       p = text:match("^[ \t]*()", after)
       if text:sub(p, p) ~= "=" then fail(("expected '=' after %s"):format(name)) end
       p = text:match("^[ \t]*()", p + 1)
-      local value, newlines = nil, 0
+      local value, newlines
       if QUOTES[text:sub(p, p)] then
         value, p, newlines = quoted(text, p, fail, name)
         p = text:match("^[ \t]*()", p)
@@ -94,7 +94,7 @@ function dotenv.parse(text, source)
         local eol = text:find("\n", p, true) or #text + 1
         value = text:sub(p, eol - 1):gsub("^#.*", ""):gsub("[ \t]+#.*$", "")
         value = value:match("^(.-)[ \t]*$")
-        p = eol
+        p, newlines = eol, 0
       end
       if index[name] then
         vars[index[name]].value = value
