@@ -82,6 +82,7 @@ function dotenv.parse(text, source)
       local value, newlines
       if QUOTES[text:sub(p, p)] then
         value, p, newlines = quoted(text, p, fail, name)
+        lineno, newlines = lineno + newlines, 0 -- a mistake after it is on its last line
         p = text:match("^[ \t]*()", p)
         local rest = text:sub(p, p)
         if rest == "#" then
