@@ -24,7 +24,7 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir "$work/src"
-cp -R "$src/CMakeLists.txt" "$src/cmake" "$src/src" "$src/include" "$src/lua" \
+cp -R "$src/CMakeLists.txt" "$src/cmake" "$src/src" "$src/include" "$src/lua" "$src/man" \
   "$src/rockspec" "$work/src/"
 cd "$work/src"
 CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
@@ -61,6 +61,12 @@ fi
   echo "rock: no mastra-platform in $work/tree/bin" >&2
   exit 1
 }
+for page in mastra-lua.1 mastra-platform.1; do
+  [ -n "$(find "$work/tree/lib/luarocks" -name "$page")" ] || {
+    echo "rock: the man page $page is not in the rock's directory" >&2
+    exit 1
+  }
+done
 
 # hello.lua under plain lua5.4: HOME fresh, only the tree's Lua paths
 hello() { # tree home
