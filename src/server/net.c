@@ -519,10 +519,11 @@ static int run_nft(const char *dir, const char *in, const char *a1, const char *
   return -1;
 }
 
-/* The egress table: NAT out of the host for the subnets, the host's own
-** addresses unreachable from the bridges, the bridges unreachable from
-** outside and from each other (a packet routed between two environments is
-** dropped; traffic inside a bridge is switched, not routed, and passes). */
+/* The egress table: NAT out of the host for the subnets; the host's own
+** addresses unreachable from the bridges, and the sandboxes from the host's
+** processes; the bridges unreachable from outside and from each other (a
+** packet routed between two environments is dropped; traffic inside a bridge
+** is switched, not routed, and passes, br_netfilter or not). */
 static int egress_up(const mp_net *net, char *err, size_t errlen) {
   char path[4096], text[2048];
   const char *t = net->tag;
@@ -541,19 +542,26 @@ static int egress_up(const mp_net *net, char *err, size_t errlen) {
            "    iifname \"" MP_NET_BRIDGE_PREFIX "%s*\" ct state established,related accept\n"
            "    iifname \"" MP_NET_BRIDGE_PREFIX "%s*\" drop\n"
            "  }\n"
+           "  chain output {\n"
+           "    type filter hook output priority filter; policy accept;\n"
+           "    oifname \"" MP_NET_BRIDGE_PREFIX "%s*\" ct state established,related accept\n"
+           "    oifname \"" MP_NET_BRIDGE_PREFIX "%s*\" drop\n"
+           "  }\n"
            "  chain forward {\n"
            "    type filter hook forward priority filter; policy accept;\n"
            "    iifname \"" MP_NET_BRIDGE_PREFIX "%s*\" ip daddr " MP_NET_PREFIX ".0.0/16"
            " fib daddr . iif oif missing drop\n"
            "    oifname \"" MP_NET_BRIDGE_PREFIX "%s*\" iifname != \"" MP_NET_BRIDGE_PREFIX
-           "%s*\" ct state != established,related drop\n"
+           "%s*\" ct state established,related accept\n"
+           "    oifname \"" MP_NET_BRIDGE_PREFIX "%s*\" iifname != \"" MP_NET_BRIDGE_PREFIX
+           "%s*\" drop\n"
            "  }\n"
            "  chain postrouting {\n"
            "    type nat hook postrouting priority srcnat; policy accept;\n"
            "    ip saddr " MP_NET_PREFIX ".0.0/16 oifname != \"" MP_NET_BRIDGE_PREFIX
            "*\" masquerade\n"
            "  }\n"
-           "}\n", t, t, t, t, t, t);
+           "}\n", t, t, t, t, t, t, t, t, t, t);
   path_in(net->dir, "egress.nft", path, sizeof path);
   if (mastra__write_file_atomic(path, text, strlen(text), 0644, 0) < 0) {
     snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
