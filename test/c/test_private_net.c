@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <net/route.h>
@@ -48,21 +49,38 @@ typedef struct {
   int ns; /* /proc/<pid>/ns/net */
 } holder;
 
+static int write_text(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : write(fd, text, strlen(text));
+  if (fd >= 0) close(fd);
+  return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
 /* a child in a new network namespace; with listen_port, it answers every
-** TCP connection on that port with "hello\n" */
-static int holder_start(holder *h, int listen_port) {
-  int p[2];
+** TCP connection on that port with "hello\n". userns: the namespace belongs
+** to a new user namespace whose root is uid 100000 on the host, as a
+** sandbox's does. */
+static int holder_start_as(holder *h, int listen_port, int userns) {
+  int p[2], go[2];
   char c = 0, path[64];
-  if (pipe2(p, O_CLOEXEC) < 0) return -1;
+  if (pipe2(p, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) return -1;
   h->pid = fork();
   if (h->pid < 0) return -1;
   if (h->pid == 0) {
     int ls = -1;
-    close(p[0]);
+    close(p[0]), close(go[1]);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (unshare(CLONE_NEWNET) < 0) {
+    if (unshare(CLONE_NEWNET | (userns ? CLONE_NEWUSER : 0)) < 0) {
       (void)!write(p[1], "E", 1);
       _exit(1);
+    }
+    if (userns) { /* the parent maps the ids, then root of the namespace */
+      (void)!write(p[1], "U", 1);
+      if (read(go[0], &c, 1) != 1 || setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0
+          || setresuid(0, 0, 0) < 0) {
+        (void)!write(p[1], "E", 1);
+        _exit(1);
+      }
     }
     if (listen_port) {
       struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(listen_port)};
@@ -88,9 +106,18 @@ static int holder_start(holder *h, int listen_port) {
       }
     }
   }
-  close(p[1]);
+  close(p[1]), close(go[0]);
+  if (userns && read(p[0], &c, 1) == 1 && c == 'U') {
+    snprintf(path, sizeof path, "/proc/%d/uid_map", (int)h->pid);
+    if (write_text(path, "0 100000 65536\n") == 0) {
+      snprintf(path, sizeof path, "/proc/%d/gid_map", (int)h->pid);
+      if (write_text(path, "0 100000 65536\n") == 0) (void)!write(go[1], "g", 1);
+    }
+  }
+  close(go[1]);
   if (read(p[0], &c, 1) != 1 || c != 'R') {
     close(p[0]);
+    kill(h->pid, SIGKILL);
     waitpid(h->pid, NULL, 0);
     return -1;
   }
@@ -98,6 +125,10 @@ static int holder_start(holder *h, int listen_port) {
   snprintf(path, sizeof path, "/proc/%d/ns/net", (int)h->pid);
   h->ns = open(path, O_RDONLY | O_CLOEXEC);
   return h->ns < 0 ? -1 : 0;
+}
+
+static int holder_start(holder *h, int listen_port) {
+  return holder_start_as(h, listen_port, 0);
 }
 
 static void holder_stop(holder *h) {
@@ -257,8 +288,8 @@ static void test_networks(const char *dir, int egress) {
   }
   links = mp_net_links_netns(net);
   CHECK(holder_start(&A1, 0) == 0);
-  CHECK(holder_start(&A2, PORT) == 0);
-  CHECK(holder_start(&B1, PORT) == 0);
+  CHECK(holder_start_as(&A2, PORT, 1) == 0); /* owned by a user namespace, as */
+  CHECK(holder_start_as(&B1, PORT, 1) == 0); /* a sandbox's is */
   CHECK(holder_start(&I, 0) == 0);
 
   hostsA = mp_net_hosts_path(net, "env-a");
