@@ -54,6 +54,26 @@ describe("PRIVATE networks (namespaces driver)", function()
       ("http://%s:%d/page.txt"):format(host, PORT), tostring(tries) }, { timeout = 60000 })
   end
 
+  -- a sandbox's own address: its host name (the sandbox id) through the
+  -- hosts file
+  local function own_address(sb)
+    local r = sb:executeCommand("python3", { "-c",
+      "import socket; print(socket.gethostbyname(socket.gethostname()))" })
+    assert.are.equal(0, r.exitCode, r.stderr)
+    return (r.stdout:gsub("%s+$", ""))
+  end
+
+  -- sb fetches nothing from A, by address or by sandbox id, while a new
+  -- PRIVATE member of A's environment does
+  local function assert_cannot_reach_A(sb)
+    assert.are.equal(0, fetch(new("net-a", "PRIVATE"), A.sandboxId, 50).exitCode)
+    for _, host in ipairs{ addr, A.sandboxId } do
+      local r = fetch(sb, host, 1)
+      assert.are_not.equal(0, r.exitCode)
+      assert.is_nil(r.stdout:find(token, 1, true))
+    end
+  end
+
   setup(function()
     local ok, s = pcall(platform.start, { args = { "--driver", "namespaces" } })
     if not ok then
@@ -74,11 +94,7 @@ describe("PRIVATE networks (namespaces driver)", function()
     assert.are.equal(0, w.exitCode, w.stderr)
     -- in the sandbox's working directory (/workspace), where page.txt is
     server = A.processes:spawn(("exec python3 -m http.server %d"):format(PORT))
-    -- its own address: its host name (the sandbox id) through the hosts file
-    local r = A:executeCommand("python3", { "-c",
-      "import socket; print(socket.gethostbyname(socket.gethostname()))" })
-    assert.are.equal(0, r.exitCode, r.stderr)
-    addr = r.stdout:gsub("%s+$", "")
+    addr = own_address(A)
     assert.matches("^10%.231%.%d+%.%d+$", addr)
   end)
 
@@ -105,15 +121,8 @@ describe("PRIVATE networks (namespaces driver)", function()
 
   it("an ISOLATED sandbox of the same environment cannot", function()
     if why then return pending(why) end
-    -- A serves (the case above proves it when run first; this one alone too)
-    assert.are.equal(0, fetch(new("net-a", "PRIVATE"), A.sandboxId, 50).exitCode)
     local C = new("net-a", "ISOLATED")
-    local r = fetch(C, addr, 1)
-    assert.are_not.equal(0, r.exitCode)
-    assert.is_nil(r.stdout:find(token, 1, true))
-    r = fetch(C, A.sandboxId, 1)
-    assert.are_not.equal(0, r.exitCode)
-    assert.is_nil(r.stdout:find(token, 1, true))
+    assert_cannot_reach_A(C)
     -- it has loopback only
     local links = C:executeCommand("python3", { "-c",
       "import socket; print(' '.join(sorted(n for _, n in socket.if_nameindex())))" })
@@ -122,17 +131,10 @@ describe("PRIVATE networks (namespaces driver)", function()
 
   it("a PRIVATE sandbox of another environment cannot", function()
     if why then return pending(why) end
-    assert.are.equal(0, fetch(new("net-a", "PRIVATE"), A.sandboxId, 50).exitCode)
     local D = new("net-b", "PRIVATE")
-    local r = fetch(D, addr, 1)
-    assert.are_not.equal(0, r.exitCode)
-    assert.is_nil(r.stdout:find(token, 1, true))
-    r = fetch(D, A.sandboxId, 1)
-    assert.are_not.equal(0, r.exitCode)
-    assert.is_nil(r.stdout:find(token, 1, true))
+    assert_cannot_reach_A(D)
     -- and its own network is another subnet
-    local own = D:executeCommand("python3", { "-c",
-      "import socket; print(socket.gethostbyname(socket.gethostname()))" }).stdout
+    local own = own_address(D)
     assert.are_not.equal(addr:match("^(%d+%.%d+%.%d+)%."), own:match("^(%d+%.%d+%.%d+)%."))
   end)
 end)
