@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "linkdel.h"
 #include "rtnl.h"
 #include "sha256.h"
 #include "util.h"
@@ -57,6 +58,7 @@ struct mp_net {
   int host_ns;  /* the namespace the server runs in */
   int links_ns; /* the namespace of the bridges (the switch, or host_ns) */
   int nl;       /* rtnetlink, in links_ns */
+  mp_linkdel *del; /* deletions, on a thread of their own (linkdel.c) */
   unsigned counter;
   envnet *envs;
 };
@@ -338,12 +340,8 @@ mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen)
   }
   net->egress = egress != 0;
   net->host_ns = net->links_ns = net->nl = -1;
-  path_in(state_dir, "hosts", path, sizeof path);
-  if (mastra__mkdirs(path, 0755, NULL) < 0) {
-    snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-    goto fail;
-  }
   mp_net_sweep(state_dir);
+  path_in(state_dir, "hosts", path, sizeof path);
   if (mastra__mkdirs(path, 0755, NULL) < 0) {
     snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
     goto fail;
@@ -359,27 +357,28 @@ mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen)
     snprintf(err, errlen, "cannot open /proc/thread-self/ns/net: %s", strerror(errno));
     goto fail;
   }
-  if (net->egress) {
-    net->links_ns = fcntl(net->host_ns, F_DUPFD_CLOEXEC, 0);
-    net->nl = mp_rtnl_open();
-    if (net->links_ns < 0 || net->nl < 0) {
-      snprintf(err, errlen, "netlink socket: %s", strerror(errno));
-      goto fail;
-    }
-  } else {
-    /* the switch: a namespace of our own, held by links_ns and nl */
-    int e;
-    if (unshare(CLONE_NEWNET) < 0) {
+  {
+    /* the switch (a namespace of our own, held by links_ns and the sockets),
+    ** or with egress the host's */
+    int dnl, e;
+    if (!net->egress && unshare(CLONE_NEWNET) < 0) {
       snprintf(err, errlen, "cannot create a network namespace for the private"
                " networks: %s (the namespaces driver needs root)", strerror(errno));
       goto fail;
     }
     net->links_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     net->nl = mp_rtnl_open();
+    dnl = mp_rtnl_open();
     e = errno;
-    if (setns(net->host_ns, CLONE_NEWNET) < 0) abort();
-    if (net->links_ns < 0 || net->nl < 0) {
-      snprintf(err, errlen, "cannot hold the switch namespace: %s", strerror(e));
+    if (!net->egress && setns(net->host_ns, CLONE_NEWNET) < 0) abort();
+    if (net->links_ns < 0 || net->nl < 0 || dnl < 0) {
+      snprintf(err, errlen, "cannot hold the namespace of the bridges: %s", strerror(e));
+      if (dnl >= 0) close(dnl);
+      goto fail;
+    }
+    net->del = mp_linkdel_start(dnl);
+    if (net->del == NULL) {
+      snprintf(err, errlen, "cannot start the thread that deletes links");
       goto fail;
     }
   }
@@ -395,22 +394,26 @@ void mp_net_close(mp_net *net) {
   envnet *e, *next;
   char path[4096];
   if (net == NULL) return;
+  /* With egress the links are the host's: each is deleted (waited for).
+  ** Otherwise the switch goes with its last descriptor (closed below), and
+  ** the kernel removes its bridges and veths, and their peers, at once. */
   for (e = net->envs; e; e = next) {
     member *m, *mn;
     next = e->next;
     for (m = e->members; m; m = mn) {
       mn = m->next;
-      if (net->nl >= 0) mp_rtnl_link_del(net->nl, m->veth);
+      if (net->egress && net->del) mp_linkdel_queue(net->del, m->veth);
       free(m);
     }
-    if (e->idx >= 0 && net->nl >= 0) {
+    if (e->idx >= 0 && net->egress && net->del) {
       char br[IFNAMSIZ];
       bridge_name(net, e->idx, br);
-      mp_rtnl_link_del(net->nl, br);
+      mp_linkdel_queue(net->del, br);
     }
     unlink(e->hosts);
     free(e->hosts), free(e->env), free(e);
   }
+  mp_linkdel_stop(net->del, net->egress);
   if (net->egress && net->tag[0]) egress_down(net->dir, net->tag);
   if (net->nl >= 0) close(net->nl);
   if (net->links_ns >= 0) close(net->links_ns);
@@ -426,6 +429,8 @@ void mp_net_close(mp_net *net) {
 }
 
 int mp_net_links_netns(const mp_net *net) { return net->links_ns; }
+
+void mp_net_flush(mp_net *net) { mp_linkdel_flush(net->del); }
 
 /* }====== */
 
@@ -457,8 +462,11 @@ static int alloc_subnet(mp_net *net) {
   for (e = net->envs; e; e = e->next)
     if (e->idx >= 0) used[e->idx] = 1;
   if (net->egress) mp_rtnl_addrs_in_16(net->nl, ip_of(0, 0), used);
-  for (i = 0; i < 256; i++)
-    if (!used[i]) return i;
+  for (i = 0; i < 256; i++) {
+    char br[IFNAMSIZ];
+    bridge_name(net, i, br);
+    if (!used[i] && !mp_linkdel_pending(net->del, br)) return i; /* not still going */
+  }
   return -1;
 }
 
@@ -477,7 +485,7 @@ static int bridge_make(mp_net *net, envnet *e, int idx, char *err, size_t errlen
   if (rc == 0) rc = mp_rtnl_link_up(net->nl, ix);
   if (rc < 0) {
     snprintf(err, errlen, "cannot set up bridge %s: %s", br, strerror(-rc));
-    mp_rtnl_link_del(net->nl, br);
+    mp_linkdel_queue(net->del, br);
     return -1;
   }
   e->idx = idx;
@@ -489,7 +497,7 @@ static void bridge_drop(mp_net *net, envnet *e) {
   char br[IFNAMSIZ];
   if (e->idx < 0) return;
   bridge_name(net, e->idx, br);
-  mp_rtnl_link_del(net->nl, br);
+  mp_linkdel_queue(net->del, br);
   e->idx = -1;
   e->bridge_ix = 0;
 }
@@ -569,6 +577,10 @@ int mp_net_join(mp_net *net, const char *env, const char *name, int netns_fd,
            ++net->counter & 0xffffffu);
   a = ip_of(e->idx, host);
   rc = mp_rtnl_veth_add(net->nl, m->veth, e->bridge_ix, "eth0", netns_fd);
+  if (rc == -EEXIST) { /* a namespace that left and joins again: its old eth0 */
+    mp_linkdel_flush(net->del); /* may still be queued for deletion */
+    rc = mp_rtnl_veth_add(net->nl, m->veth, e->bridge_ix, "eth0", netns_fd);
+  }
   if (rc < 0) {
     snprintf(err, errlen, "cannot create veth %s into the sandbox's namespace: %s%s",
              m->veth, strerror(-rc), rc == -EEXIST ? " (it has an eth0 already)" : "");
@@ -580,7 +592,7 @@ int mp_net_join(mp_net *net, const char *env, const char *name, int netns_fd,
   if (rc == 0) rc = mp_rtnl_link_up(net->nl, ix);
   if (rc < 0) snprintf(err, errlen, "cannot set up veth %s: %s", m->veth, strerror(-rc));
   if (rc < 0 || configure_peer(net, netns_fd, a, e->idx, err, errlen) < 0) {
-    mp_rtnl_link_del(net->nl, m->veth);
+    mp_linkdel_queue(net->del, m->veth);
     free(m);
     goto fail;
   }
@@ -589,7 +601,7 @@ int mp_net_join(mp_net *net, const char *env, const char *name, int netns_fd,
   if (hosts_write(e) < 0) {
     snprintf(err, errlen, "cannot write %s: %s", e->hosts, strerror(errno));
     e->members = m->next;
-    mp_rtnl_link_del(net->nl, m->veth);
+    mp_linkdel_queue(net->del, m->veth);
     free(m);
     goto fail;
   }
@@ -605,7 +617,9 @@ void mp_net_leave(mp_net *net, const char *env, const char *name) {
   envnet *e = NULL;
   member *m = name ? member_find(net, name, &e) : NULL, **pp;
   if (m == NULL || (env && strcmp(e->env, env) != 0)) return;
-  mp_rtnl_link_del(net->nl, m->veth); /* -ENODEV: the namespace went first, and the pair */
+  /* queued: the deletion waits on the kernel, not the caller (-ENODEV, if
+  ** the namespace went first and took the pair with it, is no error) */
+  mp_linkdel_queue(net->del, m->veth);
   for (pp = &e->members; *pp != m; pp = &(*pp)->next) {}
   *pp = m->next;
   free(m);

@@ -12,10 +12,16 @@
 ** host's namespace: the bridge gets the subnet's first address, members a
 ** default route through it, and an nftables table NATs them out.
 **
-** Every call is a few rtnetlink round trips (quick, synchronous kernel
-** answers), safe on the server's loop; only mp_net_open and mp_net_sweep
-** with egress run `nft` (a child process waited for): call them at startup,
-** and mp_net_close at shutdown.
+** A join is a few rtnetlink round trips (quick, synchronous kernel
+** answers), safe on the server's loop. Deleting a link waits for the kernel
+** (RCU grace periods: ms, tens of ms on a busy machine), so a leave only
+** queues its deletions for a thread of net.c's own (linkdel.c). mp_net_open,
+** mp_net_sweep and mp_net_close may wait (on `nft` with egress, on the
+** deletions): call them at startup and shutdown, not on the loop.
+**
+** The descriptors net.c holds are close-on-exec; a child the server forks
+** and that does not exec should close them (close_range), or it holds the
+** switch namespace alive after the server is gone.
 */
 #ifndef MP_NET_H
 #define MP_NET_H
@@ -34,7 +40,9 @@ typedef struct mp_net mp_net;
 /* state_dir: <data>/net (created); egress: nonzero when the server runs with
 ** --egress. Sweeps what a previous server on state_dir left first. */
 mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen);
-/* removes every bridge and veth it made, the hosts files and the NAT rules */
+/* removes every bridge and veth it made (without egress: by dropping the
+** switch namespace, which the kernel then dismantles), the hosts files and
+** the NAT rules */
 void mp_net_close(mp_net *net);
 /* After a kill -9: removes what a previous server on this data dir left
 ** (bridges, veths, NAT rules, hosts files), from what state_dir records. */
@@ -48,8 +56,9 @@ void mp_net_sweep(const char *state_dir);
 ** Returns 0, or -1 with a message in err. */
 int mp_net_join(mp_net *net, const char *env, const char *name, int netns_fd,
                 char *addr, size_t addrlen, char *err, size_t errlen);
-/* removes the member's veth and hosts line; the bridge goes with its last
-** member. Unknown names are ignored. */
+/* removes the member's hosts line at once and queues the deletion of its
+** veth (its eth0 goes with it), and of the bridge with the last member.
+** Unknown names are ignored. */
 void mp_net_leave(mp_net *net, const char *env, const char *name);
 /* The environment's hosts file (localhost lines + one line per member),
 ** created on first use and updated in place (same inode, so a read-only bind
@@ -60,5 +69,7 @@ const char *mp_net_hosts_path(mp_net *net, const char *env);
 /* For tests and diagnostics: a descriptor of the network namespace that
 ** holds the bridges (the switch, or the host's with egress); owned by net. */
 int mp_net_links_netns(const mp_net *net);
+/* waits until the queued deletions are done (tests; blocks) */
+void mp_net_flush(mp_net *net);
 
 #endif

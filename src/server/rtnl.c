@@ -33,7 +33,7 @@ typedef struct {
   int dump; /* a dump request (NLM_F_DUMP overlaps NLM_F_EXCL: a flag of its own) */
 } nlmsg;
 
-static unsigned nl_seq;
+static _Thread_local unsigned nl_seq; /* the deletion thread of net.c has its own */
 
 static void msg_init(nlmsg *m, int type, int flags) {
   memset(m, 0, sizeof *m);
@@ -95,7 +95,7 @@ typedef void (*nl_each)(struct nlmsghdr *h, void *ud);
 ** answers up to the acknowledgement or the dump's end; each (if not NULL)
 ** sees every other answer. 0, or a negative errno. */
 static int nl_run(int fd, nlmsg *m, nl_each each, void *ud) {
-  static union {
+  static _Thread_local union {
     struct nlmsghdr h;
     char buf[32768];
   } in;

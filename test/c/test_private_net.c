@@ -273,24 +273,41 @@ static void subnet_of(const char *addr, char *out, size_t len) {
   strncat(out, ".0", len - strlen(out) - 1);
 }
 
+/* the kernel dismantles a namespace asynchronously: eth0 of ns goes within
+** 10 s */
+static int eth0_gone(int ns) {
+  int i;
+  for (i = 0; i < 200; i++) {
+    if (count_links(ns, "eth0") == 0) return 1;
+    wait_ms(50);
+  }
+  return 0;
+}
+
 static void test_networks(const char *dir, int egress) {
   char err[512] = "", a1[32] = "", a2[32] = "", b1[32] = "", x[32] = "", line[128];
   char subnet[32], hip[64];
-  holder A1, A2, B1, I;
-  int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), links, keep, not_ns;
-  mp_net *net = mp_net_open(dir, egress, err, sizeof err);
+  holder A1, A2, B1, I, X;
+  int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), links, not_ns;
+  mp_net *net;
   const char *hostsA, *hostsB;
   char *text;
   ino_t ino;
-  if (!CHECK(net != NULL)) {
-    fprintf(stderr, "mp_net_open: %s\n", err);
-    return;
-  }
-  links = mp_net_links_netns(net);
+  /* the holders first: a child forked later holds the switch namespace's
+  ** descriptors (close-on-exec, but they do not exec) */
   CHECK(holder_start(&A1, 0) == 0);
   CHECK(holder_start_as(&A2, PORT, 1) == 0); /* owned by a user namespace, as */
   CHECK(holder_start_as(&B1, PORT, 1) == 0); /* a sandbox's is */
   CHECK(holder_start(&I, 0) == 0);
+  CHECK(holder_start(&X, 0) == 0);
+  net = mp_net_open(dir, egress, err, sizeof err);
+  if (!CHECK(net != NULL)) {
+    fprintf(stderr, "mp_net_open: %s\n", err);
+    holder_stop(&A1), holder_stop(&A2), holder_stop(&B1), holder_stop(&I), holder_stop(&X);
+    close(host_ns);
+    return;
+  }
+  links = mp_net_links_netns(net);
 
   hostsA = mp_net_hosts_path(net, "env-a");
   hostsB = mp_net_hosts_path(net, "env b/with spaces");
@@ -309,6 +326,7 @@ static void test_networks(const char *dir, int egress) {
     fprintf(stderr, "mp_net_join: %s\n", err);
     mp_net_close(net);
     holder_stop(&A1), holder_stop(&A2), holder_stop(&B1), holder_stop(&I);
+    holder_stop(&X);
     close(host_ns);
     return;
   }
@@ -330,6 +348,7 @@ static void test_networks(const char *dir, int egress) {
   CHECK(mp_net_join(net, "env-c", "sbx_c", not_ns, x, sizeof x, err, sizeof err) < 0);
   printf("refused: %s\n", err);
   close(not_ns);
+  mp_net_flush(net);
   CHECK(count_links(links, MP_NET_BRIDGE_PREFIX) == 2); /* env-c's did not stay */
   CHECK(count_links(links, MP_NET_VETH_PREFIX) == 3);
   CHECK(count_links(I.ns, "eth0") == 0);
@@ -373,34 +392,46 @@ static void test_networks(const char *dir, int egress) {
   /* leave: the veth and the hosts line go; the bridge with its last member */
   mp_net_leave(net, "env-a", "sbx_a1");
   mp_net_leave(net, "env-a", "sbx_nobody"); /* ignored */
+  text = slurp(hostsA); /* at once; the links once their deletion is done */
+  CHECK(text && strstr(text, "sbx_a1") == NULL && strstr(text, "sbx_a2") != NULL);
+  free(text);
+  mp_net_flush(net);
   CHECK(count_links(A1.ns, "eth0") == 0);
   CHECK(count_links(links, MP_NET_VETH_PREFIX) == 2);
   CHECK(count_links(links, MP_NET_BRIDGE_PREFIX) == 2);
-  text = slurp(hostsA);
-  CHECK(text && strstr(text, "sbx_a1") == NULL && strstr(text, "sbx_a2") != NULL);
-  free(text);
   CHECK(inode_of(hostsA) == ino);
   mp_net_leave(net, "env-a", "sbx_a2");
+  mp_net_flush(net);
   CHECK(count_links(links, MP_NET_BRIDGE_PREFIX) == 1);
   CHECK(count_links(links, MP_NET_VETH_PREFIX) == 1);
-  /* and joins again, with the same hosts file */
+  /* and joins again, at once (its old eth0 may still wait for deletion) */
+  CHECK(mp_net_join(net, "env-a", "sbx_x", X.ns, x, sizeof x, err, sizeof err) == 0);
+  mp_net_leave(net, "env-a", "sbx_x");
+  CHECK(mp_net_join(net, "env-a", "sbx_x", X.ns, x, sizeof x, err, sizeof err) == 0);
+  mp_net_leave(net, "env-a", "sbx_x");
+  /* with the same hosts file */
   CHECK(mp_net_join(net, "env-a", "sbx_a1", A1.ns, a1, sizeof a1, err, sizeof err) == 0);
   CHECK(mp_net_join(net, "env-a", "sbx_a2", A2.ns, a2, sizeof a2, err, sizeof err) == 0);
   CHECK(reaches(A1.ns, a2, PORT, NULL, 0));
   CHECK(inode_of(hostsA) == ino);
 
-  /* close: every bridge and veth goes (the switch namespace is kept open
-  ** here to look inside it), the peers in the sandboxes too */
-  keep = fcntl(links, F_DUPFD_CLOEXEC, 0);
+  /* a member whose namespace goes first (a sandbox destroyed before it
+  ** leaves): its pair goes with it, and the leave is no error */
+  CHECK(mp_net_join(net, "env-x", "sbx_x", X.ns, x, sizeof x, err, sizeof err) == 0);
+  CHECK(count_links(links, MP_NET_BRIDGE_PREFIX) == 3);
+  holder_stop(&X);
+  mp_net_leave(net, "env-x", "sbx_x");
+  mp_net_flush(net);
+  CHECK(count_links(links, MP_NET_BRIDGE_PREFIX) == 2);
+
+  /* close: every bridge and veth goes with the switch namespace, and the
+  ** peers in the sandboxes with them (the kernel dismantles it after the
+  ** last descriptor: wait for it) */
   mp_net_close(net);
-  CHECK(count_links(keep, MP_NET_BRIDGE_PREFIX) == 0);
-  CHECK(count_links(keep, MP_NET_VETH_PREFIX) == 0);
-  CHECK(count_links(B1.ns, "eth0") == 0);
-  CHECK(count_links(A2.ns, "eth0") == 0);
+  CHECK(eth0_gone(B1.ns) && eth0_gone(A2.ns) && eth0_gone(A1.ns));
   CHECK(count_links(host_ns, MP_NET_BRIDGE_PREFIX) == 0);
   CHECK(count_links(host_ns, MP_NET_VETH_PREFIX) == 0);
   CHECK(access(hostsA, F_OK) != 0);
-  close(keep);
   holder_stop(&A1), holder_stop(&A2), holder_stop(&B1), holder_stop(&I);
   close(host_ns);
 }
@@ -409,7 +440,7 @@ static void test_networks(const char *dir, int egress) {
 ** the sweep removes the rest */
 static void test_crash(const char *dir) {
   holder C;
-  int p[2], st, i, gone = 0;
+  int p[2], st;
   char addr[32] = "", path[4096];
   pid_t pid;
   CHECK(holder_start(&C, 0) == 0);
@@ -431,12 +462,7 @@ static void test_crash(const char *dir) {
   waitpid(pid, &st, 0);
   snprintf(path, sizeof path, "%s/state", dir);
   CHECK(access(path, F_OK) == 0);
-  /* the kernel dismantles the switch namespace asynchronously */
-  for (i = 0; i < 200 && !gone; i++) {
-    gone = count_links(C.ns, "eth0") == 0;
-    if (!gone) wait_ms(50);
-  }
-  CHECK(gone);
+  CHECK(eth0_gone(C.ns));
   mp_net_sweep(dir);
   CHECK(access(path, F_OK) != 0);
   snprintf(path, sizeof path, "%s/hosts", dir);
