@@ -33,8 +33,24 @@ function common.newId(prefix)
   return ("%s-%s-%s"):format(prefix, common.base36(core.time()), common.randomDigits(6))
 end
 
---- The options of executeCommand.
+local function stdin_option(v)
+  return type(v) == "string" or type(v) == "function",
+    "a string, or a function that returns the next chunk (nil at the end)"
+end
+
+--- The options of processes:spawn.
+common.SPAWN_OPTS = {
+  cwd = options.string,
+  env = options.env,
+  timeout = options.ms,
+  maxRetainedBytes = output.checkMax,
+  onStdout = options.func,
+  onStderr = options.func,
+}
+
+--- The options of executeCommand: those of spawn, and stdin.
 common.EXEC_OPTS = {
+  stdin = stdin_option,
   cwd = options.string,
   env = options.env,
   timeout = options.ms,
@@ -51,6 +67,13 @@ function common.checkArgs(where, args, level)
   if type(args) ~= "table" then
     error(("%s: argument #2 (args) must be a list of strings (got %s)")
       :format(where, options.describe(args)), level)
+  end
+  for k in pairs(args) do
+    if math.type(k) ~= "integer" or k < 1 or k > #args then
+      error(("%s: argument #2 (args) must be a list of strings, but it has the key %s;"
+        .. " options go third: executeCommand(command, nil, {%s = ...})")
+        :format(where, options.describe(k), tostring(k)), level)
+    end
   end
   for i = 1, #args do
     if type(args[i]) ~= "string" then
@@ -69,6 +92,36 @@ function common.checkExec(where, class, self, command, args, opts)
   common.checkArgs(where, args, 4)
   local checked = options.check(where, opts, common.EXEC_OPTS, 4)
   return checked -- not a tail call: level 4 is the caller of executeCommand
+end
+
+local STDIN_CHUNK = 65536
+
+--- The stdin option as a source: a function that returns the next chunk
+-- (at most 64 KiB of a string; what a function returns), nil at the end.
+function common.stdinSource(stdin)
+  if type(stdin) == "function" then
+    local done = false
+    return function()
+      if done then return nil end
+      local chunk = stdin()
+      if chunk == nil or chunk == "" then
+        done = true
+        return nil
+      end
+      if type(chunk) ~= "string" then
+        error(("executeCommand: the stdin function must return strings, or nil at the end"
+          .. " (got %s)"):format(options.describe(chunk)), 0)
+      end
+      return chunk
+    end
+  end
+  local pos = 1
+  return function()
+    if pos > #stdin then return nil end
+    local chunk = stdin:sub(pos, pos + STDIN_CHUNK - 1)
+    pos = pos + #chunk
+    return chunk
+  end
 end
 
 --- The instructions: the configured string, or what the configured

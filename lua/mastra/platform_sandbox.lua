@@ -404,17 +404,22 @@ end
 -- fresh lease unless another exec cached one meanwhile.
 function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
   local last, last_lease
+  local attempts = 0
   for attempt = 1, 2 do
+    attempts = attempt
     local lease = self:_ensureLease(command, attempt)
     local r = direct_exec.run{
       url = lease.wsEndpoint, subprotocol = lease.subprotocol, jwt = lease.jwt,
       command = command, cwd = cwd, env = env, timeout = timeout,
       handshakeTimeout = self._handshakeTimeout, maxRetainedBytes = opts.maxRetainedBytes,
       onStdout = opts.onStdout, onStderr = opts.onStderr,
+      stdin = opts.stdin ~= nil and common.stdinSource(opts.stdin) or nil,
     }
     if r.exitCode ~= nil or r.timedOut then return r end
     last, last_lease = r, lease
     if self._lease == lease then self._lease = nil end
+    -- a stdin function already read from cannot be sent again
+    if r.stdinStarted and type(opts.stdin) == "function" then break end
   end
   if self._lease == last_lease then self._lease = nil end
   local detail = ""
@@ -430,9 +435,9 @@ function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
     if limit then error(limit, 0) end
   end
   errors.SandboxExecTransportError:raise({
-    message = ("Direct-exec transport failed for sandbox %s after 2 attempt(s)%s")
-      :format(self.sandboxId or "(unknown)", detail),
-    sandboxId = self.sandboxId, command = command, attempts = 2,
+    message = ("Direct-exec transport failed for sandbox %s after %d attempt(s)%s")
+      :format(self.sandboxId or "(unknown)", attempts, detail),
+    sandboxId = self.sandboxId, command = command, attempts = attempts,
     opened = last.opened, closeCode = last.closeCode, closeReason = last.closeReason,
     wsEndpoint = last_lease.wsEndpoint,
   }, 0)
@@ -446,17 +451,41 @@ local function merged_env(self, extra)
   return env
 end
 
+local function has_capability(lease, name)
+  if type(lease.capabilities) ~= "table" then return false end
+  for _, c in ipairs(lease.capabilities) do
+    if c == name then return true end
+  end
+  return false
+end
+
+--- Whether commands may be given stdin here: the exec lease of the
+-- platform lists "stdin" in its capabilities (the local platform does, the
+-- hosted one does not). Starts the sandbox and fetches a lease.
+function PlatformSandbox:supportsStdin()
+  check_self("PlatformSandbox:supportsStdin", self)
+  self:_ensureRunning("supportsStdin")
+  return has_capability(self:_ensureLease("supportsStdin", 1), "stdin")
+end
+
 --- Run `command` (shell text) with `args` (each quoted as one argument) in
 -- the sandbox. Returns {stdout, stderr, exitCode, success,
 -- executionTimeMs, timedOut, command, args, stdoutTruncated,
 -- stderrTruncated, stdoutDroppedBytes, stderrDroppedBytes}; a timeout gives
--- exitCode 124.
+-- exitCode 124. opts.stdin (bytes, or a function returning chunks) is
+-- streamed where the platform advertises stdin, and an error elsewhere.
 function PlatformSandbox:executeCommand(command, args, opts)
   local where = "PlatformSandbox:executeCommand"
   opts = common.checkExec(where, PlatformSandbox, self, command, args, opts)
   local started = core.now()
   local full = shell.commandLine(command, args)
   self:_ensureRunning(full)
+  if opts.stdin ~= nil and not has_capability(self:_ensureLease(full, 1), "stdin") then
+    error(where .. ": this platform does not support stdin (its exec lease does not"
+      .. ' advertise the "stdin" capability: the hosted platform closes stdin at once).'
+      .. " Write the data to a file instead: ws:upload() or the filesystem tools,"
+      .. " or a here-document in the command", 2)
+  end
   local timeout = opts.timeout
   if timeout == nil then timeout = self.timeout end
   local cwd = opts.cwd or self.workingDirectory

@@ -235,7 +235,7 @@ function Manager:spawn(command, opts)
   options.self("processes:spawn", self, Manager)
   options.arg("processes:spawn", 1, "command", command, options.string)
   -- the options of executeCommand; only maxRetainedBytes's default differs
-  opts = options.check("processes:spawn", opts, common.EXEC_OPTS)
+  opts = options.check("processes:spawn", opts, common.SPAWN_OPTS)
   self._sandbox:_ensureRunning()
   local launch_opts = {}
   for k, v in pairs(opts) do launch_opts[k] = v end

@@ -336,12 +336,16 @@ static void pump(mastra__ws *ws) {
   }
   if (wslay_event_want_write(ws->ctx)) {
     size_t before = wslay_event_get_queued_msg_count(ws->ctx);
+    size_t before_len = wslay_event_get_queued_msg_length(ws->ctx);
     rc = wslay_event_send(ws->ctx);
     if (rc != 0) {
       wslay_failed(ws, rc);
       return;
     }
-    if (before > 0 && wslay_event_get_queued_msg_count(ws->ctx) == 0)
+    if ((before > 0 && wslay_event_get_queued_msg_count(ws->ctx) == 0)
+        || (before_len >= MASTRA__WS_SEND_LOW
+            && wslay_event_get_queued_msg_length(ws->ctx)
+                   < MASTRA__WS_SEND_LOW))
       ws->changed = 1;
   }
   if (ws->close_received && ws->state == MASTRA__WS_OPEN) {
