@@ -95,13 +95,22 @@ function common.checkExec(where, class, self, command, args, opts)
 end
 
 local STDIN_CHUNK = 65536
+local STDIN_MAX = 524288 -- a stdin frame stays under the 1 MiB message limit
 
 --- The stdin option as a source: a function that returns the next chunk
--- (at most 64 KiB of a string; what a function returns), nil at the end.
+-- (64 KiB pieces of a string; what a function returns, cut to 512 KiB),
+-- nil at the end.
 function common.stdinSource(stdin)
   if type(stdin) == "function" then
     local done = false
+    local big, pos = nil, 1
     return function()
+      if big then
+        local piece = big:sub(pos, pos + STDIN_MAX - 1)
+        pos = pos + #piece
+        if pos > #big then big = nil end
+        return piece
+      end
       if done then return nil end
       local chunk = stdin()
       if chunk == nil or chunk == "" then
@@ -111,6 +120,10 @@ function common.stdinSource(stdin)
       if type(chunk) ~= "string" then
         error(("executeCommand: the stdin function must return strings, or nil at the end"
           .. " (got %s)"):format(options.describe(chunk)), 0)
+      end
+      if #chunk > STDIN_MAX then
+        big, pos = chunk, STDIN_MAX + 1
+        return chunk:sub(1, STDIN_MAX)
       end
       return chunk
     end
