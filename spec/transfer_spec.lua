@@ -123,7 +123,7 @@ describe("Workspace transfers on the local disk", function()
     round_trip(ws, 3 * 1048576 + 1, "stdin")
     -- nothing half-written is left beside the file
     -- (readdir hides temporary files: list the host directory)
-    assert.are.same({ "back.bin" }, mastra.core.fsReaddir(dir .. "/files/out"))
+    assert.are.same({ "back.bin" }, require("mastra.core").fsReaddir(dir .. "/files/out"))
     local text = ws:getInstructions()
     assert.matches("Files of the file tools are on the same disk as shell commands", text, 1,
       true)
