@@ -266,7 +266,7 @@ function fleet.run(template, members, fn, opts)
   end
   -- the fleet itself fails or is cancelled (an interrupt): its members go
   -- too, and hand their sandboxes to the teardown queue
-  local cleanup <close> = setmetatable({}, { __close = function(_, err) -- luacheck: ignore 212
+  local cleanup <close> = setmetatable({}, { __close = function(_, err) -- luacheck: ignore 211
     if err ~= nil then
       stop = true
       for _, w in ipairs(workers) do w:cancel() end
