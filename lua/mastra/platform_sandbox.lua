@@ -20,11 +20,33 @@ local output = require "mastra.output"
 local process = require "mastra.process"
 
 local PlatformSandbox = { __name = "mastra.PlatformSandbox" }
-PlatformSandbox.__index = PlatformSandbox
+
+-- An idle handle stays small (at most 1 KiB; bench/platform.lua measures
+-- 10,000): what every handle shares lives in the class (name, provider,
+-- the defaults), equal settings share one cfg table (intern_cfg), and
+-- `env` and `processes` are made on first use.
+PlatformSandbox.name = "PlatformSandbox"
+PlatformSandbox.provider = "platform"
+PlatformSandbox._pidCounter = 0
+
+local lazy = {}
+
+PlatformSandbox.__index = function(self, k)
+  local v = PlatformSandbox[k]
+  if v ~= nil then return v end
+  local make = lazy[k]
+  if make then
+    v = make(self)
+    rawset(self, k, v)
+    return v
+  end
+  return nil
+end
 
 local LEASE_REFRESH_MARGIN_MS = 60000
 local CREATE_ATTEMPTS = 3
 local DEFAULT_RETRY_DELAY_MS = 2000
+PlatformSandbox._retryDelay = DEFAULT_RETRY_DELAY_MS
 
 local function network(v)
   return v == "ISOLATED" or v == "PRIVATE", '"ISOLATED" or "PRIVATE"'
@@ -69,9 +91,37 @@ local DESTROY_OPTS = {
 }
 
 local function copy_env(env)
+  if env == nil or next(env) == nil then return nil end -- made on first use
   local out = {}
-  for k, v in pairs(env or {}) do out[k] = tostring(v) end
+  for k, v in pairs(env) do out[k] = tostring(v) end
   return out
+end
+
+function lazy.env() return {} end
+
+-- One cfg table for every handle with the same settings (handles never
+-- change theirs: clone copies before it changes one).
+local cfgs = setmetatable({}, { __mode = "v" })
+local CFG_KEYS = { "accessToken", "baseUrl", "projectId", "provider", "requestTimeout",
+  "actingUserId", "sessionId", "threadId", "fetch", "defaultEnvironmentId",
+  "defaultBucketName" }
+
+local function intern_cfg(cfg)
+  local parts = {}
+  for i, k in ipairs(CFG_KEYS) do parts[i] = tostring(cfg[k]) end
+  for k in pairs(cfg) do
+    if type(k) ~= "string" then return cfg end
+  end
+  local key = table.concat(parts, "\0")
+  local known = cfgs[key]
+  if known then
+    for k, v in pairs(cfg) do
+      if known[k] ~= v then return cfg end -- a key not in CFG_KEYS differs
+    end
+    return known
+  end
+  cfgs[key] = cfg
+  return cfg
 end
 
 local function check_self(where, self)
@@ -111,8 +161,6 @@ function construct(opts, cfg, where)
   end
   local self = setmetatable({
     id = opts.id or common.newId("platform-sandbox"),
-    name = "PlatformSandbox",
-    provider = "platform",
     status = "pending",
     sandboxId = opts.sandboxId,
     environmentId = envId,
@@ -123,17 +171,18 @@ function construct(opts, cfg, where)
     workingDirectory = opts.workingDirectory,
     seedCheckpointName = opts.seedCheckpointName,
     _opts = opts,
-    _cfg = cfg,
-    _hasRecoveryKey = opts.id ~= nil,
+    _cfg = intern_cfg(cfg),
     _instructions = opts.instructions,
-    _retryDelay = opts.createRetryDelayMs or DEFAULT_RETRY_DELAY_MS,
+    _retryDelay = opts.createRetryDelayMs,
     _handshakeTimeout = opts.handshakeTimeout,
-    _pidCounter = 0,
   }, PlatformSandbox)
-  self.processes = process.newManager(self, function(command, o)
+  return self
+end
+
+function lazy.processes(self)
+  return process.newManager(self, function(command, o)
     return self:_spawnProcess(command, o)
   end)
-  return self
 end
 
 -- {====== lifecycle ======
