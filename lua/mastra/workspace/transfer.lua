@@ -19,10 +19,12 @@
 local errors = require "mastra.errors"
 local options = require "mastra.options"
 local common = require "mastra.common"
+local task = require "mastra.task"
 
 local transfer = {}
 
 local RAW_PER_COMMAND = 73728 -- 96 KiB of base64 per command
+local COMMANDS_AT_ONCE = 8      -- part files written concurrently
 local STDERR_KEPT = 4096
 
 local function method_option(v)
@@ -140,7 +142,11 @@ local function failed(where, what, r)
   }, 0)
 end
 
-local PREPARE = 'mkdir -p -- "$(dirname -- "$1")" && : > "$1"'
+local PREPARE = 'mkdir -p -- "$(dirname -- "$1")" && : > "$1" && rm -f -- "$1".mastra-part-*'
+local WRITE_PART = 'printf %s "$3" | base64 -d > "$1.mastra-part-$2"'
+-- the parts' names sort in their order (%08d): the glob puts them in line
+local JOIN = 'cat -- "$1".mastra-part-* > "$1" && rm -f -- "$1".mastra-part-*'
+local DROP_PARTS = 'rm -f -- "$1".mastra-part-*'
 
 --- Copy the file at `path` of the filesystem to `sandboxPath` in the
 -- sandbox (as its commands see it: relative to their working directory).
@@ -166,10 +172,34 @@ function transfer.upload(self, path, sandboxPath, opts)
   end
   local r = sb:executeCommand("sh", { "-c", PREPARE, "sh", sandboxPath }, { timeout = timeout })
   if r.exitCode ~= 0 then failed(where, "creating " .. sandboxPath, r) end
-  for chunk in rechunk(counted, RAW_PER_COMMAND) do
-    r = sb:executeCommand("sh", { "-c", 'printf %s "$2" | base64 -d >> "$1"', "sh",
-      sandboxPath, b64(chunk) }, { timeout = timeout })
-    if r.exitCode ~= 0 then failed(where, "appending to " .. sandboxPath, r) end
+  -- each chunk becomes a part file, COMMANDS_AT_ONCE at a time; one command
+  -- joins them in order at the end
+  local chunks = rechunk(counted, RAW_PER_COMMAND)
+  local parts = 0
+  local function writer_task()
+    while true do
+      local chunk = chunks()
+      if chunk == nil then return end
+      parts = parts + 1
+      local w = sb:executeCommand("sh", { "-c", WRITE_PART, "sh", sandboxPath,
+        ("%08d"):format(parts), b64(chunk) }, { timeout = timeout })
+      if w.exitCode ~= 0 then failed(where, "writing a part of " .. sandboxPath, w) end
+    end
+  end
+  local writers = {}
+  for i = 1, COMMANDS_AT_ONCE do writers[i] = writer_task end
+  local ok, err = pcall(task.all, writers)
+  if ok and parts > 0 then
+    r = sb:executeCommand("sh", { "-c", JOIN, "sh", sandboxPath }, { timeout = timeout })
+    if r.exitCode ~= 0 then
+      ok, err = pcall(failed, where, "joining the parts of " .. sandboxPath, r)
+    end
+  end
+  if not ok then
+    if not (errors.CancelledError:is(err) or errors.InterruptedError:is(err)) then
+      pcall(sb.executeCommand, sb, "sh", { "-c", DROP_PARTS, "sh", sandboxPath })
+    end
+    error(err, 0)
   end
   return { bytes = bytes, method = "commands" }
 end
