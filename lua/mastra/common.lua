@@ -71,8 +71,8 @@ function common.checkArgs(where, args, level)
   for k in pairs(args) do
     if math.type(k) ~= "integer" or k < 1 or k > #args then
       error(("%s: argument #2 (args) must be a list of strings, but it has the key %s;"
-        .. " options go third: executeCommand(command, nil, {%s = ...})")
-        :format(where, options.describe(k), tostring(k)), level)
+        .. " options go third: %s(command, nil, {%s = ...})")
+        :format(where, options.describe(k), where:match("[%w_]+$"), tostring(k)), level)
     end
   end
   for i = 1, #args do

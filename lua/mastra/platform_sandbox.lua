@@ -157,7 +157,8 @@ function construct(opts, cfg, where)
   local envId = opts.environmentId or os.getenv("MASTRA_ENVIRONMENT_ID")
   if envId == nil or envId == "" then envId = cfg.defaultEnvironmentId or "" end
   if envId == "" and opts.sandboxId == nil then
-    error(where .. ": environmentId is required", 3)
+    error(where .. ": environmentId is required (option environmentId, or set"
+      .. " MASTRA_ENVIRONMENT_ID)", 3)
   end
   local self = setmetatable({
     id = opts.id or common.newId("platform-sandbox"),
@@ -189,7 +190,8 @@ end
 
 local function create(self)
   if self.environmentId == "" then
-    error("PlatformSandbox:start: environmentId is required", 0)
+    error("PlatformSandbox:start: environmentId is required (option environmentId, or set"
+      .. " MASTRA_ENVIRONMENT_ID)", 0)
   end
   local body = setmetatable({
     id = self.id,
