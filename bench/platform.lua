@@ -144,6 +144,7 @@ do
   local before = lib.kib()
   for i = 2, 10001 do hs[i] = new_sandbox() end
   local delta = lib.kib() - before
+  assert(#hs == 10001) -- alive until here
   lib.emit(K .. "mem_handle", "KiB", { delta / 10000 })
   lib.emit(K .. "mem_10000_handles", "KiB", { delta })
 end
