@@ -354,6 +354,21 @@ function PlatformSandbox:stop()
   return teardown(self, "stopped")
 end
 
+--- Let go of the remote sandbox without destroying it: this object
+-- forgets it (status "detached"), so neither `<close>`, the finalizer nor
+-- the exit destroys it. Returns its sandboxId, which a later
+-- PlatformSandbox.new{sandboxId = id} attaches to. The platform's idle
+-- timeout still applies.
+function PlatformSandbox:detach()
+  check_self("PlatformSandbox:detach", self)
+  if self._starting then pcall(self._starting.wait, self._starting) end
+  local id = self.sandboxId
+  self.sandboxId = nil
+  self._lease = nil
+  self.status = "detached"
+  return id
+end
+
 -- Whether the platform may hold a sandbox of this object.
 function holds_remote(self)
   return self.sandboxId ~= nil or self._starting ~= nil
@@ -668,7 +683,8 @@ function PlatformSandbox:getInfo()
     metadata = { sandboxId = j.id, providerResourceId = j.providerResourceId,
       platformStatus = j.status, restoredFromCheckpoint = j.restoredFromCheckpoint == true,
       restoredCheckpointName = type(j.restoredCheckpointName) == "string"
-        and j.restoredCheckpointName or nil },
+        and j.restoredCheckpointName or nil,
+      driver = type(j.driver) == "string" and j.driver or nil },
   }
 end
 
