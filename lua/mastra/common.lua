@@ -49,15 +49,8 @@ common.SPAWN_OPTS = {
 }
 
 --- The options of executeCommand: those of spawn, and stdin.
-common.EXEC_OPTS = {
-  stdin = stdin_option,
-  cwd = options.string,
-  env = options.env,
-  timeout = options.ms,
-  maxRetainedBytes = output.checkMax,
-  onStdout = options.func,
-  onStderr = options.func,
-}
+common.EXEC_OPTS = { stdin = stdin_option }
+for k, v in pairs(common.SPAWN_OPTS) do common.EXEC_OPTS[k] = v end
 
 --- args of executeCommand: nil or a list of strings. Raises at the caller
 -- of the function that calls it.
