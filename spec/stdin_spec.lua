@@ -69,6 +69,38 @@ describe("stdin on the local platform", function()
     assert.are.equal(pattern(5), r.stdout)
   end)
 
+  it("kills a command whose client goes away while its stdin waits", function()
+    local sb <close> = new_platform_sandbox(srv)
+    sb:start()
+    local chunk = ("x"):rep(65536)
+    local sent = 0
+    local t = mastra.spawn(function()
+      -- the command never reads: the pipe fills, then the server holds
+      -- 1 MiB and stops reading, then the client's queue fills
+      sb:executeCommand("sh", { "-c", "echo $$ > pid; exec sleep 60" }, { stdin = function()
+        sent = sent + 1
+        return chunk
+      end })
+    end)
+    local pid
+    assert.is_true(platform.waitUntil(function()
+      local r = sb:executeCommand("cat", { "pid" })
+      pid = r.exitCode == 0 and r.stdout:match("%d+") or nil
+      return pid ~= nil
+    end, 15000), "the command did not start")
+    local before
+    assert.is_true(platform.waitUntil(function()
+      before = sent
+      mastra.sleep(200)
+      return sent == before -- the client stopped: backpressure
+    end, 15000), "the client kept sending")
+    assert.is_true(sent * 65536 < 8 * 1048576, "sent " .. sent .. " chunks")
+    t:cancel()
+    assert.is_true(platform.waitUntil(function()
+      return sb:executeCommand("kill", { "-0", pid }).exitCode ~= 0
+    end, 15000), "the command is still running")
+  end)
+
   it("rejects a stdin that is neither bytes nor a function, naming what came", function()
     local sb <close> = new_platform_sandbox(srv)
     assert.has_error(function() sb:executeCommand("cat", nil, { stdin = 42 }) end,
