@@ -97,7 +97,7 @@ struct mp_ws_session {
   unsigned in_eof : 1;       /* stdin_close came: close after the bytes */
   unsigned in_done : 1;      /* stdin is closed (or gone): drop bytes */
   char *in_buf;              /* stdin bytes waiting for the pipe */
-  size_t in_len, in_off;
+  size_t in_len, in_off, in_cap;
   uint16_t close_code;
   char close_reason[124];
 };
@@ -138,7 +138,7 @@ static void release_proc(ws_session *s) {
   mastra__proc *p = s->proc;
   free(s->in_buf); /* nobody reads the stdin that waits */
   s->in_buf = NULL;
-  s->in_len = s->in_off = 0;
+  s->in_len = s->in_off = s->in_cap = 0;
   s->in_done = 1;
   if (p == NULL) return;
   s->proc = NULL;
@@ -349,8 +349,7 @@ static void stdin_flush(ws_session *s) {
     s->in_done = 1;
     mastra__proc_close_stdin(p);
   }
-  free(s->in_buf);
-  s->in_buf = NULL;
+  /* all written: keep the buffer for the next frames */
   s->in_len = s->in_off = 0;
   if (s->in_eof && !s->in_done) {
     s->in_done = 1;
@@ -358,23 +357,33 @@ static void stdin_flush(ws_session *s) {
   }
 }
 
+/* Append a stdin frame's bytes and write what the pipe takes. The bytes
+** already written are dropped from the front only once they are at least
+** as many as those left, so each byte is moved at most once on average. */
 static void stdin_push(ws_session *s, const uint8_t *data, size_t len) {
   size_t have;
-  char *b;
   if (s->proc == NULL || s->in_done || s->in_eof || len == 0) return;
   have = s->in_len - s->in_off;
-  if (s->in_off > 0 && have > 0) memmove(s->in_buf, s->in_buf + s->in_off, have);
-  s->in_len = have;
-  s->in_off = 0;
-  b = realloc(s->in_buf, have + len);
-  if (b == NULL) {
-    queue_close(s, 1011, "out of memory for stdin");
-    release_proc(s);
-    return;
+  if (s->in_off > 0 && s->in_off >= have) {
+    memmove(s->in_buf, s->in_buf + s->in_off, have);
+    s->in_len = have;
+    s->in_off = 0;
   }
-  memcpy(b + have, data, len);
-  s->in_buf = b;
-  s->in_len = have + len;
+  if (s->in_len + len > s->in_cap) {
+    size_t cap = s->in_cap ? s->in_cap : 65536;
+    char *b;
+    while (cap < s->in_len + len) cap *= 2;
+    b = realloc(s->in_buf, cap);
+    if (b == NULL) {
+      queue_close(s, 1011, "out of memory for stdin");
+      release_proc(s);
+      return;
+    }
+    s->in_buf = b;
+    s->in_cap = cap;
+  }
+  memcpy(s->in_buf + s->in_len, data, len);
+  s->in_len += len;
   stdin_flush(s);
 }
 
