@@ -592,13 +592,14 @@ function Handle:kill()
 end
 
 function Handle.sendStdin(_)
-  error("ProcessHandle:sendStdin: writing to stdin is not supported by this platform"
-    .. " (its exec lease does not advertise stdin)", 2)
+  error("ProcessHandle:sendStdin: a background process of a PlatformSandbox takes no"
+    .. " stdin (it reads end of file at once); to feed a command bytes, pass them to"
+    .. " executeCommand(command, args, {stdin = ...}) where the platform advertises stdin", 2)
 end
 
 function Handle.closeStdin(_)
-  error("ProcessHandle:closeStdin: stdin is not supported by this platform (commands"
-    .. " get end of file at once)", 2)
+  error("ProcessHandle:closeStdin: a background process of a PlatformSandbox takes no"
+    .. " stdin (it reads end of file at once)", 2)
 end
 
 function PlatformSandbox:_spawnProcess(command, opts)
