@@ -57,7 +57,11 @@ for _ = 1, 200 do
   if line or server.exitCode then break end
   mastra.sleep(50)
 end
-assert(line, "mastra-platform did not start: " .. sh("cat " .. q(dir .. "/platform.log")))
+if not line then
+  local log = sh("cat " .. q(dir .. "/platform.log"))
+  os.execute("rm -rf " .. q(dir))
+  error("mastra-platform did not start: " .. log, 0)
+end
 local url = line:match('"url":"([^"]+)"')
 local token = sh("cat " .. q(dir .. "/token")):gsub("%s+$", "")
 local object = url .. "/v1/railway/projects/bench/fs/bench/"
