@@ -79,6 +79,11 @@ static void usage(FILE *f) {
           " (fractions allowed;\n"
           "                       default 30; 0: never); its checkpoint"
           " is kept\n"
+          "  --exec-stdin on|off  stream stdin to exec WebSocket commands and"
+          " advertise it\n"
+          "                       in exec leases (default on; off: stdin is"
+          " /dev/null,\n"
+          "                       as on the hosted platform)\n"
           "       mastra-platform --version\n");
 }
 
@@ -224,6 +229,7 @@ int main(int argc, char **argv) {
   char err[1024], path[4200];
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
+  int exec_stdin = 1;
   double default_idle = DEFAULT_IDLE_MINUTES;
   sigset_t sigs;
   mastra__io sig_io;
@@ -261,6 +267,13 @@ int main(int argc, char **argv) {
       if (parse_seconds(a, v, &lease_ttl) < 0 || lease_ttl == 0) return 2;
     } else if (strcmp(a, "--checkpoint-retention") == 0) {
       if (parse_days(a, v, &retention) < 0) return 2;
+    } else if (strcmp(a, "--exec-stdin") == 0) {
+      if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
+        fprintf(stderr, "mastra-platform: --exec-stdin wants on or off (got"
+                " '%s')\n", v);
+        return 2;
+      }
+      exec_stdin = strcmp(v, "on") == 0;
     } else {
       fprintf(stderr, "mastra-platform: unknown option '%s'\n", a);
       usage(stderr);
@@ -281,6 +294,7 @@ int main(int argc, char **argv) {
   srv.idle_exit_s = (int)idle_exit;
   srv.checkpoint_retention_days = retention;
   srv.default_idle_min = default_idle;
+  srv.exec_stdin = exec_stdin;
   srv.data_dir = data_dir ? data_dir : default_data_dir();
   mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);
