@@ -70,5 +70,9 @@ static void proc_teardown(mp_server *srv, mp_sandbox *sb) {
   mastra__remove_tree(sb->root);
 }
 
-const mp_driver mp_process_driver = {"process", proc_prepare, proc_spawn,
-                                     proc_teardown};
+const mp_driver mp_process_driver = {
+    .name = "process",
+    .prepare = proc_prepare,
+    .spawn = proc_spawn,
+    .teardown = proc_teardown,
+};

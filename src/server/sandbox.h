@@ -44,7 +44,7 @@ struct mp_waiter {
 };
 
 /* A driver makes sandboxes real: driver_process.c keeps a directory and
-** process groups on the host. */
+** process groups on the host; driver_ns.c an overlay root and namespaces. */
 struct mp_driver {
   const char *name;
   /* create the working tree (empty, or restored by the caller) */
@@ -55,6 +55,11 @@ struct mp_driver {
                size_t errlen);
   /* after every process of the sandbox has been killed */
   void (*teardown)(mp_server *srv, mp_sandbox *sb);
+  /* the server exits: end what the driver keeps for a live sandbox (its
+  ** tree stays); NULL: nothing to end */
+  void (*release)(mp_server *srv, mp_sandbox *sb);
+  /* more options of the checkpoint's tar (of sb->dir), or NULL */
+  const char *tar_flags;
 };
 
 struct mp_sandbox {
@@ -82,7 +87,9 @@ struct mp_sandbox {
   unsigned long long *proc_starts; /* their start times (/proc/PID/stat) */
   size_t nprocs;
   char root[4096];                /* <data>/sandboxes/<id> */
-  char dir[4200];                 /* working tree on the host */
+  char dir[4200];                 /* working tree on the host (the
+                                  ** checkpoint's tree) */
+  void *driver_data;              /* the driver's, or NULL */
   mastra__timer idle_timer;
   mastra__timer checkpoint_timer; /* debounced capture after commands */
   mp_server *srv;
