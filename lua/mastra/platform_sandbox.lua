@@ -588,7 +588,9 @@ function PlatformSandbox:getInfo()
     metadata = { sandboxId = j.id, providerResourceId = j.providerResourceId,
       platformStatus = j.status, restoredFromCheckpoint = j.restoredFromCheckpoint == true,
       restoredCheckpointName = type(j.restoredCheckpointName) == "string"
-        and j.restoredCheckpointName or nil },
+        and j.restoredCheckpointName or nil,
+      -- the local platform's driver (process | namespaces); nil elsewhere
+      driver = type(j.driver) == "string" and j.driver or nil },
   }
 end
 
