@@ -409,11 +409,15 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
   static const char *const parts[] = {"upper", "work", "merged"};
   char path[4400];
   size_t i;
+  int fresh;
   if (box_of(srv, sb) == NULL) {
     snprintf(err, errlen, "out of memory");
     return -1;
   }
   snprintf(sb->dir, sizeof sb->dir, "%s/upper", sb->root);
+  /* a sandbox loaded at startup has its tree: its init starts at its
+  ** first command */
+  fresh = access(sb->dir, F_OK) < 0;
   for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
     snprintf(path, sizeof path, "%s/%s", sb->root, parts[i]);
     if (mastra__mkdirs(path, 0755, NULL) < 0) {
@@ -428,7 +432,8 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
   if (make_owned(path, 0700) < 0) goto fail;
   /* a restore writes the upper layer first: its init starts at its first
   ** command */
-  if (!sb->restoring && start_init(srv, sb, err, errlen) < 0) return -1;
+  if (fresh && !sb->restoring && start_init(srv, sb, err, errlen) < 0)
+    return -1;
   return 0;
 fail:
   snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
