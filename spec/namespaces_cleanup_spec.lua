@@ -60,6 +60,8 @@ local function mounts(dir)
   return found
 end
 
+local DETACHED = "setsid sleep 300 >/dev/null 2>&1 < /dev/null &"
+
 local last_alive
 local function all_gone(pids)
   for _, p in ipairs(pids) do
@@ -92,8 +94,8 @@ describe("the namespaces driver's cleanup", function()
     local ok, err = pcall(function()
       local a, b = new(srv), new(srv)
       -- a setsid'd child escapes the command's group, not the sandbox
-      assert.are.equal(0, a:executeCommand("setsid sleep 300 >/dev/null 2>&1 < /dev/null &").exitCode)
-      assert.are.equal(0, b:executeCommand("setsid sleep 300 >/dev/null 2>&1 < /dev/null &").exitCode)
+      assert.are.equal(0, a:executeCommand(DETACHED).exitCode)
+      assert.are.equal(0, b:executeCommand(DETACHED).exitCode)
       local aid, bid = a.sandboxId, b.sandboxId
       local apids, bpids = host_pids(srv, aid), host_pids(srv, bid)
       assert.is_true(#apids >= 3, "pids of A: " .. #apids)
@@ -118,7 +120,7 @@ describe("the namespaces driver's cleanup", function()
     local srv = platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token",
       args = { "--driver", "namespaces" } }
     local sb = new(srv)
-    assert.are.equal(0, sb:executeCommand("setsid sleep 300 >/dev/null 2>&1 < /dev/null &").exitCode)
+    assert.are.equal(0, sb:executeCommand(DETACHED).exitCode)
     local id = sb.sandboxId
     local pids = host_pids(srv, id)
     assert.is_true(#pids >= 3)
