@@ -185,6 +185,10 @@ static void arm_idle(mp_sandbox *sb) {
 static void on_idle(mastra__timer *t) {
   mp_sandbox *sb = t->data;
   if (sb->running > 0 || sb->destroyed_ms || sb->destroying) return;
+  if (sb->sockets > 0) { /* not idle while an exec socket is open */
+    mastra__timer_start(&sb->idle_timer, 1000);
+    return;
+  }
   mp_log("sandbox %s idle for %g min: reaping it", sb->id,
          mp_sandbox_idle_minutes(sb->srv, sb));
   mp_sandbox_destroy(sb->srv, sb, NULL);

@@ -73,6 +73,7 @@ struct mp_sandbox {
   cJSON *env;                     /* creation env: object of strings */
   int64_t created_ms, destroyed_ms, last_exec_ms;
   int running;                    /* commands running now */
+  int sockets;                    /* exec sockets open on it (exec_ws.c) */
   int restored;                   /* created from a checkpoint */
   char restored_from[MP_NAME_MAX]; /* that checkpoint's name, or "" */
   int checkpoint_deleted;         /* DELETE /checkpoint: no implicit capture */
