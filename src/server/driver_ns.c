@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "driver_process.h"
 #include "log.h"
 #include "ns_init.h"
 #include "sha256.h"
@@ -92,16 +93,6 @@ typedef struct ns_box {
 
 /* {====== cgroups ====== */
 
-static int write_text(const char *path, const char *text) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
-  ssize_t n;
-  size_t len = strlen(text);
-  if (fd < 0) return -1;
-  n = write(fd, text, len);
-  close(fd);
-  return n == (ssize_t)len ? 0 : -1;
-}
-
 static void cg_dir(const mp_sandbox *sb, int i, char *out, size_t n) {
   snprintf(out, n, "%s/%s", cfg.cg[i], sb->id);
 }
@@ -119,18 +110,18 @@ static int cg_make(const mp_sandbox *sb, char *err, size_t errlen) {
     if (cfg.v2 || strstr(cfg.cg[i], "/pids/") != NULL) {
       snprintf(path, sizeof path, "%s/pids.max", dir);
       snprintf(val, sizeof val, "%lld", cfg.pids_max);
-      if (cfg.pids_max > 0 && write_text(path, val) < 0)
+      if (cfg.pids_max > 0 && mp_ns_write_text(path, val) < 0)
         mp_log("cannot write %s: %s", path, strerror(errno));
     }
     if (cfg.v2 || strstr(cfg.cg[i], "/memory/") != NULL) {
       snprintf(path, sizeof path, cfg.v2 ? "%s/memory.max"
                : "%s/memory.limit_in_bytes", dir);
       snprintf(val, sizeof val, "%lld", cfg.memory_max);
-      if (cfg.memory_max > 0 && write_text(path, val) < 0)
+      if (cfg.memory_max > 0 && mp_ns_write_text(path, val) < 0)
         mp_log("cannot write %s: %s", path, strerror(errno));
       if (cfg.v2) {
         snprintf(path, sizeof path, "%s/memory.swap.max", dir);
-        write_text(path, "0"); /* absent without swap accounting */
+        mp_ns_write_text(path, "0"); /* absent without swap accounting */
       }
     }
   }
@@ -214,7 +205,7 @@ static int mkdir_enable(const char *dir) {
   if (mkdir(dir, 0755) < 0 && errno != EEXIST) return -1;
   if (cfg.v2) {
     snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
-    write_text(path, "+pids +memory +cpu");
+    mp_ns_write_text(path, "+pids +memory +cpu");
   }
   return 0;
 }
@@ -229,7 +220,7 @@ static void cg_setup(const char *data_dir) {
   cfg.ncg = 0;
   if (statfs(CG_ROOT, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC) {
     cfg.v2 = 1;
-    write_text(CG_ROOT "/cgroup.subtree_control", "+pids +memory +cpu");
+    mp_ns_write_text(CG_ROOT "/cgroup.subtree_control", "+pids +memory +cpu");
     snprintf(top, sizeof top, "%s/mastra-platform", CG_ROOT);
     snprintf(mid, sizeof mid, "%s/%s", top, hex);
     if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0)
@@ -305,8 +296,6 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
   ns_box *b = sb->driver_data;
   char spid[24], cgp[MAX_CG][4500], *argv[8 + MAX_CG];
   posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  sigset_t none, all;
   int sv[2], i, rc;
   if (b->started) return 0;
   if (!b->cg_made) {
@@ -332,23 +321,13 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
     argv[7 + i] = cgp[i];
   }
   argv[7 + cfg.ncg] = NULL;
+  /* the keeper resets its signals and sets its own process group */
   posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-  sigemptyset(&none);
-  sigfillset(&all);
-  sigdelset(&all, SIGKILL);
-  sigdelset(&all, SIGSTOP);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
-                                      | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  rc = posix_spawn(&b->keeper, "/proc/self/exe", &fa, &attr, argv, environ);
+  rc = posix_spawn(&b->keeper, "/proc/self/exe", &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
   close(sv[1]);
   if (rc != 0) {
     close(sv[0]);
@@ -504,7 +483,7 @@ static int ns_enter(void *arg, int report) {
     _exit(127);
   }
   for (i = 0; i < x->ncg; i++) {
-    if (write_text(x->cgp[i], "0") < 0) {
+    if (mp_ns_write_text(x->cgp[i], "0") < 0) {
       say("cannot join the sandbox's cgroup", strerror(errno));
       _exit(127);
     }
@@ -573,13 +552,7 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
     cg_dir(sb, i, x.cgp[i], sizeof x.cgp[i]);
     strcat(x.cgp[i], "/cgroup.procs");
   }
-  memset(&opts, 0, sizeof opts);
-  opts.command = spec->command;
-  opts.cwd = cwd;
-  opts.envp = envp;
-  opts.stdin_pipe = spec->stdin_pipe;
-  opts.timeout_ms = spec->timeout_ms;
-  opts.pdeathsig = SIGKILL;
+  mp_proc_opts(&opts, spec, envp, cwd);
   opts.enter = ns_enter;
   opts.enter_arg = &x;
   return mastra__proc_spawn(srv->loop, &opts, out, err, errlen);

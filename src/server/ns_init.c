@@ -69,7 +69,7 @@ static void die(const char *fmt, ...) {
   _exit(1);
 }
 
-static int write_text(const char *path, const char *text) {
+int mp_ns_write_text(const char *path, const char *text) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   ssize_t n;
   size_t len = strlen(text);
@@ -85,13 +85,29 @@ static void mount_or_die(const char *src, const char *dst, const char *type,
     die("mount %s on %s: %s", type ? type : src, dst, strerror(errno));
 }
 
-static void node(const char *dev, const char *name, unsigned maj,
-                 unsigned min) {
+/* the character devices of /dev */
+static void nodes(const char *dev) {
+  static const struct {
+    const char *name;
+    unsigned maj, min;
+  } all[] = {{"null", 1, 3}, {"zero", 1, 5},    {"full", 1, 7},
+             {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
   char path[4600];
-  snprintf(path, sizeof path, "%s/%s", dev, name);
-  if (mknod(path, S_IFCHR | 0666, makedev(maj, min)) < 0)
-    die("mknod %s: %s", path, strerror(errno));
-  chmod(path, 0666); /* the umask */
+  size_t i;
+  for (i = 0; i < sizeof all / sizeof all[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dev, all[i].name);
+    if (mknod(path, S_IFCHR | 0666, makedev(all[i].maj, all[i].min)) < 0)
+      die("mknod %s: %s", path, strerror(errno));
+    chmod(path, 0666); /* the umask */
+  }
+}
+
+/* mount a file system of `type` on dir/name */
+static void mount_in(const char *dir, const char *name, const char *type,
+                     unsigned long flags, const char *data) {
+  char path[4600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  mount_or_die(type, path, type, flags, data);
 }
 
 static void link_or_die(const char *target, const char *dev,
@@ -112,7 +128,7 @@ static void make_dir(const char *root, const char *name, int mode) {
 /* the root's mounts below the overlay (all in the new mount namespace) */
 static void mount_root(const char *base, const char *root, char *merged,
                        size_t n) {
-  char opts[13000], dev[4400], path[4600];
+  char opts[13000], dev[4400];
   snprintf(merged, n, "%s/merged", root);
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     die("make / private: %s", strerror(errno));
@@ -122,26 +138,15 @@ static void mount_root(const char *base, const char *root, char *merged,
   make_dir(merged, "tmp", 01777);
   make_dir(merged, "dev", 0755);
   make_dir(merged, "proc", 0555);
-  snprintf(path, sizeof path, "%s/tmp", merged);
-  mount_or_die("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
-               "mode=1777,size=50%");
+  mount_in(merged, "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=50%");
+  mount_in(merged, "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k");
   snprintf(dev, sizeof dev, "%s/dev", merged);
-  mount_or_die("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC,
-               "mode=755,size=64k");
-  node(dev, "null", 1, 3);
-  node(dev, "zero", 1, 5);
-  node(dev, "full", 1, 7);
-  node(dev, "random", 1, 8);
-  node(dev, "urandom", 1, 9);
-  node(dev, "tty", 5, 0);
+  nodes(dev);
   make_dir(dev, "pts", 0755);
   make_dir(dev, "shm", 01777);
-  snprintf(path, sizeof path, "%s/pts", dev);
-  mount_or_die("devpts", path, "devpts", MS_NOSUID | MS_NOEXEC,
-               "newinstance,ptmxmode=0666,mode=0620");
-  snprintf(path, sizeof path, "%s/shm", dev);
-  mount_or_die("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
-               "mode=1777,size=25%");
+  mount_in(dev, "pts", "devpts", MS_NOSUID | MS_NOEXEC,
+           "newinstance,ptmxmode=0666,mode=0620");
+  mount_in(dev, "shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=25%");
   link_or_die("pts/ptmx", dev, "ptmx");
   link_or_die("/proc/self/fd", dev, "fd");
   link_or_die("/proc/self/fd/0", dev, "stdin");
@@ -172,12 +177,22 @@ static void write_byte(int fd, char c) {
   if (write(fd, &c, 1) != 1) _exit(1);
 }
 
+/* the server's blocked and ignored signals are not ours */
+static void reset_signals(void) {
+  struct sigaction dfl;
+  sigset_t none;
+  int i;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (i = 1; i < NSIG; i++) sigaction(i, &dfl, NULL); /* EINVAL: skipped */
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 /* pid 1 of the sandbox: never returns */
 static void run_init(const char *merged, int to_keeper, int from_keeper,
                      char **args, int nargs) {
   char path[4400];
-  struct sigaction sa;
-  sigset_t none;
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) _exit(1);
   /* the pivot_root below moves the keeper's root too: it opens our /proc
   ** directory first */
@@ -204,11 +219,6 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
     snprintf(args[0], (size_t)(end - args[0]), "mastra-init");
   }
   close_range(0, ~0u, 0);
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = SIG_DFL;
-  sigaction(SIGCHLD, &sa, NULL);
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
   for (;;) {
     if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) pause();
   }
@@ -233,12 +243,14 @@ int mp_ns_init_main(int argc, char **argv) {
   argv++; /* argv[0]: the program's name */
   argc--;
   ready_fd = atoi(argv[5]);
+  reset_signals();
+  setpgid(0, 0); /* out of the server's process group */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0
       || getppid() != (pid_t)atol(argv[1]))
     die("the server is gone");
-  write_text("/proc/self/oom_score_adj", "-1000");
+  mp_ns_write_text("/proc/self/oom_score_adj", "-1000");
   for (i = 6; i < argc; i++)
-    if (write_text(argv[i], "0") < 0)
+    if (mp_ns_write_text(argv[i], "0") < 0)
       die("cannot join %s: %s", argv[i], strerror(errno));
   if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC
               | CLONE_NEWNET) < 0)

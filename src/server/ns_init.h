@@ -15,5 +15,7 @@
 #define MP_NS_INIT_ARG "__ns-init"
 
 int mp_ns_init_main(int argc, char **argv);
+/* write text to the file at path (a cgroup's or /proc's): 0 or -1 */
+int mp_ns_write_text(const char *path, const char *text);
 
 #endif
