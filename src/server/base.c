@@ -29,7 +29,7 @@ static const char script[] =
     "set -u\n"
     "dst=$1; minimal=$2; tmp=$dst.tmp-$$\n"
     "fail() { echo \"$1\" >&2; rm -rf \"$tmp\"; exit 1; }\n"
-    "rm -rf \"$tmp\" && mkdir -p \"$tmp\" || fail \"cannot create $tmp\"\n"
+    "rm -rf \"$dst\".tmp-* && mkdir -p \"$tmp\" || fail \"cannot create $tmp\"\n"
     "if ! cp -al /usr \"$tmp/usr\" 2>/dev/null; then\n"
     "  rm -rf \"$tmp/usr\"; cp -a /usr \"$tmp/usr\" || fail 'cannot copy /usr'\n"
     "fi\n"

@@ -352,13 +352,22 @@ static void tar_notify(mastra__proc *p, void *data) {
 }
 
 /* 1 if path is a directory with no entries (or does not exist) */
-static int dir_is_empty(const char *path) {
+/* empty_dirs: an empty directory at the top counts as nothing (the
+** namespaces driver's upper layer: its top directories are the base's) */
+static int dir_is_empty(const char *path, int empty_dirs) {
   DIR *d = opendir(path);
   struct dirent *e;
   int empty = 1;
   if (d == NULL) return errno == ENOENT;
-  while (empty && (e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = 0;
+  while (empty && (e = readdir(d)) != NULL) {
+    char sub[PATH_LEN];
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    empty = 0;
+    if (empty_dirs && e->d_type == DT_DIR) {
+      snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+      empty = dir_is_empty(sub, 0);
+    }
+  }
   closedir(d);
   return empty;
 }
@@ -396,7 +405,7 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   }
   mp_checkpoint_key_name(sb, name);
   file_path(srv, 0, name, ".tar", key, sizeof key);
-  if (!run->explicit_request && dir_is_empty(sb->dir)) {
+  if (!run->explicit_request && dir_is_empty(sb->dir, srv->driver->layer_tree)) {
     /* nothing to keep: an empty tree is what a missing checkpoint restores
     ** too, so drop the older one instead of running tar (fleets of short
     ** sandboxes destroy empty trees all the time); rm runs in the child,

@@ -606,6 +606,7 @@ const mp_driver mp_ns_driver = {
     .teardown = ns_teardown,
     .release = ns_release,
     .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*",
+    .layer_tree = 1,
 };
 
 int mp_ns_available(char *why, size_t n) {

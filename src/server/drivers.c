@@ -58,16 +58,21 @@ int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
   }
   base_path(srv->data_dir, o->base, base, sizeof base);
   if (!mp_base_ready(base)) {
-    mp_log("building the base of the sandboxes in %s (once)", base);
-    if (mp_base_build(base, 0, err, sizeof err) < 0) {
-      if (forced) {
-        fprintf(stderr, "mastra-platform: %s\n", err);
-        return -1;
-      }
-      fprintf(stderr, "mastra-platform: driver process (no isolation): %s\n",
-              err);
+    /* a first start that builds the base takes a minute (npm): only when
+    ** asked for; a default start says how and runs `process` */
+    if (!forced) {
+      fprintf(stderr, "mastra-platform: driver process (no isolation): there"
+              " is no base in %s yet; `mastra-platform base build%s%s` (once)"
+              " or `--driver namespaces` makes the next start isolated\n",
+              base, o->base ? " --base " : " --data-dir ",
+              o->base ? o->base : srv->data_dir);
       srv->driver = &mp_process_driver;
       return 0;
+    }
+    mp_log("building the base of the sandboxes in %s (once)", base);
+    if (mp_base_build(base, 0, err, sizeof err) < 0) {
+      fprintf(stderr, "mastra-platform: %s\n", err);
+      return -1;
     }
   }
   if (mp_ns_setup(srv, base, o->pids_max, o->memory_max) < 0) return -1;

@@ -17,9 +17,10 @@ typedef struct mp_driver_opts {
 #define MP_DEFAULT_MEMORY_MAX (2LL << 30)
 
 /* Sets srv->driver, before the records are loaded: `namespaces` where it
-** can run (its base built first when there is none), else `process` with
-** one line on stderr; a requested driver that cannot run is an error.
-** 0, or -1 after saying why on stderr. */
+** can run and its base exists, else `process` with one line on stderr
+** (saying how to build the base); a requested `namespaces` builds a
+** missing base first, and is an error where it cannot run. 0, or -1 after
+** saying why on stderr. */
 int mp_driver_pick(mp_server *srv, const mp_driver_opts *o);
 /* `mastra-platform base build [--data-dir DIR] [--base DIR] [--minimal]`:
 ** the exit status */

@@ -60,6 +60,9 @@ struct mp_driver {
   void (*release)(mp_server *srv, mp_sandbox *sb);
   /* more options of the checkpoint's tar (of sb->dir), or NULL */
   const char *tar_flags;
+  /* sb->dir is an overlay's upper layer: a capture of nothing but empty
+  ** top directories is a capture of nothing */
+  int layer_tree;
 };
 
 struct mp_sandbox {
