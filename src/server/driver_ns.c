@@ -285,6 +285,11 @@ static void on_ready(mastra__io *io, uint32_t revents) {
   if (buf[0] == 'R') {
     b->init_fd = pidfd_open((pid_t)atol(buf + 2), 0);
     b->ready = 1;
+    /* PRIVATE networks (net.c, not wired in yet): the sandbox's network
+    ** namespace is /proc/<init>/ns/net from here on. Commands start as soon
+    ** as the keeper says "R", so an attach that must precede them belongs
+    ** in the keeper before that line (ns_init.c, before "R"), or the "R"
+    ** moves here, written by the server once the veth is in place. */
   } else {
     buf[strcspn(buf, "\n")] = '\0';
     mp_log("sandbox %s did not start: %s", sb->id, buf + 2);
