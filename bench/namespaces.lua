@@ -29,6 +29,9 @@ local function sh(cmd)
   return out
 end
 
+-- the server runs in a sandbox with its own working directory
+if bin:sub(1, 1) ~= "/" then bin = sh("pwd"):gsub("%s+$", "") .. "/" .. bin end
+
 local dir = sh("mktemp -d " .. mastra.quote(tmp .. "/mastra-ns-bench.XXXXXX")):gsub("%s+$", "")
 local base = given_base or (dir .. "/base")
 if not given_base then
