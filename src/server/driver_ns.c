@@ -628,6 +628,22 @@ int mp_ns_available(char *why, size_t n) {
   return 1;
 }
 
+void mp_ns_finish(void) {
+  int i;
+  for (i = 0; i < cfg.ncg; i++) {
+    char *slash;
+    /* the data directory's cgroup, then mastra-platform's if it is empty
+    ** (another server's keeps it busy) */
+    if (rmdir(cfg.cg[i]) < 0) continue;
+    slash = strrchr(cfg.cg[i], '/');
+    if (slash != NULL) {
+      *slash = '\0';
+      rmdir(cfg.cg[i]);
+    }
+  }
+  cfg.ncg = 0;
+}
+
 int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
                 long long memory_max) {
   snprintf(cfg.base, sizeof cfg.base, "%s", base);

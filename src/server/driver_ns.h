@@ -18,4 +18,8 @@ int mp_ns_available(char *why, size_t n);
 int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
                 long long memory_max);
 
+/* At exit, after every sandbox was released: remove this data directory's
+** cgroups. */
+void mp_ns_finish(void);
+
 #endif

@@ -80,6 +80,10 @@ int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
   return 0;
 }
 
+void mp_driver_finish(mp_server *srv) {
+  if (srv->driver == &mp_ns_driver) mp_ns_finish();
+}
+
 int mp_base_command(int argc, char **argv) {
   const char *data_dir = NULL, *base = NULL;
   char dir[4096], err[1024];

@@ -22,6 +22,9 @@ typedef struct mp_driver_opts {
 ** missing base first, and is an error where it cannot run. 0, or -1 after
 ** saying why on stderr. */
 int mp_driver_pick(mp_server *srv, const mp_driver_opts *o);
+/* At exit, after mp_sandbox_free_all: what the driver keeps for the whole
+** server (the namespaces driver's cgroups) */
+void mp_driver_finish(mp_server *srv);
 /* `mastra-platform base build [--data-dir DIR] [--base DIR] [--minimal]`:
 ** the exit status */
 int mp_base_command(int argc, char **argv);

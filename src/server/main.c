@@ -388,6 +388,7 @@ int main(int argc, char **argv) {
   close(sfd);
   mastra__loop_close(srv.loop); /* kills and reaps what is left */
   mp_sandbox_free_all(&srv);
+  mp_driver_finish(&srv);
   mp_lease_free_all(&srv);
   mastra__loop_unref(srv.loop);
   mp_bucket_close(srv.buckets);
