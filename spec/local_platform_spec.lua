@@ -17,6 +17,11 @@ describe("the local platform default", function()
       MASTRA_PLATFORM_STATE_DIR = dir .. "/state",
       MASTRA_PLATFORM_BIN = PLATFORM,
     }
+    -- the driver and the base CTest chose (a server never builds a base in
+    -- a test)
+    for _, k in ipairs{ "MASTRA_PLATFORM_DRIVER", "MASTRA_PLATFORM_BASE" } do
+      e[k] = os.getenv(k)
+    end
     for k, v in pairs(extra or {}) do e[k] = v end
     return e
   end

@@ -115,6 +115,11 @@ local function alive(pid)
   return state ~= nil and state ~= "Z"
 end
 
+-- The data plane and shutdown specs have their commands write pid files into
+-- the host's scratch directory and watch host pids: the process driver's
+-- semantics (the namespaces driver's are in namespaces_spec.lua).
+local HOST_PATHS = { "--driver", "process" }
+
 -- A fresh directory and a server on it; returns dir, server.
 local function fresh_server(args)
   local dir = platform.tmpdir()
@@ -965,7 +970,7 @@ describe("mastra-platform data plane (exec WebSocket)", function()
   local P = rails("proj-ws")
 
   setup(function()
-    dir, srv = fresh_server()
+    dir, srv = fresh_server(HOST_PATHS)
     sb = create(srv, P, { id = "ws-key", environmentId = "env",
       env = { BASE_VAR = "from-create" } })
     lease = srv:lease(P, sb.id)
@@ -1156,7 +1161,7 @@ describe("mastra-platform shutdown and restart", function()
   local P = rails("proj-term")
 
   setup(function()
-    dir, srv = fresh_server()
+    dir, srv = fresh_server(HOST_PATHS)
   end)
 
   teardown(function()
@@ -1171,7 +1176,8 @@ describe("mastra-platform shutdown and restart", function()
       { body = "kept\0object" }).status)
     local token = srv.token
     assert.are.equal(0, srv:stop())
-    srv = platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+    srv = platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token",
+      args = HOST_PATHS }
     assert.are.equal(token, srv.token)
     local r = srv:curl("GET", P .. "/sandbox/" .. sb.id)
     assert.are.equal(200, r.status, r.body)
@@ -1188,7 +1194,8 @@ describe("mastra-platform shutdown and restart", function()
     local sb = create(srv, P, { environmentId = "env" })
     assert.are.equal(204, srv:curl("DELETE", P .. "/sandbox/" .. sb.id).status)
     assert.are.equal(0, srv:stop())
-    srv = platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+    srv = platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token",
+      args = HOST_PATHS }
     local r = srv:curl("GET", P .. "/sandbox/" .. sb.id)
     assert.are.equal(200, r.status)
     assert.is_number(iso_seconds(r.json.destroyedAt))
@@ -1212,7 +1219,8 @@ describe("mastra-platform shutdown and restart", function()
     assert.is_true(ms < 10000, ("SIGTERM took %.0f ms"):format(ms))
     assert.is_true(platform.waitUntil(function() return not alive(pid) end, 2000),
       "the command outlived the server")
-    srv = platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+    srv = platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token",
+      args = HOST_PATHS }
     assert.are.equal(200, srv:curl("GET", P .. "/sandbox/" .. sb.id).status)
   end)
 end)

@@ -685,6 +685,7 @@ function PlatformSandbox:getInfo()
       platformStatus = j.status, restoredFromCheckpoint = j.restoredFromCheckpoint == true,
       restoredCheckpointName = type(j.restoredCheckpointName) == "string"
         and j.restoredCheckpointName or nil,
+      -- the local platform's driver (process | namespaces); nil elsewhere
       driver = type(j.driver) == "string" and j.driver or nil },
   }
 end

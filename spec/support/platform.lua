@@ -141,6 +141,15 @@ function platform.start(opts)
   self.sandbox = sb
   local words = { bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.dataDir,
     "--token-file", self.tokenFile }
+  -- the driver and the base CTest chose (test/CMakeLists.txt): the server's
+  -- sandbox runs with PATH only, so they go on the command line
+  for var, flag in pairs{ MASTRA_PLATFORM_DRIVER = "--driver", MASTRA_PLATFORM_BASE = "--base" } do
+    local v = os.getenv(var)
+    if v ~= nil and v ~= "" then
+      words[#words + 1] = flag
+      words[#words + 1] = v
+    end
+  end
   for _, a in ipairs(opts.args or {}) do words[#words + 1] = a end
   local quoted = {}
   for i, w in ipairs(words) do quoted[i] = mastra.quote(w) end

@@ -200,6 +200,12 @@ int mp_checkpoint_source(mp_server *srv, const char *project,
 
 /* {====== running tar ====== */
 
+/* the driver's options of tar (the namespaces driver keeps owners,
+** whiteouts and overlay xattrs) */
+static const char *tar_flags(const mp_server *srv) {
+  return srv->driver->tar_flags != NULL ? srv->driver->tar_flags : "";
+}
+
 static int sh_quote(char *out, size_t n, const char *s) {
   size_t o = 0;
 #define PUT(c) do { if (o + 2 >= n) return -1; out[o++] = (c); } while (0)
@@ -346,13 +352,22 @@ static void tar_notify(mastra__proc *p, void *data) {
 }
 
 /* 1 if path is a directory with no entries (or does not exist) */
-static int dir_is_empty(const char *path) {
+/* empty_dirs: an empty directory at the top counts as nothing (the
+** namespaces driver's upper layer: its top directories are the base's) */
+static int dir_is_empty(const char *path, int empty_dirs) {
   DIR *d = opendir(path);
   struct dirent *e;
   int empty = 1;
   if (d == NULL) return errno == ENOENT;
-  while (empty && (e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = 0;
+  while (empty && (e = readdir(d)) != NULL) {
+    char sub[PATH_LEN];
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    empty = 0;
+    if (empty_dirs && e->d_type == DT_DIR) {
+      snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+      empty = dir_is_empty(sub, 0);
+    }
+  }
   closedir(d);
   return empty;
 }
@@ -390,7 +405,7 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   }
   mp_checkpoint_key_name(sb, name);
   file_path(srv, 0, name, ".tar", key, sizeof key);
-  if (!run->explicit_request && dir_is_empty(sb->dir)) {
+  if (!run->explicit_request && dir_is_empty(sb->dir, srv->driver->layer_tree)) {
     /* nothing to keep: an empty tree is what a missing checkpoint restores
     ** too, so drop the older one instead of running tar (fleets of short
     ** sandboxes destroy empty trees all the time); rm runs in the child,
@@ -438,9 +453,9 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   ** link), and the rename over the key's checkpoint. The server's thread
   ** does none of it: ext4 writes back a file renamed over another one in
   ** rename(2), and freeing the replaced archive takes a while too. */
-  n = snprintf(cmd, sizeof cmd, "tar -C %s -cf %s .; s=$?; if [ $s -gt 1 ];"
+  n = snprintf(cmd, sizeof cmd, "tar %s -C %s -cf %s .; s=$?; if [ $s -gt 1 ];"
                " then rm -f %s; exit $s; fi; sync %s || { rm -f %s; exit 2; };",
-               qdir, qtmp, qtmp, qtmp, qtmp);
+               tar_flags(srv), qdir, qtmp, qtmp, qtmp, qtmp);
   if (run->explicit_request)
     n += snprintf(cmd + n, sizeof cmd - (size_t)n, " ln %s %s || { rm -f %s;"
                   " exit 3; };", qtmp, qseed, qtmp);
@@ -466,7 +481,7 @@ void mp_checkpoint_restore(mp_server *srv, mp_sandbox *sb, const char *path,
                            const char *name, mp_waiter *w) {
   struct mp_tar_run *run = calloc(1, sizeof *run);
   char err[512], qdir[2 * PATH_LEN], qpath[2 * PATH_LEN];
-  char cmd[4 * PATH_LEN + 64];
+  char cmd[4 * PATH_LEN + 256];
   w->next = NULL;
   w->queued = 1;
   if (run == NULL) {
@@ -485,7 +500,8 @@ void mp_checkpoint_restore(mp_server *srv, mp_sandbox *sb, const char *path,
     fail(run, "%s", "a path is too long");
     return;
   }
-  snprintf(cmd, sizeof cmd, "exec tar -C %s -xf %s", qdir, qpath);
+  snprintf(cmd, sizeof cmd, "exec tar %s -C %s -xf %s", tar_flags(srv), qdir,
+           qpath);
   if (spawn_run(srv, run, cmd, err, sizeof err) < 0) fail(run, "%s", err);
 }
 

@@ -46,6 +46,17 @@ static int map_cwd(const mp_sandbox *sb, const char *cwd, char *out,
   return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 
+void mp_proc_opts(mastra__proc_opts *o, const mp_exec_spec *spec,
+                  char *const *envp, const char *cwd) {
+  memset(o, 0, sizeof *o);
+  o->command = spec->command;
+  o->cwd = cwd;
+  o->envp = envp;
+  o->stdin_pipe = spec->stdin_pipe;
+  o->timeout_ms = spec->timeout_ms;
+  o->pdeathsig = SIGKILL;
+}
+
 static int proc_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                       char *const *envp, mastra__proc **out, char *err,
                       size_t errlen) {
@@ -55,13 +66,7 @@ static int proc_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
     snprintf(err, errlen, "the working directory is too long");
     return -ENAMETOOLONG;
   }
-  memset(&opts, 0, sizeof opts);
-  opts.command = spec->command;
-  opts.cwd = cwd;
-  opts.envp = envp;
-  opts.stdin_pipe = spec->stdin_pipe;
-  opts.timeout_ms = spec->timeout_ms;
-  opts.pdeathsig = SIGKILL;
+  mp_proc_opts(&opts, spec, envp, cwd);
   return mastra__proc_spawn(srv->loop, &opts, out, err, errlen);
 }
 
@@ -70,5 +75,9 @@ static void proc_teardown(mp_server *srv, mp_sandbox *sb) {
   mastra__remove_tree(sb->root);
 }
 
-const mp_driver mp_process_driver = {"process", proc_prepare, proc_spawn,
-                                     proc_teardown};
+const mp_driver mp_process_driver = {
+    .name = "process",
+    .prepare = proc_prepare,
+    .spawn = proc_spawn,
+    .teardown = proc_teardown,
+};

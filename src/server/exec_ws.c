@@ -92,6 +92,7 @@ struct mp_ws_session {
   unsigned failed : 1;       /* wslay or the socket failed: wslay no more */
   unsigned ending : 1;       /* tear down when the stack unwinds */
   unsigned ended : 1;
+  unsigned linked : 1;       /* in srv->ws_sessions, counted in sb->sockets */
   unsigned close_wait : 1;   /* the timer now bounds the closing handshake */
   unsigned close_pending : 1; /* our close waits for the queue to drain */
   unsigned in_eof : 1;       /* stdin_close came: close after the bytes */
@@ -118,6 +119,8 @@ static void leave(ws_session *s) {
 }
 
 static void link_session(ws_session *s) {
+  s->linked = 1;
+  s->sb->sockets++; /* a sandbox with an open socket is not idle */
   s->prev = NULL;
   s->next = s->srv->ws_sessions;
   if (s->next != NULL) s->next->prev = s;
@@ -125,6 +128,8 @@ static void link_session(ws_session *s) {
 }
 
 static void unlink_session(ws_session *s) {
+  if (s->linked && s->sb->sockets > 0) s->sb->sockets--;
+  s->linked = 0;
   if (s->prev != NULL)
     s->prev->next = s->next;
   else if (s->srv->ws_sessions == s)

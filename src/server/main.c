@@ -2,10 +2,13 @@
 ** mastra-platform: a local server that speaks the Mastra Platform API.
 **
 **   mastra-platform serve [--listen HOST:PORT] [--data-dir DIR]
-**                         [--token-file FILE] [--driver process]
+**                         [--token-file FILE]
+**                         [--driver process|namespaces] [--base DIR]
+**                         [--sandbox-pids-max N] [--sandbox-memory-max SIZE]
 **                         [--idle-exit SECONDS] [--lease-ttl SECONDS]
 **                         [--checkpoint-retention DAYS]
 **                         [--default-idle-minutes M]
+**   mastra-platform base build [--data-dir DIR | --base DIR] [--minimal]
 **   mastra-platform --version
 **
 ** Once listening it prints one JSON line on stdout:
@@ -37,7 +40,8 @@
 #include "mastra_version.h"
 #include "bucket.h"
 #include "checkpoint.h"
-#include "driver_process.h"
+#include "drivers.h"
+#include "ns_init.h"
 #include "exec_legacy.h"
 #include "exec_ws.h"
 #include "httpd.h"
@@ -64,7 +68,20 @@ static void usage(FILE *f) {
           " $XDG_DATA_HOME/mastra/platform)\n"
           "  --token-file FILE    the bearer token; created if missing"
           " (default DATA_DIR/token)\n"
-          "  --driver process     how sandboxes run (available: process)\n"
+          "  --driver NAME        how sandboxes run: namespaces (isolated;"
+          " the default\n"
+          "                       where it can run) or process\n"
+          "                       (env MASTRA_PLATFORM_DRIVER)\n"
+          "  --base DIR           the sandboxes' base (namespaces; default"
+          " DATA_DIR/base,\n"
+          "                       built at the first start; env"
+          " MASTRA_PLATFORM_BASE)\n"
+          "  --sandbox-pids-max N processes per sandbox (namespaces;"
+          " default 1024; 0: no limit)\n"
+          "  --sandbox-memory-max SIZE\n"
+          "                       memory per sandbox, k/m/g suffixes"
+          " (namespaces; default 2g;\n"
+          "                       0: no limit)\n"
           "  --idle-exit SECONDS  exit after SECONDS with no request and no"
           " sandbox (default: never)\n"
           "  --lease-ttl SECONDS  lifetime of exec leases (default 900)\n"
@@ -84,6 +101,8 @@ static void usage(FILE *f) {
           "                       in exec leases (default on; off: stdin is"
           " /dev/null,\n"
           "                       as on the hosted platform)\n"
+          "       mastra-platform base build [--data-dir DIR | --base DIR]"
+          " [--minimal]\n"
           "       mastra-platform --version\n");
 }
 
@@ -224,7 +243,10 @@ static void on_signal(mastra__io *io, uint32_t revents) {
 
 int main(int argc, char **argv) {
   mp_server srv;
-  const char *listen = "127.0.0.1:0", *token_file = NULL, *driver = "process";
+  const char *listen = "127.0.0.1:0", *token_file = NULL;
+  mp_driver_opts dopts = {getenv("MASTRA_PLATFORM_DRIVER"),
+                          getenv("MASTRA_PLATFORM_BASE"), MP_DEFAULT_PIDS_MAX,
+                          MP_DEFAULT_MEMORY_MAX};
   char *data_dir = NULL, *token_path = NULL;
   char err[1024], path[4200];
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
@@ -235,6 +257,10 @@ int main(int argc, char **argv) {
   mastra__io sig_io;
   int i, sfd;
 
+  if (argc >= 2 && strcmp(argv[1], MP_NS_INIT_ARG) == 0)
+    return mp_ns_init_main(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "base") == 0)
+    return mp_base_command(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
     printf("mastra-platform %s\n", MASTRA_VERSION_STRING);
     return 0;
@@ -258,7 +284,18 @@ int main(int argc, char **argv) {
     if (strcmp(a, "--listen") == 0) listen = v;
     else if (strcmp(a, "--data-dir") == 0) data_dir = strdup(v);
     else if (strcmp(a, "--token-file") == 0) token_file = v;
-    else if (strcmp(a, "--driver") == 0) driver = v;
+    else if (strcmp(a, "--driver") == 0) dopts.requested = v;
+    else if (strcmp(a, "--base") == 0) dopts.base = v;
+    else if (strcmp(a, "--sandbox-pids-max") == 0
+             || strcmp(a, "--sandbox-memory-max") == 0) {
+      long long n = mp_parse_size(v);
+      if (n < 0) {
+        fprintf(stderr, "mastra-platform: %s wants a number (got '%s')\n", a,
+                v);
+        return 2;
+      }
+      if (a[10] == 'p') dopts.pids_max = n; else dopts.memory_max = n;
+    }
     else if (strcmp(a, "--idle-exit") == 0) {
       if (parse_seconds(a, v, &idle_exit) < 0) return 2;
     } else if (strcmp(a, "--default-idle-minutes") == 0) {
@@ -280,14 +317,11 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (strcmp(driver, "process") != 0) {
-    fprintf(stderr, "mastra-platform: unknown driver '%s' (available:"
-            " process)\n", driver);
-    return 2;
-  }
+  if (dopts.requested != NULL && dopts.requested[0] == '\0')
+    dopts.requested = NULL;
+  if (dopts.base != NULL && dopts.base[0] == '\0') dopts.base = NULL;
 
   memset(&srv, 0, sizeof srv);
-  srv.driver = &mp_process_driver;
   srv.max_body = DEFAULT_MAX_BODY;
   srv.max_object = DEFAULT_MAX_OBJECT;
   srv.lease_ttl_ms = (uint64_t)lease_ttl * 1000;
@@ -320,6 +354,7 @@ int main(int argc, char **argv) {
   }
   srv.loop = mastra__loop_new();
   if (srv.loop == NULL) return 1;
+  if (mp_driver_pick(&srv, &dopts) < 0) return 2;
   mp_state_load(&srv);
   kill_previous(&srv);
   if (mp_checkpoint_start(&srv) < 0) return 1;
@@ -367,6 +402,7 @@ int main(int argc, char **argv) {
   close(sfd);
   mastra__loop_close(srv.loop); /* kills and reaps what is left */
   mp_sandbox_free_all(&srv);
+  mp_driver_finish(&srv);
   mp_lease_free_all(&srv);
   mastra__loop_unref(srv.loop);
   mp_bucket_close(srv.buckets);

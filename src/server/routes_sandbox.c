@@ -46,6 +46,8 @@ static cJSON *sandbox_json(const mp_sandbox *sb) {
   cJSON_AddNullToObject(o, "instanceUrl");
   cJSON_AddStringToObject(o, "environmentId", sb->environment);
   cJSON_AddStringToObject(o, "networkIsolation", sb->network);
+  /* ours (not upstream's): the driver that runs it, process | namespaces */
+  cJSON_AddStringToObject(o, "driver", sb->srv->driver->name);
   cJSON_AddBoolToObject(o, "restoredFromCheckpoint", sb->restored);
   if (sb->restored_from[0] != '\0')
     cJSON_AddStringToObject(o, "restoredCheckpointName", sb->restored_from);

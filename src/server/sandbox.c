@@ -185,6 +185,10 @@ static void arm_idle(mp_sandbox *sb) {
 static void on_idle(mastra__timer *t) {
   mp_sandbox *sb = t->data;
   if (sb->running > 0 || sb->destroyed_ms || sb->destroying) return;
+  if (sb->sockets > 0) { /* not idle while an exec socket is open */
+    mastra__timer_start(&sb->idle_timer, 1000);
+    return;
+  }
   mp_log("sandbox %s idle for %g min: reaping it", sb->id,
          mp_sandbox_idle_minutes(sb->srv, sb));
   mp_sandbox_destroy(sb->srv, sb, NULL);
@@ -272,18 +276,20 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   sb->env = spec->env ? cJSON_Duplicate(spec->env, 1) : cJSON_CreateObject();
   sb->created_ms = mastra__wall_ms();
   set_dirs(srv, sb);
+  sb->restoring = restore == 0; /* the driver's prepare looks */
   if (srv->driver->prepare(srv, sb, err, errlen) < 0) {
+    if (srv->driver->release != NULL) srv->driver->release(srv, sb);
     cJSON_Delete(sb->env);
     free(sb);
     return -1;
   }
-  sb->restoring = restore == 0;
   /* no record, no sandbox: one the platform cannot write down would be
   ** forgotten by its next start, tree and all */
   if (mp_record_save(srv, sb) < 0) {
     int e = errno;
     snprintf(err, errlen, "cannot write its record: %s", strerror(e));
     srv->driver->teardown(srv, sb);
+    if (srv->driver->release != NULL) srv->driver->release(srv, sb);
     cJSON_Delete(sb->env);
     free(sb);
     return e == ENOSPC || e == EDQUOT ? -3 : -1;
@@ -378,6 +384,7 @@ void mp_sandbox_free_all(mp_server *srv) {
   while (srv->sandboxes != NULL) {
     mp_sandbox *sb = srv->sandboxes;
     srv->sandboxes = sb->next;
+    if (srv->driver->release != NULL) srv->driver->release(srv, sb);
     mastra__timer_stop(&sb->idle_timer);
     mastra__timer_stop(&sb->checkpoint_timer);
     cJSON_Delete(sb->env);

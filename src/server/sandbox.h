@@ -44,7 +44,7 @@ struct mp_waiter {
 };
 
 /* A driver makes sandboxes real: driver_process.c keeps a directory and
-** process groups on the host. */
+** process groups on the host; driver_ns.c an overlay root and namespaces. */
 struct mp_driver {
   const char *name;
   /* create the working tree (empty, or restored by the caller) */
@@ -55,6 +55,14 @@ struct mp_driver {
                size_t errlen);
   /* after every process of the sandbox has been killed */
   void (*teardown)(mp_server *srv, mp_sandbox *sb);
+  /* the server exits: end what the driver keeps for a live sandbox (its
+  ** tree stays); NULL: nothing to end */
+  void (*release)(mp_server *srv, mp_sandbox *sb);
+  /* more options of the checkpoint's tar (of sb->dir), or NULL */
+  const char *tar_flags;
+  /* sb->dir is an overlay's upper layer: a capture of nothing but empty
+  ** top directories is a capture of nothing */
+  int layer_tree;
 };
 
 struct mp_sandbox {
@@ -68,6 +76,7 @@ struct mp_sandbox {
   cJSON *env;                     /* creation env: object of strings */
   int64_t created_ms, destroyed_ms, last_exec_ms;
   int running;                    /* commands running now */
+  int sockets;                    /* exec sockets open on it (exec_ws.c) */
   int restored;                   /* created from a checkpoint */
   char restored_from[MP_NAME_MAX]; /* that checkpoint's name, or "" */
   int checkpoint_deleted;         /* DELETE /checkpoint: no implicit capture */
@@ -82,7 +91,9 @@ struct mp_sandbox {
   unsigned long long *proc_starts; /* their start times (/proc/PID/stat) */
   size_t nprocs;
   char root[4096];                /* <data>/sandboxes/<id> */
-  char dir[4200];                 /* working tree on the host */
+  char dir[4200];                 /* working tree on the host (the
+                                  ** checkpoint's tree) */
+  void *driver_data;              /* the driver's, or NULL */
   mastra__timer idle_timer;
   mastra__timer checkpoint_timer; /* debounced capture after commands */
   mp_server *srv;

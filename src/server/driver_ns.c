@@ -1,0 +1,658 @@
+/*
+** The `namespaces` driver of mastra-platform (docs/platform.md, "Drivers").
+**
+** A sandbox is <data>/sandboxes/<id>/{upper,work,merged}: its upper layer
+** over the base (base.c), mounted as an overlay inside the sandbox's own
+** mount namespace by its init (ns_init.c), which also owns its pid, uts,
+** ipc and net namespaces and a user namespace where root is host uid
+** MP_NS_UID_BASE. The init starts when the sandbox is created (or, for a
+** restored one and after a restart, at its first command), without
+** waiting: the server watches its ready socket on the loop.
+**
+** A command is a mastra__proc like the process driver's, with an `enter`
+** hook (proc.h) run in the forked child: it waits for the init's "R" on
+** the ready socket (after closing the spawn's report pipe when the init
+** is still starting, so the server never waits for it), joins the
+** sandbox's cgroups, setns()es into its namespaces (the user namespace
+** last, then uid/gid 0 there), and forks: the grandchild, in the
+** sandbox's pid namespace and in the same process group, execs /bin/sh;
+** the child ignores the group's termination signals and exits as the
+** grandchild did. So proc.c's timeout, kill of the group, output and
+** stdin work unchanged.
+**
+** cgroups: v2 (/sys/fs/cgroup is cgroup2) or v1 (pids, memory and cpu
+** hierarchies), under mastra-platform/<12 hex of the data directory's
+** SHA-256>/<id>: pids.max, the memory limit, and one cpu share for the
+** whole sandbox. At start, what a previous server of this data directory
+** left there is killed and removed.
+*/
+#define _GNU_SOURCE
+#include "driver_ns.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "driver_process.h"
+#include "log.h"
+#include "ns_init.h"
+#include "sha256.h"
+#include "util.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+#define CG_ROOT "/sys/fs/cgroup"
+#define MAX_CG 3
+/* a command waits this long for a starting init */
+#define START_WAIT_MS 30000
+/* the cgroups of a destroyed sandbox are removed once its processes are
+** gone: tried every RMDIR_RETRY_MS, this many times */
+#define RMDIR_RETRY_MS 50
+#define RMDIR_TRIES 200
+
+static struct {
+  char base[4096];
+  long long pids_max;
+  long long memory_max;
+  int v2;                      /* cgroup2 at CG_ROOT */
+  int ncg;                     /* controllers in use (v1) or 1 (v2) */
+  char cg[MAX_CG][4300];       /* the data directory's cgroup per tree */
+} cfg;
+
+typedef struct ns_box {
+  pid_t keeper;
+  int keeper_fd;               /* pidfd of the keeper (our child) */
+  int init_fd;                 /* pidfd of the init, once ready */
+  int ready_fd;                /* our end of the ready socket */
+  int started, ready, cg_made;
+  unsigned rmdir_tries;
+  mastra__io keeper_io, ready_io;
+  mastra__timer rmdir_timer;
+} ns_box;
+
+/* {====== cgroups ====== */
+
+static void cg_dir(const mp_sandbox *sb, int i, char *out, size_t n) {
+  snprintf(out, n, "%s/%s", cfg.cg[i], sb->id);
+}
+
+static int cg_make(const mp_sandbox *sb, char *err, size_t errlen) {
+  char dir[4400], path[4500], val[32];
+  int i;
+  for (i = 0; i < cfg.ncg; i++) {
+    cg_dir(sb, i, dir, sizeof dir);
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+      snprintf(err, errlen, "cannot create the cgroup %s: %s", dir,
+               strerror(errno));
+      return -1;
+    }
+    if (cfg.v2 || strstr(cfg.cg[i], "/pids/") != NULL) {
+      snprintf(path, sizeof path, "%s/pids.max", dir);
+      snprintf(val, sizeof val, "%lld", cfg.pids_max);
+      if (cfg.pids_max > 0 && mp_ns_write_text(path, val) < 0)
+        mp_log("cannot write %s: %s", path, strerror(errno));
+    }
+    if (cfg.v2 || strstr(cfg.cg[i], "/memory/") != NULL) {
+      snprintf(path, sizeof path, cfg.v2 ? "%s/memory.max"
+               : "%s/memory.limit_in_bytes", dir);
+      snprintf(val, sizeof val, "%lld", cfg.memory_max);
+      if (cfg.memory_max > 0 && mp_ns_write_text(path, val) < 0)
+        mp_log("cannot write %s: %s", path, strerror(errno));
+      if (cfg.v2) {
+        snprintf(path, sizeof path, "%s/memory.swap.max", dir);
+        mp_ns_write_text(path, "0"); /* absent without swap accounting */
+      }
+    }
+  }
+  return 0;
+}
+
+/* SIGKILL what a cgroup still holds; rmdir it. 0 once it is gone. */
+static int cg_remove(const char *dir) {
+  char path[4500], *text, *p;
+  snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+  if (mastra__read_file(path, &text, NULL) == 0) {
+    for (p = text; *p != '\0';) {
+      char *end;
+      long pid = strtol(p, &end, 10);
+      if (end == p) break;
+      if (pid > 1) kill((pid_t)pid, SIGKILL);
+      p = end;
+      while (*p == '\n') p++;
+    }
+    free(text);
+  }
+  return rmdir(dir) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+static int cg_remove_all(const mp_sandbox *sb) {
+  char dir[4400];
+  int i, left = 0;
+  for (i = 0; i < cfg.ncg; i++) {
+    cg_dir(sb, i, dir, sizeof dir);
+    if (cg_remove(dir) < 0) left = 1;
+  }
+  return left ? -1 : 0;
+}
+
+static void on_rmdir_retry(mastra__timer *t) {
+  mp_sandbox *sb = t->data;
+  ns_box *b = sb->driver_data;
+  if (cg_remove_all(sb) == 0) {
+    b->cg_made = 0;
+    return;
+  }
+  if (++b->rmdir_tries < RMDIR_TRIES)
+    mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
+  else
+    mp_log("sandbox %s: its cgroups are still busy; the next start removes"
+           " them", sb->id);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+    ;
+}
+
+/* At start: the cgroups a previous server of this data directory left. */
+static void cg_sweep(void) {
+  int i, tries;
+  for (tries = 0; tries < 100; tries++) {
+    int left = 0;
+    for (i = 0; i < cfg.ncg; i++) {
+      DIR *d = opendir(cfg.cg[i]);
+      struct dirent *e;
+      char dir[4600];
+      if (d == NULL) continue;
+      while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "sbx_", 4) != 0) continue;
+        snprintf(dir, sizeof dir, "%s/%s", cfg.cg[i], e->d_name);
+        if (tries == 0)
+          mp_log("removing the cgroup %s left by a previous server", dir);
+        if (cg_remove(dir) < 0) left = 1;
+      }
+      closedir(d);
+    }
+    if (!left) return;
+    sleep_ms(20);
+  }
+}
+
+static int mkdir_enable(const char *dir) {
+  char path[4400];
+  if (mkdir(dir, 0755) < 0 && errno != EEXIST) return -1;
+  if (cfg.v2) {
+    snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
+    mp_ns_write_text(path, "+pids +memory +cpu");
+  }
+  return 0;
+}
+
+static void cg_setup(const char *data_dir) {
+  static const char *const v1[] = {"pids", "memory", "cpu"};
+  char hex[65], top[4200], mid[4300];
+  struct statfs st;
+  int i;
+  mastra__sha256_hex(data_dir, strlen(data_dir), hex);
+  hex[12] = '\0';
+  cfg.ncg = 0;
+  if (statfs(CG_ROOT, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC) {
+    cfg.v2 = 1;
+    mp_ns_write_text(CG_ROOT "/cgroup.subtree_control", "+pids +memory +cpu");
+    snprintf(top, sizeof top, "%s/mastra-platform", CG_ROOT);
+    snprintf(mid, sizeof mid, "%s/%s", top, hex);
+    if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0)
+      snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
+  } else {
+    for (i = 0; i < 3; i++) {
+      snprintf(top, sizeof top, "%s/%s/cgroup.procs", CG_ROOT, v1[i]);
+      if (access(top, W_OK) < 0) continue;
+      snprintf(top, sizeof top, "%s/%s/mastra-platform", CG_ROOT, v1[i]);
+      snprintf(mid, sizeof mid, "%s/%s", top, hex);
+      if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0)
+        snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
+    }
+  }
+  if (cfg.ncg == 0)
+    mp_log("no writable cgroups: sandboxes run without pids and memory"
+           " limits");
+  cg_sweep();
+}
+
+/* }====== */
+
+/* {====== the init ====== */
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+static void on_keeper_exit(mastra__io *io, uint32_t revents) {
+  mp_sandbox *sb = io->data;
+  ns_box *b = sb->driver_data;
+  siginfo_t si;
+  (void)revents;
+  memset(&si, 0, sizeof si);
+  if (waitid(P_PIDFD, (id_t)b->keeper_fd, &si, WEXITED | WNOHANG) < 0) {
+    if (errno != ECHILD) return;
+  } else if (si.si_pid == 0) {
+    return;
+  }
+  mastra__io_stop(&b->keeper_io);
+  mastra__io_stop(&b->ready_io);
+  if (!sb->destroyed_ms && !sb->destroying)
+    mp_log("sandbox %s: its init exited; the next command starts a new one",
+           sb->id);
+  close_fd(&b->keeper_fd);
+  close_fd(&b->ready_fd);
+  close_fd(&b->init_fd);
+  b->started = b->ready = 0;
+}
+
+static void on_ready(mastra__io *io, uint32_t revents) {
+  mp_sandbox *sb = io->data;
+  ns_box *b = sb->driver_data;
+  char buf[1100];
+  ssize_t n;
+  (void)revents;
+  mastra__io_stop(&b->ready_io); /* the data stays for the commands */
+  n = recv(b->ready_fd, buf, sizeof buf - 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n <= 0) return;
+  buf[n] = '\0';
+  if (buf[0] == 'R') {
+    b->init_fd = pidfd_open((pid_t)atol(buf + 2), 0);
+    b->ready = 1;
+    /* PRIVATE networks (net.c, not wired in yet): the sandbox's network
+    ** namespace is /proc/<init>/ns/net from here on. Commands start as soon
+    ** as the keeper says "R", so an attach that must precede them belongs
+    ** in the keeper before that line (ns_init.c, before "R"), or the "R"
+    ** moves here, written by the server once the veth is in place. */
+  } else {
+    buf[strcspn(buf, "\n")] = '\0';
+    mp_log("sandbox %s did not start: %s", sb->id, buf + 2);
+  }
+}
+
+static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
+                      size_t errlen) {
+  ns_box *b = sb->driver_data;
+  char spid[24], cgp[MAX_CG][4500], *argv[8 + MAX_CG];
+  posix_spawn_file_actions_t fa;
+  int sv[2], i, rc;
+  if (b->started) return 0;
+  if (!b->cg_made) {
+    if (cg_make(sb, err, errlen) < 0) return -1;
+    b->cg_made = 1;
+  }
+  mastra__timer_stop(&b->rmdir_timer);
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    snprintf(err, errlen, "socketpair: %s", strerror(errno));
+    return -1;
+  }
+  snprintf(spid, sizeof spid, "%d", (int)getpid());
+  argv[0] = "mastra-ns-init";
+  argv[1] = MP_NS_INIT_ARG;
+  argv[2] = spid;
+  argv[3] = sb->id;
+  argv[4] = cfg.base;
+  argv[5] = sb->root;
+  argv[6] = "3";
+  for (i = 0; i < cfg.ncg; i++) {
+    cg_dir(sb, i, cgp[i], sizeof cgp[i]);
+    strcat(cgp[i], "/cgroup.procs");
+    argv[7 + i] = cgp[i];
+  }
+  argv[7 + cfg.ncg] = NULL;
+  /* the keeper resets its signals and sets its own process group */
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+  rc = posix_spawn(&b->keeper, "/proc/self/exe", &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(sv[1]);
+  if (rc != 0) {
+    close(sv[0]);
+    snprintf(err, errlen, "cannot start the sandbox's init: %s",
+             strerror(rc));
+    return -1;
+  }
+  b->ready_fd = sv[0];
+  b->keeper_fd = pidfd_open(b->keeper, 0);
+  if (b->keeper_fd < 0) {
+    rc = errno;
+    kill(b->keeper, SIGKILL);
+    waitpid(b->keeper, NULL, 0);
+    close_fd(&b->ready_fd);
+    snprintf(err, errlen, "pidfd_open: %s", strerror(rc));
+    return -1;
+  }
+  mastra__io_init(srv->loop, &b->keeper_io, b->keeper_fd, on_keeper_exit, sb);
+  mastra__io_init(srv->loop, &b->ready_io, b->ready_fd, on_ready, sb);
+  mastra__io_start(&b->keeper_io, EPOLLIN);
+  mastra__io_start(&b->ready_io, EPOLLIN);
+  b->started = 1;
+  return 0;
+}
+
+/* SIGKILL the keeper and the init (every process of the sandbox dies with
+** its pid namespace's init) */
+static void stop_init(ns_box *b) {
+  if (b->init_fd >= 0) syscall(SYS_pidfd_send_signal, b->init_fd, SIGKILL,
+                               NULL, 0);
+  if (b->keeper_fd >= 0) syscall(SYS_pidfd_send_signal, b->keeper_fd,
+                                 SIGKILL, NULL, 0);
+}
+
+/* }====== */
+
+/* {====== the driver ====== */
+
+static ns_box *box_of(mp_server *srv, mp_sandbox *sb) {
+  ns_box *b = sb->driver_data;
+  if (b != NULL) return b;
+  b = calloc(1, sizeof *b);
+  if (b == NULL) return NULL;
+  b->keeper_fd = b->init_fd = b->ready_fd = -1;
+  mastra__timer_init(srv->loop, &b->rmdir_timer, on_rmdir_retry, sb);
+  sb->driver_data = b;
+  return b;
+}
+
+static int make_owned(const char *path, int mode) {
+  if (mkdir(path, (mode_t)mode) < 0 && errno != EEXIST) return -1;
+  if (chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0) return -1;
+  return chmod(path, (mode_t)mode);
+}
+
+static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
+                      size_t errlen) {
+  static const char *const parts[] = {"upper", "work", "merged"};
+  char path[4400];
+  size_t i;
+  int fresh;
+  if (box_of(srv, sb) == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  snprintf(sb->dir, sizeof sb->dir, "%s/upper", sb->root);
+  /* a sandbox loaded at startup has its tree: its init starts at its
+  ** first command */
+  fresh = access(sb->dir, F_OK) < 0;
+  for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", sb->root, parts[i]);
+    if (mastra__mkdirs(path, 0755, NULL) < 0) {
+      snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+      return -1;
+    }
+  }
+  /* root's home and the working directory belong to the sandbox's root */
+  snprintf(path, sizeof path, "%s/workspace", sb->dir);
+  if (make_owned(path, 0755) < 0) goto fail;
+  snprintf(path, sizeof path, "%s/root", sb->dir);
+  if (make_owned(path, 0700) < 0) goto fail;
+  /* a restore writes the upper layer first: its init starts at its first
+  ** command */
+  if (fresh && !sb->restoring && start_init(srv, sb, err, errlen) < 0)
+    return -1;
+  return 0;
+fail:
+  snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+  return -1;
+}
+
+/* what the forked child of a command needs (a copy on its stack) */
+typedef struct ns_exec {
+  int ready_fd;
+  const char *cwd;
+  int ncg;
+  char cgp[MAX_CG][4500];
+} ns_exec;
+
+static void say(const char *what, const char *detail) {
+  char msg[1400];
+  int n = snprintf(msg, sizeof msg, "mastra-platform: %s%s%s\n", what,
+                   detail ? ": " : "", detail ? detail : "");
+  if (n > 0 && write(2, msg, (size_t)n) < 0) _exit(127);
+}
+
+/* the command's child: exit as the grandchild did */
+static void relay(pid_t g) {
+  struct sigaction sa;
+  struct rlimit none = {0, 0};
+  sigset_t set;
+  int status, sig;
+  while (waitpid(g, &status, 0) < 0)
+    if (errno != EINTR) _exit(127);
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  sig = WTERMSIG(status);
+  setrlimit(RLIMIT_CORE, &none);
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = SIG_DFL;
+  sigaction(sig, &sa, NULL);
+  sigemptyset(&set);
+  sigprocmask(SIG_SETMASK, &set, NULL);
+  kill(getpid(), sig);
+  _exit(128 + sig);
+}
+
+/* proc.c's `enter` hook: see the top of this file */
+static int ns_enter(void *arg, int report) {
+  ns_exec *x = arg;
+  struct pollfd pfd;
+  char buf[1100];
+  ssize_t n;
+  int i, pidfd;
+  pid_t g;
+  static const int quiet[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
+                              SIGUSR2, SIGPIPE, SIGALRM};
+  pfd.fd = x->ready_fd;
+  pfd.events = POLLIN;
+  if (poll(&pfd, 1, 0) != 1) {
+    /* the init is starting: the server does not wait for it */
+    close(report);
+    report = -1;
+    if (poll(&pfd, 1, START_WAIT_MS) != 1) {
+      say("the sandbox did not start in time", NULL);
+      _exit(127);
+    }
+  }
+  n = recv(x->ready_fd, buf, sizeof buf - 1, MSG_PEEK | MSG_DONTWAIT);
+  buf[n > 0 ? n : 0] = '\0';
+  buf[strcspn(buf, "\n")] = '\0';
+  if (n <= 0 || buf[0] != 'R') {
+    say("the sandbox did not start", n > 2 ? buf + 2 : "its init exited");
+    _exit(127);
+  }
+  for (i = 0; i < x->ncg; i++) {
+    if (mp_ns_write_text(x->cgp[i], "0") < 0) {
+      say("cannot join the sandbox's cgroup", strerror(errno));
+      _exit(127);
+    }
+  }
+  pidfd = pidfd_open((pid_t)atol(buf + 2), 0);
+  if (pidfd < 0
+      || setns(pidfd, CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC
+                          | CLONE_NEWNET | CLONE_NEWPID) < 0
+      || setns(pidfd, CLONE_NEWUSER) < 0 || setgroups(0, NULL) < 0
+      || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
+    say("cannot enter the sandbox", strerror(errno));
+    _exit(127);
+  }
+  close(pidfd);
+  close(x->ready_fd);
+  g = fork();
+  if (g < 0) {
+    say("cannot start /bin/sh", strerror(errno));
+    _exit(127);
+  }
+  if (g == 0) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) _exit(127);
+    if (report < 0 && x->cwd != NULL && chdir(x->cwd) < 0) {
+      char msg[1200];
+      snprintf(msg, sizeof msg, "cannot run in directory '%s'", x->cwd);
+      say(msg, strerror(errno));
+      _exit(127);
+    }
+    return 0;
+  }
+  /* the group's signals are the grandchild's to act on */
+  for (i = 0; i < (int)(sizeof quiet / sizeof quiet[0]); i++)
+    signal(quiet[i], SIG_IGN);
+  close_range(0, ~0u, 0);
+  relay(g);
+  return -1;
+}
+
+static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
+                    char *const *envp, mastra__proc **out, char *err,
+                    size_t errlen) {
+  ns_box *b = box_of(srv, sb);
+  ns_exec x;
+  char cwd[4200];
+  mastra__proc_opts opts;
+  int i;
+  if (b == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  if (start_init(srv, sb, err, errlen) < 0) return -EIO;
+  if (spec->cwd == NULL || spec->cwd[0] == '\0')
+    snprintf(cwd, sizeof cwd, "/workspace");
+  else if (spec->cwd[0] == '/')
+    snprintf(cwd, sizeof cwd, "%s", spec->cwd);
+  else if ((size_t)snprintf(cwd, sizeof cwd, "/workspace/%s", spec->cwd)
+           >= sizeof cwd) {
+    snprintf(err, errlen, "the working directory is too long");
+    return -ENAMETOOLONG;
+  }
+  memset(&x, 0, sizeof x);
+  x.ready_fd = b->ready_fd;
+  x.cwd = cwd;
+  x.ncg = cfg.ncg;
+  for (i = 0; i < cfg.ncg; i++) {
+    cg_dir(sb, i, x.cgp[i], sizeof x.cgp[i]);
+    strcat(x.cgp[i], "/cgroup.procs");
+  }
+  mp_proc_opts(&opts, spec, envp, cwd);
+  opts.enter = ns_enter;
+  opts.enter_arg = &x;
+  return mastra__proc_spawn(srv->loop, &opts, out, err, errlen);
+}
+
+static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
+  ns_box *b = box_of(srv, sb);
+  if (b != NULL) {
+    stop_init(b);
+    if (b->cg_made) {
+      b->rmdir_tries = 0;
+      mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
+    }
+  }
+  mastra__remove_tree(sb->root);
+}
+
+/* the server exits: nothing of the sandbox outlives it */
+static void ns_release(mp_server *srv, mp_sandbox *sb) {
+  ns_box *b = sb->driver_data;
+  int i;
+  (void)srv;
+  if (b == NULL) return;
+  stop_init(b);
+  mastra__io_stop(&b->keeper_io);
+  mastra__io_stop(&b->ready_io);
+  mastra__timer_stop(&b->rmdir_timer);
+  if (b->keeper_fd >= 0) {
+    siginfo_t si;
+    while (waitid(P_PIDFD, (id_t)b->keeper_fd, &si, WEXITED) < 0
+           && errno == EINTR)
+      ;
+  }
+  if (b->init_fd >= 0) {
+    struct pollfd pfd = {b->init_fd, POLLIN, 0};
+    poll(&pfd, 1, 2000);
+  }
+  close_fd(&b->keeper_fd);
+  close_fd(&b->ready_fd);
+  close_fd(&b->init_fd);
+  for (i = 0; b->cg_made && i < 100 && cg_remove_all(sb) < 0; i++)
+    sleep_ms(20);
+  free(b);
+  sb->driver_data = NULL;
+}
+
+const mp_driver mp_ns_driver = {
+    .name = "namespaces",
+    .prepare = ns_prepare,
+    .spawn = ns_spawn,
+    .teardown = ns_teardown,
+    .release = ns_release,
+    .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*",
+    .layer_tree = 1,
+};
+
+int mp_ns_available(char *why, size_t n) {
+  struct stat st;
+  if (geteuid() != 0) {
+    snprintf(why, n, "it needs root (unprivileged user namespaces are not"
+             " supported yet)");
+    return 0;
+  }
+  if (stat("/proc/self/ns/user", &st) < 0 || stat("/proc/self/ns/pid", &st) < 0) {
+    snprintf(why, n, "this kernel has no user or pid namespaces");
+    return 0;
+  }
+  return 1;
+}
+
+void mp_ns_finish(void) {
+  int i;
+  for (i = 0; i < cfg.ncg; i++) {
+    char *slash;
+    /* the data directory's cgroup, then mastra-platform's if it is empty
+    ** (another server's keeps it busy) */
+    if (rmdir(cfg.cg[i]) < 0) continue;
+    slash = strrchr(cfg.cg[i], '/');
+    if (slash != NULL) {
+      *slash = '\0';
+      rmdir(cfg.cg[i]);
+    }
+  }
+  cfg.ncg = 0;
+}
+
+int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
+                long long memory_max) {
+  snprintf(cfg.base, sizeof cfg.base, "%s", base);
+  cfg.pids_max = pids_max;
+  cfg.memory_max = memory_max;
+  cg_setup(srv->data_dir);
+  /* the net module's sweep of a previous server's bridges and veths goes
+  ** here, once it exists (net.c) */
+  return 0;
+}
+
+/* }====== */

@@ -1,0 +1,25 @@
+/*
+** The `namespaces` driver of mastra-platform (driver_ns.c): each sandbox
+** in its own user, mount, pid, uts, ipc and net namespaces over an overlay
+** of the base, with cgroup limits.
+*/
+#ifndef MP_DRIVER_NS_H
+#define MP_DRIVER_NS_H
+
+#include "sandbox.h"
+
+extern const mp_driver mp_ns_driver;
+
+/* 1 if the driver can run here; else 0 and why says what is missing */
+int mp_ns_available(char *why, size_t n);
+/* At startup, before the records are loaded: the base directory, the
+** limits of each sandbox (0: none), and the sweep of what a previous
+** server of this data directory left (cgroups). */
+int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
+                long long memory_max);
+
+/* At exit, after every sandbox was released: remove this data directory's
+** cgroups. */
+void mp_ns_finish(void);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+** The choice of the driver at startup (drivers.c).
+*/
+#ifndef MP_DRIVERS_H
+#define MP_DRIVERS_H
+
+#include "sandbox.h"
+
+typedef struct mp_driver_opts {
+  const char *requested; /* "process", "namespaces" or NULL: the default */
+  const char *base;      /* the base directory, or NULL: DATA/base */
+  long long pids_max;    /* per sandbox (namespaces) */
+  long long memory_max;  /* bytes per sandbox (namespaces) */
+} mp_driver_opts;
+
+#define MP_DEFAULT_PIDS_MAX 1024
+#define MP_DEFAULT_MEMORY_MAX (2LL << 30)
+
+/* Sets srv->driver, before the records are loaded: `namespaces` where it
+** can run and its base exists, else `process` with one line on stderr
+** (saying how to build the base); a requested `namespaces` builds a
+** missing base first, and is an error where it cannot run. 0, or -1 after
+** saying why on stderr. */
+int mp_driver_pick(mp_server *srv, const mp_driver_opts *o);
+/* At exit, after mp_sandbox_free_all: what the driver keeps for the whole
+** server (the namespaces driver's cgroups) */
+void mp_driver_finish(mp_server *srv);
+/* `mastra-platform base build [--data-dir DIR] [--base DIR] [--minimal]`:
+** the exit status */
+int mp_base_command(int argc, char **argv);
+/* a size in bytes with an optional k, m or g suffix (powers of 1024), or
+** -1 */
+long long mp_parse_size(const char *v);
+
+#endif

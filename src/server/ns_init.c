@@ -1,0 +1,288 @@
+/*
+** The init of a `namespaces` sandbox (driver_ns.c): the program that
+** `mastra-platform __ns-init ...` runs, exec'd by the server in a child.
+**
+** It runs as root on the host, in two processes:
+**
+**   the keeper (the server's child, host pid namespace): joins the
+**     sandbox's cgroups, unshares the mount, pid, uts, ipc and net
+**     namespaces, mounts the root (an overlay of the base and the
+**     sandbox's upper layer, with a private /tmp, a minimal /dev and
+**     /dev/pts, /dev/shm), sets the hostname to the sandbox id, brings
+**     loopback up, forks the init, writes the init's uid and gid maps
+**     (0 -> MP_NS_UID_BASE, MP_NS_UID_COUNT ids), tells the server "R
+**     <init pid>" on the ready socket, and waits for the init;
+**   the init (pid 1 of the sandbox's pid namespace): mounts /proc,
+**     pivot_roots into the overlay (the host's tree is unmounted from the
+**     sandbox's view), unshares a user namespace (whose maps the keeper
+**     writes), becomes non-dumpable and reaps orphans until it is killed.
+**
+** Both have PR_SET_PDEATHSIG = SIGKILL: the keeper dies with the server,
+** the init with the keeper, and every process of the sandbox with its
+** pid namespace's init (setsid'd ones too). The mounts live in the
+** sandbox's mount namespace only: they go when its last process does,
+** and the host's mount table never holds them.
+**
+** Commands join the namespaces from the server's side (driver_ns.c):
+** mount, uts, ipc, net and pid as host root, then the user namespace,
+** where they are uid 0 (host uid MP_NS_UID_BASE).
+**
+** A failure before "R" is told as "E <message>" on the ready socket.
+*/
+#define _GNU_SOURCE
+#include "ns_init.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int ready_fd = -1;
+
+static void die(const char *fmt, ...) {
+  char msg[1024];
+  int n;
+  va_list ap;
+  va_start(ap, fmt);
+  msg[0] = 'E';
+  msg[1] = ' ';
+  n = vsnprintf(msg + 2, sizeof msg - 3, fmt, ap);
+  va_end(ap);
+  if (n < 0) n = 0;
+  if ((size_t)n > sizeof msg - 3) n = (int)sizeof msg - 3;
+  msg[2 + n] = '\n';
+  if (ready_fd >= 0 && write(ready_fd, msg, (size_t)n + 3) < 0) _exit(1);
+  _exit(1);
+}
+
+int mp_ns_write_text(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  ssize_t n;
+  size_t len = strlen(text);
+  if (fd < 0) return -1;
+  n = write(fd, text, len);
+  close(fd);
+  return n == (ssize_t)len ? 0 : -1;
+}
+
+static void mount_or_die(const char *src, const char *dst, const char *type,
+                         unsigned long flags, const char *data) {
+  if (mount(src, dst, type, flags, data) < 0)
+    die("mount %s on %s: %s", type ? type : src, dst, strerror(errno));
+}
+
+/* the character devices of /dev */
+static void nodes(const char *dev) {
+  static const struct {
+    const char *name;
+    unsigned maj, min;
+  } all[] = {{"null", 1, 3}, {"zero", 1, 5},    {"full", 1, 7},
+             {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+  char path[4600];
+  size_t i;
+  for (i = 0; i < sizeof all / sizeof all[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dev, all[i].name);
+    if (mknod(path, S_IFCHR | 0666, makedev(all[i].maj, all[i].min)) < 0)
+      die("mknod %s: %s", path, strerror(errno));
+    chmod(path, 0666); /* the umask */
+  }
+}
+
+/* mount a file system of `type` on dir/name */
+static void mount_in(const char *dir, const char *name, const char *type,
+                     unsigned long flags, const char *data) {
+  char path[4600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  mount_or_die(type, path, type, flags, data);
+}
+
+static void link_or_die(const char *target, const char *dev,
+                        const char *name) {
+  char path[4600];
+  snprintf(path, sizeof path, "%s/%s", dev, name);
+  if (symlink(target, path) < 0)
+    die("symlink %s: %s", path, strerror(errno));
+}
+
+static void make_dir(const char *root, const char *name, int mode) {
+  char path[4600];
+  snprintf(path, sizeof path, "%s/%s", root, name);
+  if (mkdir(path, (mode_t)mode) < 0 && errno != EEXIST)
+    die("mkdir %s: %s", path, strerror(errno));
+}
+
+/* the root's mounts below the overlay (all in the new mount namespace) */
+static void mount_root(const char *base, const char *root, char *merged,
+                       size_t n) {
+  char opts[13000], dev[4400];
+  snprintf(merged, n, "%s/merged", root);
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    die("make / private: %s", strerror(errno));
+  snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work",
+           base, root, root);
+  mount_or_die("overlay", merged, "overlay", MS_NOSUID, opts);
+  make_dir(merged, "tmp", 01777);
+  make_dir(merged, "dev", 0755);
+  make_dir(merged, "proc", 0555);
+  mount_in(merged, "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=50%");
+  mount_in(merged, "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k");
+  snprintf(dev, sizeof dev, "%s/dev", merged);
+  nodes(dev);
+  make_dir(dev, "pts", 0755);
+  make_dir(dev, "shm", 01777);
+  mount_in(dev, "pts", "devpts", MS_NOSUID | MS_NOEXEC,
+           "newinstance,ptmxmode=0666,mode=0620");
+  mount_in(dev, "shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=25%");
+  link_or_die("pts/ptmx", dev, "ptmx");
+  link_or_die("/proc/self/fd", dev, "fd");
+  link_or_die("/proc/self/fd/0", dev, "stdin");
+  link_or_die("/proc/self/fd/1", dev, "stdout");
+  link_or_die("/proc/self/fd/2", dev, "stderr");
+}
+
+static void loopback_up(void) {
+  struct ifreq ifr;
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) die("socket: %s", strerror(errno));
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) die("lo: %s", strerror(errno));
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) die("lo up: %s", strerror(errno));
+  close(s);
+}
+
+static void read_byte(int fd, char want) {
+  char c = 0;
+  ssize_t n;
+  do n = read(fd, &c, 1); while (n < 0 && errno == EINTR);
+  if (n != 1 || c != want) _exit(1);
+}
+
+static void write_byte(int fd, char c) {
+  if (write(fd, &c, 1) != 1) _exit(1);
+}
+
+/* the server's blocked and ignored signals are not ours */
+static void reset_signals(void) {
+  struct sigaction dfl;
+  sigset_t none;
+  int i;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (i = 1; i < NSIG; i++) sigaction(i, &dfl, NULL); /* EINVAL: skipped */
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* pid 1 of the sandbox: never returns */
+static void run_init(const char *merged, int to_keeper, int from_keeper,
+                     char **args, int nargs) {
+  char path[4400];
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) _exit(1);
+  /* the pivot_root below moves the keeper's root too: it opens our /proc
+  ** directory first */
+  read_byte(from_keeper, 'g');
+  snprintf(path, sizeof path, "%s/proc", merged);
+  mount_or_die("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  if (chdir(merged) < 0) die("chdir %s: %s", merged, strerror(errno));
+  if (syscall(SYS_pivot_root, ".", ".") < 0)
+    die("pivot_root: %s", strerror(errno));
+  if (umount2(".", MNT_DETACH) < 0) die("umount the host: %s", strerror(errno));
+  if (chdir("/") < 0) die("chdir /: %s", strerror(errno));
+  if (unshare(CLONE_NEWUSER) < 0) die("user namespace: %s", strerror(errno));
+  write_byte(to_keeper, 'u');
+  read_byte(from_keeper, 'm');
+  close(to_keeper);
+  close(from_keeper);
+  if (ready_fd >= 0) close(ready_fd);
+  prctl(PR_SET_DUMPABLE, 0);
+  /* ps in the sandbox shows "mastra-init", not the host's paths (the
+  ** strings are contiguous: overwrite them all) */
+  {
+    char *end = args[nargs - 1] + strlen(args[nargs - 1]);
+    memset(args[0], 0, (size_t)(end - args[0]));
+    snprintf(args[0], (size_t)(end - args[0]), "mastra-init");
+  }
+  close_range(0, ~0u, 0);
+  for (;;) {
+    if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) pause();
+  }
+}
+
+static void write_map(int dir, const char *name) {
+  char map[64];
+  int fd = openat(dir, name, O_WRONLY | O_CLOEXEC);
+  ssize_t n;
+  snprintf(map, sizeof map, "0 %d %d\n", MP_NS_UID_BASE, MP_NS_UID_COUNT);
+  n = fd < 0 ? -1 : write(fd, map, strlen(map));
+  if (n != (ssize_t)strlen(map)) die("the init's %s: %s", name, strerror(errno));
+  close(fd);
+}
+
+int mp_ns_init_main(int argc, char **argv) {
+  /* argv: __ns-init SERVER_PID ID BASE ROOT READY_FD [CGROUP_PROCS...] */
+  char merged[4200], msg[64];
+  int to_keeper[2], from_keeper[2], i, status, procdir;
+  pid_t init;
+  if (argc < 7) return 2;
+  argv++; /* argv[0]: the program's name */
+  argc--;
+  ready_fd = atoi(argv[5]);
+  reset_signals();
+  setpgid(0, 0); /* out of the server's process group */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0
+      || getppid() != (pid_t)atol(argv[1]))
+    die("the server is gone");
+  mp_ns_write_text("/proc/self/oom_score_adj", "-1000");
+  for (i = 6; i < argc; i++)
+    if (mp_ns_write_text(argv[i], "0") < 0)
+      die("cannot join %s: %s", argv[i], strerror(errno));
+  if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC
+              | CLONE_NEWNET) < 0)
+    die("unshare: %s", strerror(errno));
+  mount_root(argv[3], argv[4], merged, sizeof merged);
+  if (sethostname(argv[2], strlen(argv[2])) < 0)
+    die("sethostname: %s", strerror(errno));
+  loopback_up();
+  if (pipe2(to_keeper, O_CLOEXEC) < 0 || pipe2(from_keeper, O_CLOEXEC) < 0)
+    die("pipe: %s", strerror(errno));
+  init = fork();
+  if (init < 0) die("fork: %s", strerror(errno));
+  if (init == 0) {
+    close(to_keeper[0]);
+    close(from_keeper[1]);
+    run_init(merged, to_keeper[1], from_keeper[0], argv - 1, argc + 1);
+  }
+  close(to_keeper[1]);
+  close(from_keeper[0]);
+  snprintf(msg, sizeof msg, "/proc/%d", (int)init);
+  procdir = open(msg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (procdir < 0) die("%s: %s", msg, strerror(errno));
+  write_byte(from_keeper[1], 'g');
+  read_byte(to_keeper[0], 'u');
+  write_map(procdir, "uid_map");
+  write_map(procdir, "gid_map");
+  close(procdir);
+  write_byte(from_keeper[1], 'm');
+  snprintf(msg, sizeof msg, "R %d\n", (int)init);
+  if (write(ready_fd, msg, strlen(msg)) < 0) _exit(1);
+  close_range(0, ~0u, 0);
+  while (waitpid(init, &status, 0) < 0 && errno == EINTR)
+    ;
+  return 0;
+}
