@@ -83,23 +83,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     return MHD_YES;
   }
   if (*upload_size > 0) {
-    size_t n = *upload_size;
+    if (mp_request_append(r, upload, *upload_size) < 0) return MHD_NO;
     *upload_size = 0;
-    if (r->too_large || r->len + n > r->limit) {
-      r->too_large = 1;
-      return MHD_YES;
-    }
-    if (r->len + n > r->cap) {
-      size_t cap = r->cap ? r->cap : 4096;
-      char *b;
-      while (cap < r->len + n) cap *= 2;
-      b = realloc(r->body, cap);
-      if (b == NULL) return MHD_NO;
-      r->body = b;
-      r->cap = cap;
-    }
-    memcpy(r->body + r->len, upload, n);
-    r->len += n;
     return MHD_YES;
   }
   if (r->too_large)
@@ -131,26 +116,21 @@ static void on_httpd(mastra__io *io, uint32_t revents) {
   MHD_run(srv->httpd);
 }
 
-int mp_http_start(mp_server *srv, const char *listen, char *err,
-                  size_t errlen) {
-  struct sockaddr_storage ss;
-  struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-  char host[64]; /* an IPv4 or IPv6 address */
+int mp_parse_listen(const char *listen, struct sockaddr_storage *ss,
+                    char *host, size_t hostlen, char *err, size_t errlen) {
+  struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
   const char *colon = strrchr(listen, ':');
-  const union MHD_DaemonInfo *info;
-  unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE
-                   | MHD_USE_ITC;
   long port;
   size_t hlen;
-  memset(&ss, 0, sizeof ss);
+  memset(ss, 0, sizeof *ss);
   if (colon == NULL) {
     snprintf(err, errlen, "--listen wants HOST:PORT (got '%s')", listen);
     return -1;
   }
   port = strtol(colon + 1, NULL, 10);
   hlen = (size_t)(colon - listen);
-  if (port < 0 || port > 65535 || hlen == 0 || hlen >= sizeof host) {
+  if (port < 0 || port > 65535 || hlen == 0 || hlen >= hostlen) {
     snprintf(err, errlen, "--listen wants HOST:PORT (got '%s')", listen);
     return -1;
   }
@@ -166,11 +146,27 @@ int mp_http_start(mp_server *srv, const char *listen, char *err,
   } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
     in6->sin6_family = AF_INET6;
     in6->sin6_port = htons((uint16_t)port);
-    flags |= MHD_USE_IPv6;
   } else {
     snprintf(err, errlen, "--listen: '%s' is not an IP address", host);
     return -1;
   }
+  return 0;
+}
+
+int mp_http_start(mp_server *srv, const char *listen, char *err,
+                  size_t errlen) {
+  struct sockaddr_storage ss;
+  char host[64]; /* an IPv4 or IPv6 address */
+  const union MHD_DaemonInfo *info;
+  unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE
+                   | MHD_USE_ITC;
+  long port;
+  if (mp_parse_listen(listen, &ss, host, sizeof host, err, errlen) < 0)
+    return -1;
+  port = ntohs(ss.ss_family == AF_INET6
+                   ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                   : ((struct sockaddr_in *)&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
   srv->httpd = MHD_start_daemon(
       flags, (uint16_t)port, NULL, NULL, on_request, srv,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,

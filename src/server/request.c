@@ -12,6 +12,25 @@
 #include "json.h"
 #include "respond.h"
 
+int mp_request_append(mp_request *r, const char *data, size_t n) {
+  if (r->too_large || r->len + n > r->limit) {
+    r->too_large = 1;
+    return 0;
+  }
+  if (r->len + n > r->cap) {
+    size_t cap = r->cap ? r->cap : 4096;
+    char *b;
+    while (cap < r->len + n) cap *= 2;
+    b = realloc(r->body, cap);
+    if (b == NULL) return -1;
+    r->body = b;
+    r->cap = cap;
+  }
+  memcpy(r->body + r->len, data, n);
+  r->len += n;
+  return 0;
+}
+
 static int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;

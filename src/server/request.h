@@ -22,6 +22,10 @@ typedef struct mp_request {
   void (*state_free)(void *state);
 } mp_request;
 
+/* Append n bytes of the body; past r->limit, nothing more is kept and
+** r->too_large is set. -1: out of memory. */
+int mp_request_append(mp_request *r, const char *data, size_t n);
+
 /* The body as a JSON object (an empty body is {} unless required); NULL
 ** after answering 400. */
 cJSON *mp_request_json(struct MHD_Connection *conn, mp_request *r,
