@@ -345,31 +345,55 @@ int mp_failure_retry(mp_server *srv, uint64_t id, char *err, size_t errlen) {
   for (e = srv->activity ? srv->activity->envs : NULL; e; e = e->next) {
     failure **pp;
     for (pp = &e->failures; *pp != NULL; pp = &(*pp)->next) {
-      failure *f = *pp;
+      failure *f = *pp, *newest;
       cJSON *args;
+      uint64_t first;
       int rc;
       if (f->id != id) continue;
       if (f->retry == NULL) {
         snprintf(err, errlen, "a %s failure cannot be retried", f->kind);
         return -3;
       }
-      /* the retry may record failures (and drop old ones, f among them):
-      ** it gets its own copy of args, and f is looked up again after */
+      /* the retry may record failures of its own (and so drop old ones,
+      ** f among them): it gets its own copy of args; what it recorded is
+      ** folded into f (its message, its time) when f is still there */
+      first = srv->activity->next_id;
       args = f->args ? cJSON_Duplicate(f->args, 1) : NULL;
       rc = f->retry(srv, args, err, errlen);
       cJSON_Delete(args);
+      newest = NULL;
+      for (pp = &e->failures; *pp != NULL;) {
+        failure *g = *pp;
+        if (g->id >= first) {
+          *pp = g->next;
+          if (newest == NULL) newest = g; /* the list is newest first */
+          else failure_free(g);
+        } else {
+          pp = &g->next;
+        }
+      }
       for (pp = &e->failures; *pp != NULL && (*pp)->id != id;
            pp = &(*pp)->next) {
       }
-      if (*pp == NULL) return rc < 0 ? -1 : 0;
       f = *pp;
-      if (rc < 0) {
+      if (f != NULL && rc < 0) {
         f->retries++;
-        return -1;
+        f->at_ms = mastra__wall_ms();
+        if (newest != NULL) {
+          free(f->message);
+          f->message = newest->message;
+          newest->message = NULL;
+        }
+      } else if (f != NULL) {
+        *pp = f->next;
+        failure_free(f);
+      } else if (newest != NULL) { /* f was dropped: keep the new one */
+        newest->next = e->failures;
+        e->failures = newest;
+        newest = NULL;
       }
-      *pp = f->next;
-      failure_free(f);
-      return 0;
+      if (newest != NULL) failure_free(newest);
+      return rc < 0 ? -1 : 0;
     }
   }
   snprintf(err, errlen, "no failure %llu (it was retried, or is older than"

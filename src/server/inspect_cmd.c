@@ -36,18 +36,20 @@ static void daemon_data_dir(char *out, size_t n) {
              home && home[0] ? home : "/tmp");
 }
 
-/* the inspector's URL from DATA_DIR/state/inspector.json; NULL if none */
-static char *inspector_url(const char *dir) {
-  char path[4200], *text, *url = NULL;
+/* DATA_DIR/state/inspector.json ({url, pid, tokenFile}); NULL if none */
+static cJSON *inspector_state(const char *dir) {
+  char path[4200], *text;
   cJSON *o;
   snprintf(path, sizeof path, "%s/state/inspector.json", dir);
   if (mastra__read_file(path, &text, NULL) < 0) return NULL;
   o = cJSON_Parse(text);
   free(text);
-  if (cJSON_IsString(cJSON_GetObjectItem(o, "url")))
-    url = strdup(cJSON_GetObjectItem(o, "url")->valuestring);
-  cJSON_Delete(o);
-  return url;
+  if (!cJSON_IsString(cJSON_GetObjectItem(o, "url"))
+      || !cJSON_IsString(cJSON_GetObjectItem(o, "tokenFile"))) {
+    cJSON_Delete(o);
+    return NULL;
+  }
+  return o;
 }
 
 /* POST /api/login-links over one connection; the answer's body, or NULL */
@@ -112,10 +114,10 @@ static char *ask(const char *url, const char *token, char *err, size_t n) {
 }
 
 int mp_inspect_main(int argc, char **argv, const char *default_data_dir) {
-  char daemon_dir[4200], token_path[4300], err[600], *url, *resp, *text, *body;
-  const char *dir = NULL;
+  char daemon_dir[4200], err[600], *resp, *text, *body;
+  const char *dir = NULL, *url, *token_file;
   size_t tlen;
-  cJSON *o;
+  cJSON *state, *o;
   int i;
   for (i = 2; i < argc; i++) {
     if (strcmp(argv[i], "--data-dir") == 0 && i + 1 < argc) {
@@ -127,27 +129,28 @@ int mp_inspect_main(int argc, char **argv, const char *default_data_dir) {
   }
   daemon_data_dir(daemon_dir, sizeof daemon_dir);
   if (dir == NULL)
-    dir = (url = inspector_url(default_data_dir)) != NULL ? default_data_dir
-                                                          : daemon_dir;
+    dir = (state = inspector_state(default_data_dir)) != NULL ? default_data_dir
+                                                              : daemon_dir;
   else
-    url = NULL;
-  if (url == NULL && (url = inspector_url(dir)) == NULL) {
+    state = NULL;
+  if (state == NULL && (state = inspector_state(dir)) == NULL) {
     fprintf(stderr, "mastra-platform: no platform with an inspector runs on"
             " %s (no %s/state/inspector.json); start one with"
             " `mastra-platform serve`, or name its --data-dir\n", dir, dir);
     return 1;
   }
-  snprintf(token_path, sizeof token_path, "%s/token", dir);
-  if (mastra__read_file(token_path, &text, &tlen) < 0) {
-    fprintf(stderr, "mastra-platform: cannot read the token %s\n", token_path);
-    free(url);
+  url = cJSON_GetObjectItem(state, "url")->valuestring;
+  token_file = cJSON_GetObjectItem(state, "tokenFile")->valuestring;
+  if (mastra__read_file(token_file, &text, &tlen) < 0) {
+    fprintf(stderr, "mastra-platform: cannot read the token %s\n", token_file);
+    cJSON_Delete(state);
     return 1;
   }
   while (tlen > 0 && (text[tlen - 1] == '\n' || text[tlen - 1] == ' '))
     text[--tlen] = '\0';
   resp = ask(url, text, err, sizeof err);
   free(text);
-  free(url);
+  cJSON_Delete(state);
   if (resp == NULL) {
     fprintf(stderr, "mastra-platform: %s\n", err);
     return 1;

@@ -409,12 +409,14 @@ const char *mp_inspector_url(const mp_server *srv) {
   return srv->inspector != NULL ? srv->inspector->url : NULL;
 }
 
-int mp_inspector_start(mp_server *srv, const char *listen, char *err,
-                       size_t errlen) {
+int mp_inspector_start(mp_server *srv, const char *listen,
+                       const char *token_file, char *err, size_t errlen) {
   struct mp_inspector *in = calloc(1, sizeof *in);
   struct sockaddr_storage ss;
   const union MHD_DaemonInfo *info;
-  char host[64], text[300];
+  char host[64];
+  cJSON *state;
+  char *text;
   unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC;
   int port;
   if (in == NULL) {
@@ -459,10 +461,16 @@ int mp_inspector_start(mp_server *srv, const char *listen, char *err,
     mp_inspector_stop(srv);
     return -1;
   }
-  snprintf(text, sizeof text, "{\"url\":\"%s\",\"pid\":%d}\n", in->url,
-           (int)getpid());
-  if (mastra__write_file_atomic(in->state_path, text, strlen(text), 0644, 0) < 0)
+  state = cJSON_CreateObject();
+  cJSON_AddStringToObject(state, "url", in->url);
+  cJSON_AddNumberToObject(state, "pid", (double)getpid());
+  cJSON_AddStringToObject(state, "tokenFile", token_file);
+  text = cJSON_PrintUnformatted(state);
+  cJSON_Delete(state);
+  if (text == NULL
+      || mastra__write_file_atomic(in->state_path, text, strlen(text), 0644, 0) < 0)
     mp_log("inspector: cannot write %s: %s", in->state_path, strerror(errno));
+  free(text);
   return 0;
 }
 

@@ -13,10 +13,10 @@
 #include "server.h"
 
 /* Listen on HOST:PORT (port 0: a free one) and write
-** DATA_DIR/state/inspector.json ({url, pid}) for `mastra-platform
-** inspect`. */
-int mp_inspector_start(mp_server *srv, const char *listen, char *err,
-                       size_t errlen);
+** DATA_DIR/state/inspector.json ({url, pid, tokenFile}) for
+** `mastra-platform inspect`. */
+int mp_inspector_start(mp_server *srv, const char *listen,
+                       const char *token_file, char *err, size_t errlen);
 /* the page's address, http://HOST:PORT/ */
 const char *mp_inspector_url(const mp_server *srv);
 /* A new one-time login link into out (valid for 15 minutes); -1 if none

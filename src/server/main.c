@@ -365,7 +365,7 @@ int main(int argc, char **argv) {
     inspector = inspector_listen;
   }
   if (strcmp(inspector, "off") != 0
-      && (mp_inspector_start(&srv, inspector, err, sizeof err) < 0
+      && (mp_inspector_start(&srv, inspector, token_path, err, sizeof err) < 0
           || mp_inspector_login_link(&srv, login, sizeof login) < 0)) {
     fprintf(stderr, "mastra-platform: %s\n", err);
     return 1;
