@@ -61,22 +61,32 @@ function duration(ms) {
   if (ms < 3600000) return Math.floor(ms / 60000) + " min " + Math.round(ms % 60000 / 1000) + " s";
   return (ms / 3600000).toFixed(1) + " h";
 }
+const pad = (n) => String(n).padStart(2, "0");
 function when(ms) {
   if (ms == null) return el("span", { className: "muted" }, "–");
-  const d = new Date(ms), diff = ms - Date.now();
+  const d = new Date(ms), now = new Date(), diff = ms - now.getTime();
   const rel = Math.abs(diff) < 1000 ? "now"
     : diff < 0 ? duration(-diff) + " ago" : "in " + duration(diff);
-  return el("time", { datetime: d.toISOString(), title: d.toISOString() },
-    d.toLocaleString(), " ", el("span", { className: "muted" }, "(" + rel + ")"));
+  const time = pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
+  const day = d.toDateString() === now.toDateString() ? ""
+    : d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " ";
+  return el("time", { datetime: d.toISOString(), title: d.toString() },
+    day + time, " ", el("span", { className: "muted" }, "(" + rel + ")"));
 }
+// the rows of a table; each cell is labelled with its column's heading
+// (narrow screens show the rows as cards, with those labels)
 function fill(tableId, rows, emptyText, columns) {
-  const body = $(tableId).tBodies[0];
+  const table = $(tableId), body = table.tBodies[0];
+  const heads = Array.from(table.tHead.rows[0].cells, (c) => c.textContent);
   body.replaceChildren();
   if (rows.length === 0) {
     body.append(el("tr", {}, el("td", { colspan: columns, className: "empty" }, emptyText)));
     return;
   }
-  for (const r of rows) body.append(r);
+  for (const r of rows) {
+    Array.from(r.cells).forEach((c, i) => c.setAttribute("data-label", heads[i] || ""));
+    body.append(r);
+  }
 }
 function button(label, onclick, danger, name) {
   return el("button", { type: "button", className: danger ? "danger" : "",
@@ -136,8 +146,8 @@ async function loadObjects() {
   const r = await api("/api/bucket?" + q(Object.assign({ prefix: state.prefix }, base)));
   const rows = r.folders.map((f) => el("tr", {},
     el("td", {}, el("button", { type: "button", className: "linklike",
-      onclick: () => { state.prefix = f.prefix; loadObjects(); } }, "📁 " + f.name)),
-    el("td", { className: "num" }, "folder"), el("td", {}, ""),
+      onclick: () => { state.prefix = f.prefix; loadObjects(); } }, f.name)),
+    el("td", { className: "num" }, "folder"), el("td", {}, "–"),
     el("td", {}, button("Delete", () => {
       if (confirm("Delete the folder " + f.prefix + " and everything in it?"))
         act("Deleting " + f.prefix, () => api("/api/object?" + q(Object.assign({ key: f.prefix }, base)), { method: "DELETE" }));
@@ -215,7 +225,7 @@ async function loadCheckpoints() {
     el("td", { className: "num" }, size(c.size)),
     el("td", {}, when(c.capturedAt)),
     el("td", {}, when(c.lastUsedAt)),
-    el("td", {}, c.removeAt == null ? "kept (in use, or no retention)" : when(c.removeAt)),
+    el("td", {}, c.removeAt == null ? "kept while a live sandbox has its key" : when(c.removeAt)),
     el("td", {}, button("Delete", () => {
       if (confirm("Delete the checkpoint of " + c.key + "?"))
         act("Deleting checkpoint " + c.name, () => api("/api/checkpoint?" + envQuery({ name: c.name }), { method: "DELETE" }));
