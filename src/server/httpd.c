@@ -45,6 +45,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   size_t *upload_size, void **req_cls) {
   mp_server *srv = cls;
   mp_request *r = *req_cls;
+  enum MHD_Result rc;
   (void)version;
   if (r == NULL) {
     const char *cl;
@@ -78,42 +79,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     }
     return MHD_YES;
   }
-  if (r->responded) {
-    *upload_size = 0;
-    return MHD_YES;
-  }
-  if (*upload_size > 0) {
-    if (mp_request_append(r, upload, *upload_size) < 0) return MHD_NO;
-    *upload_size = 0;
-    return MHD_YES;
-  }
-  if (r->too_large)
-    return mp_send_error(conn, 413, "invalid_request",
-                         "the body is larger than %zu bytes", r->limit);
+  if (mp_request_feed(conn, r, upload, upload_size, &rc)) return rc;
   return mp_route(srv, conn, url, method, r);
-}
-
-static void on_completed(void *cls, struct MHD_Connection *conn,
-                         void **req_cls, enum MHD_RequestTerminationCode why) {
-  mp_request *r = *req_cls;
-  (void)cls;
-  (void)conn;
-  (void)why;
-  if (r == NULL) return;
-  if (r->state_free != NULL) r->state_free(r->state);
-  free(r->body);
-  free(r);
-  *req_cls = NULL;
 }
 
 /* }====== */
 
 /* {====== the daemon on the loop ====== */
 
-static void on_httpd(mastra__io *io, uint32_t revents) {
-  mp_server *srv = io->data;
+void mp_http_on_io(mastra__io *io, uint32_t revents) {
   (void)revents;
-  MHD_run(srv->httpd);
+  MHD_run(io->data);
 }
 
 int mp_parse_listen(const char *listen, struct sockaddr_storage *ss,
@@ -172,7 +148,7 @@ int mp_http_start(mp_server *srv, const char *listen, char *err,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+      MHD_OPTION_NOTIFY_COMPLETED, mp_request_completed, srv,
       MHD_OPTION_UNESCAPE_CALLBACK, identity_unescape, NULL,
       MHD_OPTION_END);
   if (srv->httpd == NULL) {
@@ -189,7 +165,8 @@ int mp_http_start(mp_server *srv, const char *listen, char *err,
     snprintf(srv->ws_url, sizeof srv->ws_url, "ws://%s:%ld/ws/exec", host, port);
   }
   info = MHD_get_daemon_info(srv->httpd, MHD_DAEMON_INFO_EPOLL_FD);
-  mastra__io_init(srv->loop, &srv->httpd_io, info->epoll_fd, on_httpd, srv);
+  mastra__io_init(srv->loop, &srv->httpd_io, info->epoll_fd, mp_http_on_io,
+                  srv->httpd);
   if (mastra__io_start(&srv->httpd_io, EPOLLIN) < 0) {
     snprintf(err, errlen, "cannot watch the HTTP daemon");
     return -1;
@@ -198,11 +175,13 @@ int mp_http_start(mp_server *srv, const char *listen, char *err,
 }
 
 /* Milliseconds until MHD needs a call, -1: none. */
-int mp_http_timeout(mp_server *srv) {
+int mp_http_daemon_timeout(struct MHD_Daemon *d) {
   MHD_UNSIGNED_LONG_LONG t;
-  if (MHD_get_timeout(srv->httpd, &t) != MHD_YES) return -1;
+  if (d == NULL || MHD_get_timeout(d, &t) != MHD_YES) return -1;
   return t > 60000 ? 60000 : (int)t;
 }
+
+int mp_http_timeout(mp_server *srv) { return mp_http_daemon_timeout(srv->httpd); }
 
 void mp_http_run(mp_server *srv) { MHD_run(srv->httpd); }
 

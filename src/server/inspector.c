@@ -347,11 +347,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   size_t *upload_size, void **req_cls) {
   mp_server *srv = cls;
   mp_request *r = *req_cls;
+  enum MHD_Result rc;
   (void)version;
   if (r == NULL) {
     const char *cl;
     int ok;
-    enum MHD_Result rc;
     r = calloc(1, sizeof *r);
     if (r == NULL) return MHD_NO;
     *req_cls = r;
@@ -367,43 +367,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     }
     return MHD_YES;
   }
-  if (r->responded) {
-    *upload_size = 0;
-    return MHD_YES;
-  }
-  if (*upload_size > 0) {
-    if (mp_request_append(r, upload, *upload_size) < 0) return MHD_NO;
-    *upload_size = 0;
-    return MHD_YES;
-  }
-  if (r->too_large)
-    return mp_send_error(conn, 413, "invalid_request",
-                         "the body is larger than %zu bytes", r->limit);
+  if (mp_request_feed(conn, r, upload, upload_size, &rc)) return rc;
   return dispatch(srv, conn, url, method, r);
-}
-
-static void on_completed(void *cls, struct MHD_Connection *conn,
-                         void **req_cls, enum MHD_RequestTerminationCode why) {
-  mp_request *r = *req_cls;
-  (void)cls;
-  (void)conn;
-  (void)why;
-  if (r == NULL) return;
-  if (r->state_free != NULL) r->state_free(r->state);
-  free(r->body);
-  free(r);
-  *req_cls = NULL;
 }
 
 /* }====== */
 
 /* {====== the daemon ====== */
-
-static void on_io(mastra__io *io, uint32_t revents) {
-  mp_server *srv = io->data;
-  (void)revents;
-  MHD_run(srv->inspector->daemon);
-}
 
 const char *mp_inspector_url(const mp_server *srv) {
   return srv->inspector != NULL ? srv->inspector->url : NULL;
@@ -433,7 +403,7 @@ int mp_inspector_start(mp_server *srv, const char *listen,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+      MHD_OPTION_NOTIFY_COMPLETED, mp_request_completed, srv,
       MHD_OPTION_END);
   if (in->daemon == NULL) {
     snprintf(err, errlen, "inspector: cannot listen on %s: %s", listen,
@@ -455,7 +425,8 @@ int mp_inspector_start(mp_server *srv, const char *listen,
            srv->data_dir);
   srv->inspector = in;
   info = MHD_get_daemon_info(in->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-  mastra__io_init(srv->loop, &in->io, info->epoll_fd, on_io, srv);
+  mastra__io_init(srv->loop, &in->io, info->epoll_fd, mp_http_on_io,
+                  in->daemon);
   if (mastra__io_start(&in->io, EPOLLIN) < 0) {
     snprintf(err, errlen, "cannot watch the inspector's daemon");
     mp_inspector_stop(srv);
@@ -475,11 +446,7 @@ int mp_inspector_start(mp_server *srv, const char *listen,
 }
 
 int mp_inspector_timeout(mp_server *srv) {
-  MHD_UNSIGNED_LONG_LONG t;
-  if (srv->inspector == NULL
-      || MHD_get_timeout(srv->inspector->daemon, &t) != MHD_YES)
-    return -1;
-  return t > 60000 ? 60000 : (int)t;
+  return srv->inspector ? mp_http_daemon_timeout(srv->inspector->daemon) : -1;
 }
 
 void mp_inspector_run(mp_server *srv) {
