@@ -23,6 +23,7 @@ typedef struct session {
   uint64_t id;                /* 0: an empty slot */
   const mastra__proc *proc;   /* while it runs */
   char sandbox[MP_ID_MAX];
+  char *key;                  /* the sandbox's recovery key, or "" */
   char *command;
   char status[16];            /* running exited timeout killed refused */
   int exit_code;
@@ -67,6 +68,7 @@ int mp_activity_start(mp_server *srv, size_t sessions_per_env) {
 }
 
 static void session_clear(session *s) {
+  free(s->key);
   free(s->command);
   free(s->message);
   memset(s, 0, sizeof *s);
@@ -138,6 +140,7 @@ static session *session_new(mp_server *srv, const mp_sandbox *sb,
   session_clear(s);
   s->id = srv->activity->next_id++;
   snprintf(s->sandbox, sizeof s->sandbox, "%s", sb->id);
+  s->key = dup_max(sb->recovery_key, MP_NAME_MAX);
   s->command = dup_max(command, COMMAND_MAX);
   s->started_ms = mastra__wall_ms();
   return s;
@@ -205,6 +208,7 @@ cJSON *mp_session_list(mp_server *srv, const char *project,
     o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "id", (double)s->id);
     cJSON_AddStringToObject(o, "sandboxId", s->sandbox);
+    cJSON_AddStringToObject(o, "recoveryKey", s->key ? s->key : "");
     cJSON_AddStringToObject(o, "command", s->command ? s->command : "");
     cJSON_AddStringToObject(o, "status", s->status);
     if (strcmp(s->status, "exited") == 0 || strcmp(s->status, "timeout") == 0)

@@ -34,8 +34,8 @@ void mp_session_end(mp_server *srv, const mp_sandbox *sb,
 /* A command that could not start; why says why. */
 void mp_session_refused(mp_server *srv, const mp_sandbox *sb,
                         const char *command, const char *why);
-/* [{id, sandboxId, command, status, exitCode, startedAt, endedAt,
-** durationMs, message}] of (project, environment), newest first. */
+/* [{id, sandboxId, recoveryKey, command, status, exitCode, startedAt,
+** endedAt, durationMs, message}] of (project, environment), newest first. */
 cJSON *mp_session_list(mp_server *srv, const char *project,
                        const char *environment);
 

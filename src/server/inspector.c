@@ -132,10 +132,11 @@ static enum MHD_Result refuse(struct MHD_Connection *conn, const char *url,
 
 int mp_inspector_login_link(mp_server *srv, char *out, size_t n) {
   struct mp_inspector *in = srv->inspector;
-  login_code *slot = &in->codes[0];
+  login_code *slot;
   int64_t now = mastra__wall_ms();
   size_t i;
   if (in == NULL) return -1;
+  slot = &in->codes[0];
   for (i = 0; i < MAX_CODES; i++) { /* a free or expired slot, else the oldest */
     if (in->codes[i].expires_ms <= now) {
       slot = &in->codes[i];

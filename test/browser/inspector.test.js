@@ -217,6 +217,7 @@ async function main() {
       assert.equal(seen.length, 3, JSON.stringify(seen));
       assert.match(seen[0].text, /sleep 30/);
       assert.equal(seen[0].status, "killed"); // the client closed it at its timeout
+      for (const row of seen) assert.match(row.text, /sbx_[0-9a-f]+ \(inspector-demo\)/);
       assert.match(seen[0].text, /killed: client closed \(timeout or cancel\)/);
       assert.match(seen[1].text, /exit 3/);
       assert.equal(seen[1].exit, "3");

@@ -200,7 +200,9 @@ async function loadSessions() {
     el("td", { className: "mono cmd" }, s.command),
     el("td", {}, result(s)),
     el("td", { className: "num" }, duration(s.durationMs)),
-    el("td", { className: "mono" }, s.sandboxId))), "No commands have run here yet.", 5);
+    el("td", { className: "mono" }, s.sandboxId,
+      s.recoveryKey ? el("span", { className: "muted" }, " (" + s.recoveryKey + ")") : ""))),
+    "No commands have run here yet.", 5);
 }
 
 async function loadSandboxes() {
