@@ -253,6 +253,41 @@ describe("the inspector's views", function()
     assert.are.equal(204, srv:curl("DELETE", rails("/sandbox/" .. sid)).status)
   end)
 
+  it("records a restore that failed; Retry after the checkpoint is deleted starts empty", function()
+    local c = create(srv, { id = "broken", environmentId = "renv" })
+    srv:json("POST", rails("/sandbox/" .. c.json.id .. "/exec"), { command = "echo x > f" })
+    assert.are.equal(204, srv:curl("DELETE", rails("/sandbox/" .. c.json.id)).status)
+    local cps = api("GET", "checkpoints", { project = "proj", environment = "renv" }).json
+    local name = cps.checkpoints[1].name
+    platform.writeFile(srv.dataDir .. "/checkpoints/" .. name .. ".tar", "not a tar archive")
+    c = create(srv, { id = "broken", environmentId = "renv" })
+    assert.are.equal(500, c.status)
+    local f = api("GET", "failures", { project = "proj", environment = "renv" }).json.failures
+    assert.are.equal(1, #f)
+    assert.are.equal("restore", f[1].kind)
+    assert.are.equal("broken", f[1].subject)
+    assert.truthy(f[1].message:find("could not be restored", 1, true), f[1].message)
+    -- the retry starts a create that restores the same broken checkpoint:
+    -- it answers once the create started, and the restore fails anew
+    local first = f[1].id
+    local r = api("POST", "failures/retry", { id = math.tointeger(first) })
+    assert.are.equal(204, r.status)
+    assert.is_true(platform.waitUntil(function()
+      f = api("GET", "failures", { project = "proj", environment = "renv" }).json.failures
+      return #f == 1 and f[1].id ~= first
+    end, 10000))
+    assert.are.equal("restore", f[1].kind)
+    assert.are.same({}, api("GET", "sandboxes", { project = "proj", environment = "renv" })
+      .json.sandboxes)
+    assert.are.equal(204, api("DELETE", "checkpoint",
+      { project = "proj", environment = "renv", name = name }).status)
+    r = api("POST", "failures/retry", { id = math.tointeger(f[1].id) })
+    assert.are.equal(204, r.status)
+    local sbs = api("GET", "sandboxes", { project = "proj", environment = "renv" }).json
+    assert.are.equal(1, #sbs.sandboxes)
+    assert.are.equal(204, srv:curl("DELETE", rails("/sandbox/" .. sbs.sandboxes[1].id)).status)
+  end)
+
   it("lists checkpoints by recovery key, and deletes them", function()
     local c = create(srv, { id = "keep-me", environmentId = "cenv" })
     assert.are.equal(201, c.status)
