@@ -303,19 +303,21 @@ void mp_failure_record_restore(mp_server *srv, const mp_sandbox *sb,
                            retry);
 }
 
+static const char *str_field(const cJSON *o, const char *name) {
+  return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
+}
+
 int mp_failure_create_spec(const cJSON *args, mp_create_spec *spec,
                            char *err, size_t errlen) {
-  const cJSON *idle = cJSON_GetObjectItemCaseSensitive(args, "idleTimeoutMinutes");
+  const cJSON *idle =
+      cJSON_GetObjectItemCaseSensitive(args, "idleTimeoutMinutes");
   const cJSON *env = cJSON_GetObjectItemCaseSensitive(args, "env");
   memset(spec, 0, sizeof *spec);
-  spec->project = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(args, "projectId"));
-  spec->environment =
-      cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(args, "environmentId"));
-  spec->recovery_key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(args, "id"));
-  spec->network =
-      cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(args, "networkIsolation"));
-  spec->seed =
-      cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(args, "seedCheckpointName"));
+  spec->project = str_field(args, "projectId");
+  spec->environment = str_field(args, "environmentId");
+  spec->recovery_key = str_field(args, "id");
+  spec->network = str_field(args, "networkIsolation");
+  spec->seed = str_field(args, "seedCheckpointName");
   spec->env = cJSON_IsObject(env) ? env : NULL;
   spec->idle_timeout_min = cJSON_IsNumber(idle) ? idle->valuedouble : 0;
   if (spec->project == NULL || spec->environment == NULL) {

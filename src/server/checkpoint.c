@@ -658,7 +658,8 @@ static void list_dir(mp_server *srv, int seed, const char *project,
     if (cJSON_IsNumber(used)) {
       cJSON_AddNumberToObject(o, "lastUsedAt", used->valuedouble);
       if (keep > 0 && (seed || !key_in_use(srv, rec)))
-        cJSON_AddNumberToObject(o, "removeAt", used->valuedouble + (double)keep);
+        cJSON_AddNumberToObject(o, "removeAt",
+                                used->valuedouble + (double)keep);
       else
         cJSON_AddNullToObject(o, "removeAt");
     } else {

@@ -137,7 +137,8 @@ int mp_inspector_login_link(mp_server *srv, char *out, size_t n) {
   size_t i;
   if (in == NULL) return -1;
   slot = &in->codes[0];
-  for (i = 0; i < MAX_CODES; i++) { /* a free or expired slot, else the oldest */
+  /* a free or expired slot, else the oldest */
+  for (i = 0; i < MAX_CODES; i++) {
     if (in->codes[i].expires_ms <= now) {
       slot = &in->codes[i];
       break;
@@ -249,11 +250,11 @@ static enum MHD_Result asset(struct MHD_Connection *conn, const char *url) {
   const char *name = strcmp(url, "/") == 0 ? "index.html" : url + 1;
   const char *dot = strrchr(name, '.'), *type = "application/octet-stream";
   size_t i;
-  if (dot != NULL && strcmp(dot, ".html") == 0) type = "text/html; charset=utf-8";
-  else if (dot != NULL && strcmp(dot, ".css") == 0) type = "text/css; charset=utf-8";
-  else if (dot != NULL && strcmp(dot, ".js") == 0)
-    type = "text/javascript; charset=utf-8";
-  else if (dot != NULL && strcmp(dot, ".svg") == 0) type = "image/svg+xml";
+  if (dot == NULL) dot = "";
+  if (strcmp(dot, ".html") == 0) type = "text/html; charset=utf-8";
+  else if (strcmp(dot, ".css") == 0) type = "text/css; charset=utf-8";
+  else if (strcmp(dot, ".js") == 0) type = "text/javascript; charset=utf-8";
+  else if (strcmp(dot, ".svg") == 0) type = "image/svg+xml";
   for (i = 0; i < mp_inspector_nassets; i++)
     if (strcmp(mp_inspector_assets[i].name, name) == 0)
       return send_data(conn, 200, type, mp_inspector_assets[i].data,
@@ -326,7 +327,8 @@ static enum MHD_Result dispatch(mp_server *srv, struct MHD_Connection *conn,
     char link[256];
     cJSON *o;
     if (strcmp(method, "POST") != 0)
-      return mp_send_error(conn, 405, "invalid_request", "POST /api/login-links");
+      return mp_send_error(conn, 405, "invalid_request",
+                           "POST /api/login-links");
     if (!bearer_ok(srv, conn))
       return mp_send_error(conn, 403, "authentication_error",
                            "login links need the platform's bearer token");
@@ -440,7 +442,8 @@ int mp_inspector_start(mp_server *srv, const char *listen,
   text = cJSON_PrintUnformatted(state);
   cJSON_Delete(state);
   if (text == NULL
-      || mastra__write_file_atomic(in->state_path, text, strlen(text), 0644, 0) < 0)
+      || mastra__write_file_atomic(in->state_path, text, strlen(text), 0644,
+                                   0) < 0)
     mp_log("inspector: cannot write %s: %s", in->state_path, strerror(errno));
   free(text);
   return 0;

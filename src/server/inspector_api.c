@@ -71,6 +71,12 @@ size_t mp_inspector_api_limit(mp_server *srv, const char *url,
 
 /* {====== environments and health ====== */
 
+/* a directory entry that may be a bucket or a project's directory */
+static int is_dir_entry(const struct dirent *e) {
+  return e->d_name[0] != '.'
+         && (e->d_type == DT_DIR || e->d_type == DT_UNKNOWN);
+}
+
 static void add_env(cJSON *envs, const char *project,
                     const char *environment) {
   cJSON *o;
@@ -89,7 +95,7 @@ static void bucket_projects(mp_server *srv, cJSON *out) {
   snprintf(path, sizeof path, "%s/buckets", srv->data_dir);
   if ((d = opendir(path)) == NULL) return;
   while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.' && e->d_type == DT_DIR)
+    if (is_dir_entry(e))
       cJSON_AddItemToArray(out, cJSON_CreateString(e->d_name));
   closedir(d);
 }
@@ -132,7 +138,8 @@ static enum MHD_Result health(mp_server *srv, struct MHD_Connection *conn) {
   if (srv->diskuse != NULL)
     mp_diskuse_get(srv->diskuse, DISKUSE_MAX_AGE_MS, &bytes, &at, &walking);
   cJSON_AddStringToObject(o, "driver", srv->driver->name);
-  cJSON_AddNumberToObject(o, "liveSandboxes", (double)mp_sandbox_live_count(srv));
+  cJSON_AddNumberToObject(o, "liveSandboxes",
+                          (double)mp_sandbox_live_count(srv));
   cJSON_AddNumberToObject(o, "runningCommands",
                           (double)mp_sandbox_running_count(srv));
   cJSON_AddStringToObject(o, "dataDir", srv->data_dir);
@@ -182,7 +189,7 @@ static enum MHD_Result buckets(mp_server *srv, struct MHD_Connection *conn,
   snprintf(path, sizeof path, "%s/buckets/%s", srv->data_dir, a->project);
   if ((d = opendir(path)) != NULL) {
     while ((e = readdir(d)) != NULL)
-      if (e->d_name[0] != '.' && e->d_type == DT_DIR)
+      if (is_dir_entry(e))
         cJSON_AddItemToArray(list, cJSON_CreateString(e->d_name));
     closedir(d);
   }
@@ -330,7 +337,8 @@ static cJSON *time_or_null(int64_t ms) {
 
 static enum MHD_Result sandboxes(mp_server *srv, struct MHD_Connection *conn,
                                  const args *a) {
-  cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "sandboxes");
+  cJSON *o = cJSON_CreateObject();
+  cJSON *list = cJSON_AddArrayToObject(o, "sandboxes");
   const mp_sandbox *sb;
   if (a->project == NULL || a->environment == NULL) {
     cJSON_Delete(o);
@@ -442,10 +450,14 @@ enum MHD_Result mp_inspector_api(mp_server *srv, struct MHD_Connection *conn,
     return mp_send_error(conn, 400, "invalid_request",
                          "bad escape or NUL in a query argument");
   }
-  if (get && strcmp(url, "/api/health") == 0) out = health(srv, conn);
-  else if (get && strcmp(url, "/api/buckets") == 0) out = buckets(srv, conn, &a);
-  else if (get && strcmp(url, "/api/bucket") == 0) out = bucket_list(srv, conn, &a);
-  else if (get && strcmp(url, "/api/object") == 0) out = object_get(srv, conn, &a);
+  if (get && strcmp(url, "/api/health") == 0)
+    out = health(srv, conn);
+  else if (get && strcmp(url, "/api/buckets") == 0)
+    out = buckets(srv, conn, &a);
+  else if (get && strcmp(url, "/api/bucket") == 0)
+    out = bucket_list(srv, conn, &a);
+  else if (get && strcmp(url, "/api/object") == 0)
+    out = object_get(srv, conn, &a);
   else if (post && strcmp(url, "/api/object") == 0)
     out = object_put(srv, conn, &a, r);
   else if (del && strcmp(url, "/api/object") == 0)

@@ -288,7 +288,8 @@ int main(int argc, char **argv) {
     } else if (strcmp(a, "--inspector") == 0) {
       inspector = v;
     } else if (strcmp(a, "--session-history") == 0) {
-      if (parse_seconds(a, v, &history) < 0 || history < 1 || history > 100000) {
+      if (parse_seconds(a, v, &history) < 0 || history < 1
+          || history > 100000) {
         fprintf(stderr, "mastra-platform: --session-history wants a count"
                 " between 1 and 100000\n");
         return 2;
