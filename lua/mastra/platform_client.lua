@@ -2,6 +2,7 @@
 -- configuration, URLs, headers, requests, and PlatformApiError.
 local core = require "mastra.core"
 local errors = require "mastra.errors"
+local dotenv = require "mastra.dotenv"
 local local_platform = require "mastra.local_platform"
 local task = require "mastra.task"
 
@@ -42,6 +43,7 @@ end
 -- PlatformFilesystem from its options and the environment. With nothing
 -- configured, the local platform is found or started.
 function client.resolve(opts, where)
+  dotenv.loadDefault() -- ./.env (dotenv.lua), once per process
   local cfg = {
     actingUserId = nonblank(trim(opts.actingUserId)),
     sessionId = opts.sessionId,
