@@ -120,7 +120,7 @@ for driver in drivers_arg:gmatch("[^,]+") do
   end
   row("client memory per idle handle (unstarted), KiB", fig(D .. "mem_handle", "KiB"), nil,
     nil, fig("peer.local.mem_per_handle", "KiB"))
-  row("client memory per 1,000 idle handles, KiB", fig(D .. "mem_1000_handles", "KiB"))
+  row("client memory per 10,000 idle handles, KiB", fig(D .. "mem_10000_handles", "KiB"))
   row("client memory per started handle, idle after one exec, KiB",
     fig(D .. "mem_started_handle", "KiB"))
 end

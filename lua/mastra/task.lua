@@ -698,8 +698,13 @@ local MAX_SLEEP_MS = 2 ^ 53
 
 function task.sleep(ms)
   if type(ms) ~= "number" or ms ~= ms or ms < 0 or ms > MAX_SLEEP_MS then
+    local got = type(ms) == "number" and tostring(ms) or type(ms)
+    if type(ms) == "string" then
+      got = ("a string, %q"):format(ms)
+      if tonumber(ms) then got = got .. (": pass a number, mastra.sleep(%s)"):format(ms) end
+    end
     error(("mastra.sleep: ms must be a number of milliseconds between 0 and"
-      .. " 2^53 (got %s)"):format(tostring(ms)), 2)
+      .. " 2^53 (got %s)"):format(got), 2)
   end
   current("mastra.sleep")
   -- the loop's timers count whole milliseconds from a truncated clock, so

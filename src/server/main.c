@@ -86,6 +86,11 @@ static void usage(FILE *f) {
           " (fractions allowed;\n"
           "                       default 30; 0: never); its checkpoint"
           " is kept\n"
+          "  --exec-stdin on|off  stream stdin to exec WebSocket commands and"
+          " advertise it\n"
+          "                       in exec leases (default on; off: stdin is"
+          " /dev/null,\n"
+          "                       as on the hosted platform)\n"
           "  --inspector HOST:PORT|off\n"
           "                       the inspector's address (default: the"
           " --listen host,\n"
@@ -244,6 +249,7 @@ int main(int argc, char **argv) {
   char err[1024], path[4200];
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
+  int exec_stdin = 1;
   double default_idle = DEFAULT_IDLE_MINUTES;
   sigset_t sigs;
   mastra__io sig_io;
@@ -296,6 +302,13 @@ int main(int argc, char **argv) {
       }
     } else if (strcmp(a, "--checkpoint-retention") == 0) {
       if (parse_days(a, v, &retention) < 0) return 2;
+    } else if (strcmp(a, "--exec-stdin") == 0) {
+      if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
+        fprintf(stderr, "mastra-platform: --exec-stdin wants on or off (got"
+                " '%s')\n", v);
+        return 2;
+      }
+      exec_stdin = strcmp(v, "on") == 0;
     } else {
       fprintf(stderr, "mastra-platform: unknown option '%s'\n", a);
       usage(stderr);
@@ -316,6 +329,7 @@ int main(int argc, char **argv) {
   srv.idle_exit_s = (int)idle_exit;
   srv.checkpoint_retention_days = retention;
   srv.default_idle_min = default_idle;
+  srv.exec_stdin = exec_stdin;
   srv.data_dir = data_dir ? data_dir : default_data_dir();
   mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);
