@@ -45,6 +45,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   size_t *upload_size, void **req_cls) {
   mp_server *srv = cls;
   mp_request *r = *req_cls;
+  enum MHD_Result rc;
   (void)version;
   if (r == NULL) {
     const char *cl;
@@ -78,79 +79,34 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     }
     return MHD_YES;
   }
-  if (r->responded) {
-    *upload_size = 0;
-    return MHD_YES;
-  }
-  if (*upload_size > 0) {
-    size_t n = *upload_size;
-    *upload_size = 0;
-    if (r->too_large || r->len + n > r->limit) {
-      r->too_large = 1;
-      return MHD_YES;
-    }
-    if (r->len + n > r->cap) {
-      size_t cap = r->cap ? r->cap : 4096;
-      char *b;
-      while (cap < r->len + n) cap *= 2;
-      b = realloc(r->body, cap);
-      if (b == NULL) return MHD_NO;
-      r->body = b;
-      r->cap = cap;
-    }
-    memcpy(r->body + r->len, upload, n);
-    r->len += n;
-    return MHD_YES;
-  }
-  if (r->too_large)
-    return mp_send_error(conn, 413, "invalid_request",
-                         "the body is larger than %zu bytes", r->limit);
+  if (mp_request_feed(conn, r, upload, upload_size, &rc)) return rc;
   return mp_route(srv, conn, url, method, r);
-}
-
-static void on_completed(void *cls, struct MHD_Connection *conn,
-                         void **req_cls, enum MHD_RequestTerminationCode why) {
-  mp_request *r = *req_cls;
-  (void)cls;
-  (void)conn;
-  (void)why;
-  if (r == NULL) return;
-  if (r->state_free != NULL) r->state_free(r->state);
-  free(r->body);
-  free(r);
-  *req_cls = NULL;
 }
 
 /* }====== */
 
 /* {====== the daemon on the loop ====== */
 
-static void on_httpd(mastra__io *io, uint32_t revents) {
-  mp_server *srv = io->data;
+void mp_http_on_io(mastra__io *io, uint32_t revents) {
   (void)revents;
-  MHD_run(srv->httpd);
+  MHD_run(io->data);
 }
 
-int mp_http_start(mp_server *srv, const char *listen, char *err,
-                  size_t errlen) {
-  struct sockaddr_storage ss;
-  struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-  char host[64]; /* an IPv4 or IPv6 address */
+int mp_parse_listen(const char *listen, struct sockaddr_storage *ss,
+                    char *host, size_t hostlen, char *err, size_t errlen) {
+  struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
   const char *colon = strrchr(listen, ':');
-  const union MHD_DaemonInfo *info;
-  unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE
-                   | MHD_USE_ITC;
   long port;
   size_t hlen;
-  memset(&ss, 0, sizeof ss);
+  memset(ss, 0, sizeof *ss);
   if (colon == NULL) {
     snprintf(err, errlen, "--listen wants HOST:PORT (got '%s')", listen);
     return -1;
   }
   port = strtol(colon + 1, NULL, 10);
   hlen = (size_t)(colon - listen);
-  if (port < 0 || port > 65535 || hlen == 0 || hlen >= sizeof host) {
+  if (port < 0 || port > 65535 || hlen == 0 || hlen >= hostlen) {
     snprintf(err, errlen, "--listen wants HOST:PORT (got '%s')", listen);
     return -1;
   }
@@ -166,17 +122,33 @@ int mp_http_start(mp_server *srv, const char *listen, char *err,
   } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
     in6->sin6_family = AF_INET6;
     in6->sin6_port = htons((uint16_t)port);
-    flags |= MHD_USE_IPv6;
   } else {
     snprintf(err, errlen, "--listen: '%s' is not an IP address", host);
     return -1;
   }
+  return 0;
+}
+
+int mp_http_start(mp_server *srv, const char *listen, char *err,
+                  size_t errlen) {
+  struct sockaddr_storage ss;
+  char host[64]; /* an IPv4 or IPv6 address */
+  const union MHD_DaemonInfo *info;
+  unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE
+                   | MHD_USE_ITC;
+  long port;
+  if (mp_parse_listen(listen, &ss, host, sizeof host, err, errlen) < 0)
+    return -1;
+  port = ntohs(ss.ss_family == AF_INET6
+                   ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                   : ((struct sockaddr_in *)&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
   srv->httpd = MHD_start_daemon(
       flags, (uint16_t)port, NULL, NULL, on_request, srv,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+      MHD_OPTION_NOTIFY_COMPLETED, mp_request_completed, srv,
       MHD_OPTION_UNESCAPE_CALLBACK, identity_unescape, NULL,
       MHD_OPTION_END);
   if (srv->httpd == NULL) {
@@ -193,7 +165,8 @@ int mp_http_start(mp_server *srv, const char *listen, char *err,
     snprintf(srv->ws_url, sizeof srv->ws_url, "ws://%s:%ld/ws/exec", host, port);
   }
   info = MHD_get_daemon_info(srv->httpd, MHD_DAEMON_INFO_EPOLL_FD);
-  mastra__io_init(srv->loop, &srv->httpd_io, info->epoll_fd, on_httpd, srv);
+  mastra__io_init(srv->loop, &srv->httpd_io, info->epoll_fd, mp_http_on_io,
+                  srv->httpd);
   if (mastra__io_start(&srv->httpd_io, EPOLLIN) < 0) {
     snprintf(err, errlen, "cannot watch the HTTP daemon");
     return -1;
@@ -202,11 +175,13 @@ int mp_http_start(mp_server *srv, const char *listen, char *err,
 }
 
 /* Milliseconds until MHD needs a call, -1: none. */
-int mp_http_timeout(mp_server *srv) {
+int mp_http_daemon_timeout(struct MHD_Daemon *d) {
   MHD_UNSIGNED_LONG_LONG t;
-  if (MHD_get_timeout(srv->httpd, &t) != MHD_YES) return -1;
+  if (d == NULL || MHD_get_timeout(d, &t) != MHD_YES) return -1;
   return t > 60000 ? 60000 : (int)t;
 }
+
+int mp_http_timeout(mp_server *srv) { return mp_http_daemon_timeout(srv->httpd); }
 
 void mp_http_run(mp_server *srv) { MHD_run(srv->httpd); }
 

@@ -12,6 +12,60 @@
 #include "json.h"
 #include "respond.h"
 
+static int append(mp_request *r, const char *data, size_t n) {
+  if (r->too_large || r->len + n > r->limit) {
+    r->too_large = 1;
+    return 0;
+  }
+  if (r->len + n > r->cap) {
+    size_t cap = r->cap ? r->cap : 4096;
+    char *b;
+    while (cap < r->len + n) cap *= 2;
+    b = realloc(r->body, cap);
+    if (b == NULL) return -1;
+    r->body = b;
+    r->cap = cap;
+  }
+  memcpy(r->body + r->len, data, n);
+  r->len += n;
+  return 0;
+}
+
+int mp_request_feed(struct MHD_Connection *conn, mp_request *r,
+                    const char *upload, size_t *upload_size,
+                    enum MHD_Result *result) {
+  *result = MHD_YES;
+  if (r->responded) {
+    *upload_size = 0;
+    return 1;
+  }
+  if (*upload_size > 0) {
+    if (append(r, upload, *upload_size) < 0) *result = MHD_NO;
+    *upload_size = 0;
+    return 1;
+  }
+  if (r->too_large) {
+    *result = mp_send_error(conn, 413, "invalid_request",
+                            "the body is larger than %zu bytes", r->limit);
+    return 1;
+  }
+  return 0;
+}
+
+void mp_request_completed(void *cls, struct MHD_Connection *conn,
+                          void **req_cls,
+                          enum MHD_RequestTerminationCode why) {
+  mp_request *r = *req_cls;
+  (void)cls;
+  (void)conn;
+  (void)why;
+  if (r == NULL) return;
+  if (r->state_free != NULL) r->state_free(r->state);
+  free(r->body);
+  free(r);
+  *req_cls = NULL;
+}
+
 static int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;

@@ -22,6 +22,19 @@ typedef struct mp_request {
   void (*state_free)(void *state);
 } mp_request;
 
+/* A request handler's calls after the first: take the body as it comes
+** (past r->limit nothing more is kept). 1: this call is done, return
+** *result (more body is welcome, an early answer was queued, or a 413 for
+** a body over the limit); 0: the body is complete, answer the request. */
+int mp_request_feed(struct MHD_Connection *conn, mp_request *r,
+                    const char *upload, size_t *upload_size,
+                    enum MHD_Result *result);
+/* The end of a request, however it ended (MHD_OPTION_NOTIFY_COMPLETED):
+** state_free, then the request is freed. */
+void mp_request_completed(void *cls, struct MHD_Connection *conn,
+                          void **req_cls,
+                          enum MHD_RequestTerminationCode why);
+
 /* The body as a JSON object (an empty body is {} unless required); NULL
 ** after answering 400. */
 cJSON *mp_request_json(struct MHD_Connection *conn, mp_request *r,

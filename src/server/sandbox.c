@@ -36,6 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "activity.h"
 #include "checkpoint.h"
 #include "envp.h"
 #include "json.h"
@@ -233,6 +234,15 @@ static void teardown(mp_server *srv, mp_sandbox *sb) {
   mp_record_save(srv, sb);
 }
 
+/* a provisioning failure (activity.h) is retried by creating again */
+static int retry_create(mp_server *srv, const cJSON *args, char *err,
+                        size_t errlen) {
+  mp_create_spec spec;
+  mp_sandbox *sb;
+  if (mp_failure_create_spec(args, &spec, err, errlen) < 0) return -1;
+  return mp_sandbox_create(srv, &spec, &sb, NULL, err, errlen) < 0 ? -1 : 0;
+}
+
 static void on_restored(mp_waiter *w, mp_sandbox *sb, int rc,
                         const char *name, const char *message) {
   (void)w;
@@ -240,6 +250,7 @@ static void on_restored(mp_waiter *w, mp_sandbox *sb, int rc,
   sb->restoring = 0;
   if (rc < 0) {
     mp_log("%s is destroyed: its checkpoint could not be restored", sb->id);
+    mp_failure_record_restore(sb->srv, sb, message, retry_create);
     teardown(sb->srv, sb);
   } else {
     mp_record_save(sb->srv, sb);
@@ -279,6 +290,8 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   sb->restoring = restore == 0; /* the driver's prepare looks */
   if (srv->driver->prepare(srv, sb, err, errlen) < 0) {
     if (srv->driver->release != NULL) srv->driver->release(srv, sb);
+    mp_failure_record_create(srv, "create", spec->recovery_key, spec, err,
+                             retry_create);
     cJSON_Delete(sb->env);
     free(sb);
     return -1;
@@ -288,6 +301,8 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   if (mp_record_save(srv, sb) < 0) {
     int e = errno;
     snprintf(err, errlen, "cannot write its record: %s", strerror(e));
+    mp_failure_record_create(srv, "create", spec->recovery_key, spec, err,
+                             retry_create);
     srv->driver->teardown(srv, sb);
     if (srv->driver->release != NULL) srv->driver->release(srv, sb);
     cJSON_Delete(sb->env);
@@ -752,7 +767,11 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   rc = srv->driver->spawn(srv, sb, spec, mastra__envp_list(&envp), out, err,
                          errlen);
   mastra__envp_free(&envp);
-  if (rc < 0) return -1;
+  if (rc < 0) {
+    mp_session_refused(srv, sb, spec->command, err);
+    return -1;
+  }
+  mp_session_begin(srv, sb, spec->command, *out);
   (*out)->notify = notify;
   (*out)->notify_data = data;
   sb->proc_starts[sb->nprocs] = run_file_add(srv, sb, (*out)->pid);
@@ -774,6 +793,7 @@ void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
       break;
     }
   }
+  mp_session_end(srv, sb, p);
   mastra__proc_release(p); /* kills it if it still runs */
   if (sb->running > 0) sb->running--;
   sb->last_exec_ms = mastra__wall_ms();

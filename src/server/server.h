@@ -26,6 +26,10 @@
 **   lease.h           exec leases
 **   bucket.h          the bucket store
 **   log.h             the log on stderr
+**   activity.h        exec sessions and provisioning failures (in memory)
+**   inspector.h       the inspector: a web page on its own port
+**   inspector_api.h   the inspector's JSON endpoints
+**   diskuse.h         the data directory's disk use, off the loop thread
 */
 #ifndef MP_SERVER_H
 #define MP_SERVER_H
@@ -71,6 +75,9 @@ struct mp_server {
   double default_idle_min;    /* idle timeout of sandboxes without one; 0: never */
   struct mp_legacy_run *legacy_runs; /* exec_legacy.c: the runs in flight */
   int64_t last_request_ms;
+  struct mp_activity *activity;   /* activity.c */
+  struct mp_inspector *inspector; /* inspector.c; NULL: not served */
+  struct mp_diskuse *diskuse;     /* diskuse.c: made on first use */
   volatile int stopping;
 };
 
