@@ -44,6 +44,7 @@
 #include "lease.h"
 #include "log.h"
 #include "sandbox.h"
+#include "trash.h"
 #include "util.h"
 
 #define DEFAULT_LEASE_TTL_S 900
@@ -79,6 +80,13 @@ static void usage(FILE *f) {
           " (fractions allowed;\n"
           "                       default 30; 0: never); its checkpoint"
           " is kept\n"
+          "  --destroyed-ttl SECONDS\n"
+          "                       keep the record of a destroyed sandbox"
+          " (GET shows\n"
+          "                       destroyedAt) this long (default 600)\n"
+          "  --header-timeout SECONDS\n"
+          "                       a request's head must arrive within"
+          " SECONDS (default 30)\n"
           "       mastra-platform --version\n");
 }
 
@@ -223,6 +231,8 @@ int main(int argc, char **argv) {
   char *data_dir = NULL, *token_path = NULL;
   char err[1024], path[4200];
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
+  long destroyed_ttl = MP_DESTROYED_TTL_DEFAULT_S;
+  long header_timeout = MP_HEADER_TIMEOUT_DEFAULT_S;
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
   double default_idle = DEFAULT_IDLE_MINUTES;
   sigset_t sigs;
@@ -259,6 +269,11 @@ int main(int argc, char **argv) {
       if (parse_minutes(a, v, &default_idle) < 0) return 2;
     } else if (strcmp(a, "--lease-ttl") == 0) {
       if (parse_seconds(a, v, &lease_ttl) < 0 || lease_ttl == 0) return 2;
+    } else if (strcmp(a, "--destroyed-ttl") == 0) {
+      if (parse_seconds(a, v, &destroyed_ttl) < 0) return 2;
+    } else if (strcmp(a, "--header-timeout") == 0) {
+      if (parse_seconds(a, v, &header_timeout) < 0 || header_timeout == 0)
+        return 2;
     } else if (strcmp(a, "--checkpoint-retention") == 0) {
       if (parse_days(a, v, &retention) < 0) return 2;
     } else {
@@ -278,6 +293,8 @@ int main(int argc, char **argv) {
   srv.max_body = DEFAULT_MAX_BODY;
   srv.max_object = DEFAULT_MAX_OBJECT;
   srv.lease_ttl_ms = (uint64_t)lease_ttl * 1000;
+  srv.destroyed_ttl_ms = (int64_t)destroyed_ttl * 1000;
+  srv.header_timeout_s = (unsigned)header_timeout;
   srv.idle_exit_s = (int)idle_exit;
   srv.checkpoint_retention_days = retention;
   srv.default_idle_min = default_idle;
@@ -308,6 +325,7 @@ int main(int argc, char **argv) {
   if (srv.loop == NULL) return 1;
   mp_state_load(&srv);
   kill_previous(&srv);
+  mp_trash_empty(&srv);
   if (mp_checkpoint_start(&srv) < 0) return 1;
 
   /* SIGTERM, SIGINT and SIGHUP (a closed terminal) arrive through the loop */

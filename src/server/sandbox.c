@@ -39,6 +39,7 @@
 #include "checkpoint.h"
 #include "envp.h"
 #include "json.h"
+#include "lease.h"
 #include "log.h"
 #include "record.h"
 #include "util.h"
@@ -46,6 +47,8 @@
 #define CHECKPOINT_DEBOUNCE_MS 2000
 /* a reaping whose capture failed is tried again after this */
 #define REAP_RETRY_MS 60000
+/* the sweep of expired destroyed records runs at most this often */
+#define RECORD_SWEEP_MAX_MS 60000
 
 /* the capture after commands, or at shutdown: nobody waits for it */
 static void on_debounced_done(mp_waiter *w, mp_sandbox *sb, int rc,
@@ -85,11 +88,49 @@ static void set_dirs(mp_server *srv, mp_sandbox *sb) {
 
 static void arm_idle(mp_sandbox *sb);
 
-static void load_record(mp_server *srv, const cJSON *o) {
+static int record_expired(const mp_server *srv, const mp_sandbox *sb,
+                          int64_t now) {
+  return sb->destroyed_ms && now - sb->destroyed_ms >= srv->destroyed_ttl_ms;
+}
+
+static void record_unlink(const mp_server *srv, const char *id) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/state/sandboxes/%s.json", srv->data_dir, id);
+  unlink(path);
+}
+
+/* A record file named file: its fields are checked as if they came from
+** the network (mp_record_read), and its id must be its file's name. */
+static void load_record(mp_server *srv, const cJSON *o, const char *file) {
   char err[256];
   mp_sandbox *sb = sandbox_alloc(srv);
+  size_t n = strlen(file) - 5; /* without .json */
   if (sb == NULL) return;
-  if (mp_record_read(sb, o) < 0) {
+  int bad = mp_record_read(sb, o, err, sizeof err) < 0;
+  if (!bad && mp_env_check(sb->env, "env", err, sizeof err) < 0) bad = 1;
+  if (!bad && (strlen(sb->id) != n || strncmp(sb->id, file, n) != 0)) {
+    snprintf(err, sizeof err, "its id is not its file's name");
+    bad = 1;
+  }
+  if (!bad && mp_index_get(&srv->sandbox_index, sb->id) != NULL) {
+    snprintf(err, sizeof err, "another record has its id");
+    bad = 1;
+  }
+  if (bad) {
+    mp_log("%s/state/sandboxes/%s is not a valid sandbox record (%s);"
+           " skipped", srv->data_dir, file, err);
+    cJSON_Delete(sb->env);
+    free(sb);
+    return;
+  }
+  if (record_expired(srv, sb, mastra__wall_ms())) {
+    record_unlink(srv, sb->id); /* kept long enough: forgotten */
+    cJSON_Delete(sb->env);
+    free(sb);
+    return;
+  }
+  if (mp_index_put(&srv->sandbox_index, sb->id, sb) < 0) {
+    cJSON_Delete(sb->env);
     free(sb);
     return;
   }
@@ -115,6 +156,7 @@ int mp_state_load(mp_server *srv) {
   char dir[4200], path[4600];
   DIR *d;
   struct dirent *e;
+  mp_sandbox_sweep_start(srv);
   snprintf(dir, sizeof dir, "%s/state/sandboxes", srv->data_dir);
   if (mastra__mkdirs(dir, 0755, NULL) < 0 || (d = opendir(dir)) == NULL) {
     mp_log("cannot open %s: %s", dir, strerror(errno));
@@ -131,7 +173,7 @@ int mp_state_load(mp_server *srv) {
     o = mastra__json_parse(text, len, NULL, NULL);
     free(text);
     if (cJSON_IsObject(o))
-      load_record(srv, o);
+      load_record(srv, o, e->d_name);
     else
       mp_log("%s is not a sandbox record; skipped", path);
     cJSON_Delete(o);
@@ -146,12 +188,10 @@ int mp_state_load(mp_server *srv) {
 
 mp_sandbox *mp_sandbox_lookup(mp_server *srv, const char *project,
                               const char *id) {
-  mp_sandbox *sb;
-  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
-    if (strcmp(sb->id, id) == 0
-        && (project == NULL || strcmp(sb->project, project) == 0))
-      return sb;
-  return NULL;
+  mp_sandbox *sb = mp_index_get(&srv->sandbox_index, id);
+  if (sb != NULL && project != NULL && strcmp(sb->project, project) != 0)
+    return NULL;
+  return sb;
 }
 
 mp_sandbox *mp_sandbox_find(mp_server *srv, const char *id) {
@@ -223,6 +263,7 @@ void mp_sandbox_forget(mp_sandbox *sb, mp_waiter *w) {
 
 static void teardown(mp_server *srv, mp_sandbox *sb) {
   sb->destroyed_ms = mastra__wall_ms();
+  mp_lease_drop_sandbox(srv, sb);
   mastra__timer_stop(&sb->idle_timer);
   mastra__timer_stop(&sb->checkpoint_timer);
   srv->driver->teardown(srv, sb);
@@ -287,6 +328,14 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
     cJSON_Delete(sb->env);
     free(sb);
     return e == ENOSPC || e == EDQUOT ? -3 : -1;
+  }
+  if (mp_index_put(&srv->sandbox_index, sb->id, sb) < 0) {
+    snprintf(err, errlen, "out of memory");
+    srv->driver->teardown(srv, sb);
+    record_unlink(srv, sb->id);
+    cJSON_Delete(sb->env);
+    free(sb);
+    return -1;
   }
   sb->next = srv->sandboxes;
   srv->sandboxes = sb;
@@ -374,17 +423,64 @@ void mp_sandbox_shutdown_all(mp_server *srv) {
     if (!sb->destroyed_ms) mp_record_save(srv, sb);
 }
 
+static void sandbox_free(mp_sandbox *sb) {
+  mastra__timer_stop(&sb->idle_timer);
+  mastra__timer_stop(&sb->checkpoint_timer);
+  mp_lease_drop_sandbox(sb->srv, sb);
+  mp_index_del(&sb->srv->sandbox_index, sb->id, sb);
+  cJSON_Delete(sb->env);
+  free(sb->procs);
+  free(sb->proc_starts);
+  free(sb);
+}
+
 void mp_sandbox_free_all(mp_server *srv) {
+  mastra__timer_stop(&srv->record_sweep);
   while (srv->sandboxes != NULL) {
     mp_sandbox *sb = srv->sandboxes;
     srv->sandboxes = sb->next;
-    mastra__timer_stop(&sb->idle_timer);
-    mastra__timer_stop(&sb->checkpoint_timer);
-    cJSON_Delete(sb->env);
-    free(sb->procs);
-    free(sb->proc_starts);
-    free(sb);
+    sandbox_free(sb);
   }
+  mp_index_free(&srv->sandbox_index);
+}
+
+/* Free the destroyed records kept past srv->destroyed_ttl_ms (and remove
+** their files), unless something still holds them: a command, a tar, a
+** waiter, an exec session or a legacy run. One pass over the records. */
+size_t mp_sandbox_sweep(mp_server *srv) {
+  mp_sandbox **p = &srv->sandboxes;
+  int64_t now = mastra__wall_ms();
+  size_t n = 0;
+  while (*p != NULL) {
+    mp_sandbox *sb = *p;
+    if (record_expired(srv, sb, now) && sb->nprocs == 0 && sb->refs == 0
+        && sb->waiters == NULL && !mp_checkpoint_busy(sb)) {
+      *p = sb->next;
+      record_unlink(srv, sb->id);
+      sandbox_free(sb);
+      n++;
+    } else {
+      p = &sb->next;
+    }
+  }
+  return n;
+}
+
+static uint64_t sweep_period(const mp_server *srv) {
+  int64_t ms = srv->destroyed_ttl_ms / 2;
+  if (ms > RECORD_SWEEP_MAX_MS) ms = RECORD_SWEEP_MAX_MS;
+  return ms < 100 ? 100 : (uint64_t)ms;
+}
+
+static void on_sweep(mastra__timer *t) {
+  mp_server *srv = t->data;
+  mp_sandbox_sweep(srv);
+  mastra__timer_start(t, sweep_period(srv));
+}
+
+void mp_sandbox_sweep_start(mp_server *srv) {
+  mastra__timer_init(srv->loop, &srv->record_sweep, on_sweep, srv);
+  mastra__timer_start(&srv->record_sweep, sweep_period(srv));
 }
 
 /* }====== */
@@ -672,6 +768,7 @@ size_t mp_sandbox_kill_previous(mp_server *srv) {
 int mp_env_check(const cJSON *env, const char *field, char *why,
                  size_t n) {
   const cJSON *it;
+  size_t names = 0, bytes = 0;
   if (env == NULL || cJSON_IsNull(env)) return 0;
   if (!cJSON_IsObject(env)) {
     snprintf(why, n, "field '%s' must be an object of strings", field);
@@ -684,34 +781,84 @@ int mp_env_check(const cJSON *env, const char *field, char *why,
                " be non-empty without '=')", field, it->string);
       return -1;
     }
+    if (++names > MP_ENV_MAX_NAMES) {
+      snprintf(why, n, "field '%s' has more than %d variables", field,
+               MP_ENV_MAX_NAMES);
+      return -1;
+    }
+    bytes += strlen(it->string) + strlen(it->valuestring) + 2;
+    if (bytes > MP_ENV_MAX_BYTES) {
+      snprintf(why, n, "field '%s' is larger than %d bytes (NAME=value"
+               " strings, each with its NUL)", field, MP_ENV_MAX_BYTES);
+      return -1;
+    }
   }
   return 0;
 }
 
-/* PATH, then the sandbox's creation env, then the command's env (a later
-** value of a name replaces the earlier one). */
+static char *env_string(const char *name, const char *value) {
+  size_t k = strlen(name), v = strlen(value);
+  char *kv = malloc(k + v + 2);
+  if (kv == NULL) return NULL;
+  memcpy(kv, name, k);
+  kv[k] = '=';
+  memcpy(kv + k + 1, value, v + 1);
+  return kv;
+}
+
+static int env_append(mastra__envp *e, const char *name, const char *value) {
+  char *kv = env_string(name, value);
+  if (kv == NULL) return -1;
+  e->v[e->n++] = kv;
+  e->v[e->n] = NULL;
+  return 0;
+}
+
+/* The marker first (where a scan of /proc/PID/environ looks; no env
+** replaces it), PATH, then the sandbox's creation env, then the command's
+** env: a later value of a name replaces the earlier one, in its place.
+** Linear: an index by name says which item of a name wins. */
 static int build_envp(mastra__envp *e, const mp_sandbox *sb,
                       const cJSON *extra) {
   const cJSON *maps[2];
-  const cJSON *it;
-  size_t m;
+  const cJSON *it, *path;
+  mp_index last = {NULL, 0, 0, 0};
+  size_t m, count = 2;
+  int rc = -1;
   maps[0] = sb->env;
   maps[1] = extra;
-  /* the marker comes first (where a scan of /proc/PID/environ looks) and
-  ** is set again last, so that no env replaces it */
-  if (mastra__envp_set(e, MP_MARKER_VAR, sb->id) < 0
-      || mastra__envp_set(e, "PATH", MP_DEFAULT_PATH) < 0)
-    return -1;
   for (m = 0; m < 2; m++) {
     if (maps[m] == NULL) continue;
     cJSON_ArrayForEach(it, maps[m]) {
-      if (!cJSON_IsString(it) || it->string == NULL) continue;
-      if (mastra__envp_set(e, it->string, it->valuestring) < 0
-          && errno != EINVAL)
-        return -1;
+      if (!cJSON_IsString(it) || it->string == NULL
+          || mastra__env_name_check(it->string, strlen(it->string)) != NULL
+          || strcmp(it->string, MP_MARKER_VAR) == 0)
+        continue;
+      if (mp_index_put(&last, it->string, (void *)it) < 0) goto out;
+      count++;
     }
   }
-  return mastra__envp_set(e, MP_MARKER_VAR, sb->id);
+  e->v = calloc(count + 1, sizeof *e->v);
+  if (e->v == NULL) goto out;
+  e->cap = count + 1;
+  path = mp_index_get(&last, "PATH");
+  if (env_append(e, MP_MARKER_VAR, sb->id) < 0
+      || env_append(e, "PATH", path ? path->valuestring : MP_DEFAULT_PATH) < 0)
+    goto out;
+  for (m = 0; m < 2; m++) {
+    if (maps[m] == NULL) continue;
+    cJSON_ArrayForEach(it, maps[m]) {
+      if (!cJSON_IsString(it) || it->string == NULL
+          || strcmp(it->string, "PATH") == 0
+          || mp_index_get(&last, it->string) != it)
+        continue;
+      if (env_append(e, it->string, it->valuestring) < 0) goto out;
+    }
+  }
+  rc = 0;
+out:
+  mp_index_free(&last);
+  return rc;
 }
 
 int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
