@@ -8,6 +8,13 @@
 
 #include "server.h"
 
+/* the most connections libmicrohttpd takes, whatever the fd limit */
+#define MP_CONNECTIONS_MAX 60000u
+/* the default bound of the bodies read at once (srv->max_uploads) */
+#define MP_UPLOADS_DEFAULT ((size_t)512 << 20)
+/* the default deadline of a request's head (srv->header_timeout_s) */
+#define MP_HEADER_TIMEOUT_DEFAULT_S 30u
+
 /* Listen on HOST:PORT (port 0: a free one); sets srv->base_url, ws_url. */
 int mp_http_start(mp_server *srv, const char *listen, char *err,
                   size_t errlen);

@@ -66,9 +66,7 @@ int mp_query_true(struct MHD_Connection *conn, const char *name) {
   return raw != NULL && strcmp(raw, "true") == 0;
 }
 
-/* Whether the JSON text has a \u0000 escape inside a string: cJSON would
-** silently cut the string there, so such bodies are refused. */
-static int has_nul_escape(const char *s, size_t n) {
+int mp_json_has_nul(const char *s, size_t n) {
   size_t i;
   int in_string = 0;
   for (i = 0; i < n; i++) {
@@ -89,7 +87,7 @@ cJSON *mp_request_json(struct MHD_Connection *conn, mp_request *r,
                        int required) {
   cJSON *json;
   if (r->len == 0 && !required) return cJSON_CreateObject();
-  if (r->body != NULL && has_nul_escape(r->body, r->len)) {
+  if (r->body != NULL && mp_json_has_nul(r->body, r->len)) {
     mp_send_error(conn, 400, "invalid_request",
                   "strings in the body may not contain NUL (\\u0000)");
     return NULL;

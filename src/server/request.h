@@ -15,12 +15,19 @@ typedef struct mp_request {
   char *body;
   size_t len, cap, limit;
   int too_large;
+  int busy;             /* the body would pass srv->max_uploads: 503 */
+  size_t reserved;      /* bytes of srv->uploads_in_flight it holds */
   int responded;        /* a response was queued early (401, 413) */
   /* a route's state across a suspension of the connection (the legacy
   ** exec): state_free(state) runs when the request ends, however it ends */
   void *state;
   void (*state_free)(void *state);
 } mp_request;
+
+/* Whether the JSON text has a \u0000 escape inside a string: cJSON would
+** silently cut the string there, so such bodies (and exec WebSocket
+** messages) are refused. */
+int mp_json_has_nul(const char *s, size_t n);
 
 /* The body as a JSON object (an empty body is {} unless required); NULL
 ** after answering 400. */

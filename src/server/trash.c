@@ -1,0 +1,75 @@
+/*
+** The trash of mastra-platform (trash.h). Removing a tree is one unlink
+** per file: a tree of a GiB took seconds on the server's only thread. It
+** is renamed to DATA/trash/<name>-<random> instead, and `rm -rf` runs in
+** a child (a mastra__proc on the loop, released when it ends; the loop's
+** close kills it at shutdown, and the next start empties the trash).
+*/
+#define _GNU_SOURCE
+#include "trash.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proc.h"
+#include "sandbox.h"
+#include "util.h"
+
+static void on_rm(mastra__proc *p, void *data) {
+  (void)data;
+  mastra__proc_consumed(p, &p->out);
+  mastra__proc_consumed(p, &p->err);
+  if (!p->done) return;
+  if (p->exit_code != 0) mp_log("rm -rf in the trash exited %d", p->exit_code);
+  mastra__proc_release(p);
+}
+
+/* rm -rf in a child (command: its shell text, with $MP_TRASH = path);
+** -1 if it cannot start */
+static int rm_child(mp_server *srv, const char *command, const char *path) {
+  char var[4300], err[256];
+  char *envp[3];
+  mastra__proc_opts opts;
+  mastra__proc *p;
+  snprintf(var, sizeof var, "MP_TRASH=%s", path);
+  envp[0] = var;
+  envp[1] = "PATH=" MP_DEFAULT_PATH;
+  envp[2] = NULL;
+  memset(&opts, 0, sizeof opts);
+  opts.command = command;
+  opts.envp = envp;
+  if (mastra__proc_spawn(srv->loop, &opts, &p, err, sizeof err) < 0) {
+    mp_log("cannot start rm -rf for %s: %s", path, err);
+    return -1;
+  }
+  p->notify = on_rm;
+  p->notify_data = NULL;
+  return 0;
+}
+
+void mp_trash(mp_server *srv, const char *path) {
+  char dir[4200], to[4300], hex[17];
+  const char *base = strrchr(path, '/');
+  base = base != NULL ? base + 1 : path;
+  snprintf(dir, sizeof dir, "%s/trash", srv->data_dir);
+  if (mastra__random_hex(hex, 8) < 0) snprintf(hex, sizeof hex, "0");
+  snprintf(to, sizeof to, "%s/%s-%s", dir, base, hex);
+  if ((mastra__mkdirs(dir, 0755, NULL) == 0 && rename(path, to) == 0
+       && rm_child(srv, "exec rm -rf -- \"$MP_TRASH\"", to) == 0)
+      || errno == ENOENT)
+    return;
+  /* not moved (or no child): here, as before */
+  mastra__remove_tree(access(to, F_OK) == 0 ? to : path);
+}
+
+void mp_trash_empty(mp_server *srv) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/trash", srv->data_dir);
+  /* its entries (sbx_..., never a dot file), not the directory: a tree
+  ** trashed meanwhile goes in there */
+  if (access(dir, F_OK) == 0)
+    rm_child(srv, "exec rm -rf -- \"$MP_TRASH\"/*", dir);
+}
