@@ -81,9 +81,27 @@ static mp_sandbox *sandbox_alloc(mp_server *srv) {
   return sb;
 }
 
-static void set_dirs(mp_server *srv, mp_sandbox *sb) {
-  snprintf(sb->root, sizeof sb->root, "%s/sandboxes/%s", srv->data_dir, sb->id);
-  snprintf(sb->dir, sizeof sb->dir, "%s/workspace", sb->root);
+/* A record that never made it into the list: its memory goes. */
+static void sandbox_discard(mp_sandbox *sb) {
+  cJSON_Delete(sb->env);
+  free(sb->root);
+  free(sb->dir);
+  free(sb);
+}
+
+/* its tree's paths, as long as they are (a record is about 1 KiB, not
+** two PATH_MAX buffers); -1 out of memory */
+static char *path_of(const char *a, const char *b, const char *c) {
+  size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
+  char *p = malloc(n);
+  if (p != NULL) snprintf(p, n, "%s%s%s", a, b, c);
+  return p;
+}
+
+static int set_dirs(mp_server *srv, mp_sandbox *sb) {
+  sb->root = path_of(srv->data_dir, "/sandboxes/", sb->id);
+  sb->dir = sb->root ? path_of(sb->root, "/workspace", "") : NULL;
+  return sb->dir != NULL ? 0 : -1;
 }
 
 static void arm_idle(mp_sandbox *sb);
@@ -119,22 +137,19 @@ static void load_record(mp_server *srv, const cJSON *o, const char *file) {
   if (bad) {
     mp_log("%s/state/sandboxes/%s is not a valid sandbox record (%s);"
            " skipped", srv->data_dir, file, err);
-    cJSON_Delete(sb->env);
-    free(sb);
+    sandbox_discard(sb);
     return;
   }
   if (record_expired(srv, sb, mastra__wall_ms())) {
     record_unlink(srv, sb->id); /* kept long enough: forgotten */
-    cJSON_Delete(sb->env);
-    free(sb);
+    sandbox_discard(sb);
     return;
   }
-  if (mp_index_put(&srv->sandbox_index, sb->id, sb) < 0) {
-    cJSON_Delete(sb->env);
-    free(sb);
+  if (set_dirs(srv, sb) < 0
+      || mp_index_put(&srv->sandbox_index, sb->id, sb) < 0) {
+    sandbox_discard(sb);
     return;
   }
-  set_dirs(srv, sb);
   if (!sb->destroyed_ms && sb->restoring) {
     /* the server stopped while tar extracted its checkpoint: the tree is
     ** partial, and its create never answered */
@@ -312,10 +327,13 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   sb->idle_timeout_min = spec->idle_timeout_min;
   sb->env = spec->env ? cJSON_Duplicate(spec->env, 1) : cJSON_CreateObject();
   sb->created_ms = mastra__wall_ms();
-  set_dirs(srv, sb);
+  if (set_dirs(srv, sb) < 0) {
+    snprintf(err, errlen, "out of memory");
+    sandbox_discard(sb);
+    return -1;
+  }
   if (srv->driver->prepare(srv, sb, err, errlen) < 0) {
-    cJSON_Delete(sb->env);
-    free(sb);
+    sandbox_discard(sb);
     return -1;
   }
   sb->restoring = restore == 0;
@@ -325,16 +343,14 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
     int e = errno;
     snprintf(err, errlen, "cannot write its record: %s", strerror(e));
     srv->driver->teardown(srv, sb);
-    cJSON_Delete(sb->env);
-    free(sb);
+    sandbox_discard(sb);
     return e == ENOSPC || e == EDQUOT ? -3 : -1;
   }
   if (mp_index_put(&srv->sandbox_index, sb->id, sb) < 0) {
     snprintf(err, errlen, "out of memory");
     srv->driver->teardown(srv, sb);
     record_unlink(srv, sb->id);
-    cJSON_Delete(sb->env);
-    free(sb);
+    sandbox_discard(sb);
     return -1;
   }
   sb->next = srv->sandboxes;
@@ -428,10 +444,9 @@ static void sandbox_free(mp_sandbox *sb) {
   mastra__timer_stop(&sb->checkpoint_timer);
   mp_lease_drop_sandbox(sb->srv, sb);
   mp_index_del(&sb->srv->sandbox_index, sb->id, sb);
-  cJSON_Delete(sb->env);
   free(sb->procs);
   free(sb->proc_starts);
-  free(sb);
+  sandbox_discard(sb);
 }
 
 void mp_sandbox_free_all(mp_server *srv) {

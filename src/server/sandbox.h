@@ -88,8 +88,8 @@ struct mp_sandbox {
   mastra__proc **procs;           /* its running commands */
   unsigned long long *proc_starts; /* their start times (/proc/PID/stat) */
   size_t nprocs;
-  char root[4096];                /* <data>/sandboxes/<id> */
-  char dir[4200];                 /* working tree on the host */
+  char *root;                     /* <data>/sandboxes/<id> */
+  char *dir;                      /* working tree on the host */
   mastra__timer idle_timer;
   mastra__timer checkpoint_timer; /* debounced capture after commands */
   struct mp_lease *leases;        /* lease.c: its live leases, newest first */
