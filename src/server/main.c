@@ -44,6 +44,7 @@
 #include "lease.h"
 #include "log.h"
 #include "sandbox.h"
+#include "startup.h"
 #include "trash.h"
 #include "util.h"
 
@@ -302,11 +303,7 @@ int main(int argc, char **argv) {
   mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);
 
-  snprintf(path, sizeof path, "%s/state", srv.data_dir);
-  if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
-  snprintf(path, sizeof path, "%s/checkpoints", srv.data_dir);
-  if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
-  snprintf(path, sizeof path, "%s/sandboxes", srv.data_dir);
+  snprintf(path, sizeof path, "%s", srv.data_dir);
   if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
   if (token_file == NULL) {
     snprintf(path, sizeof path, "%s/token", srv.data_dir);
@@ -315,15 +312,10 @@ int main(int argc, char **argv) {
     token_path = strdup(token_file);
   }
   if (load_token(&srv, token_path) < 0) return 1;
-  snprintf(path, sizeof path, "%s/buckets", srv.data_dir);
-  srv.buckets = mp_bucket_open(path, err, sizeof err);
-  if (srv.buckets == NULL) {
+  if (mp_server_open(&srv, err, sizeof err) < 0) {
     fprintf(stderr, "mastra-platform: %s\n", err);
     return 1;
   }
-  srv.loop = mastra__loop_new();
-  if (srv.loop == NULL) return 1;
-  mp_state_load(&srv);
   kill_previous(&srv);
   mp_trash_empty(&srv);
   if (mp_checkpoint_start(&srv) < 0) return 1;
@@ -369,11 +361,7 @@ int main(int argc, char **argv) {
   mp_http_stop(&srv);
   mastra__io_stop(&sig_io);
   close(sfd);
-  mastra__loop_close(srv.loop); /* kills and reaps what is left */
-  mp_sandbox_free_all(&srv);
-  mp_lease_free_all(&srv);
-  mastra__loop_unref(srv.loop);
-  mp_bucket_close(srv.buckets);
+  mp_server_close(&srv);
   mp_log("stopped");
   free(srv.data_dir);
   free(token_path);
