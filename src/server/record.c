@@ -4,12 +4,17 @@
 #define _GNU_SOURCE
 #include "record.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bucket.h"
+#include "json.h"
 #include "log.h"
 #include "util.h"
 
@@ -172,4 +177,73 @@ int mp_record_read(mp_sandbox *sb, const cJSON *o, char *err, size_t errlen) {
   sb->env = cJSON_IsObject(env) ? cJSON_Duplicate(env, 1)
                                 : cJSON_CreateObject();
   return 0;
+}
+
+int mp_record_expired(const mp_server *srv, const mp_sandbox *sb,
+                      int64_t now) {
+  return sb->destroyed_ms && now - sb->destroyed_ms >= srv->destroyed_ttl_ms;
+}
+
+void mp_record_remove(const mp_server *srv, const char *id) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/state/sandboxes/%s.json", srv->data_dir, id);
+  unlink(path);
+}
+
+/* The text of a record file: a regular file (a FIFO put there would block
+** the start in open()), at most MP_RECORD_MAX bytes; NULL otherwise. */
+static char *read_record(int dfd, const char *name, size_t *len) {
+  struct stat st;
+  char *text = NULL;
+  int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return NULL;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= MP_RECORD_MAX
+      && (text = malloc((size_t)st.st_size + 1)) != NULL) {
+    ssize_t n = read(fd, text, (size_t)st.st_size);
+    if (n < 0) {
+      free(text);
+      text = NULL;
+    } else {
+      text[n] = '\0';
+      *len = (size_t)n;
+    }
+  }
+  close(fd);
+  return text;
+}
+
+int mp_record_load_all(mp_server *srv,
+                       void (*load)(mp_server *srv, const cJSON *o,
+                                    const char *file)) {
+  char dir[4200];
+  DIR *d;
+  struct dirent *e;
+  snprintf(dir, sizeof dir, "%s/state/sandboxes", srv->data_dir);
+  if (mastra__mkdirs(dir, 0755, NULL) < 0 || (d = opendir(dir)) == NULL) {
+    mp_log("cannot open %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  while ((e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name), len = 0;
+    char *text;
+    cJSON *o;
+    /* records only: leftovers of an interrupted write are not *.json */
+    if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+    text = read_record(dirfd(d), e->d_name, &len);
+    o = text != NULL ? mastra__json_parse(text, len, NULL, NULL) : NULL;
+    free(text);
+    if (cJSON_IsObject(o))
+      load(srv, o, e->d_name);
+    else
+      mp_log("%s/%s is not a sandbox record; skipped", dir, e->d_name);
+    cJSON_Delete(o);
+  }
+  closedir(d);
+  return 0;
+}
+
+uint64_t mp_record_sweep_ms(const mp_server *srv) {
+  int64_t ms = srv->destroyed_ttl_ms / 2;
+  if (ms > MP_RECORD_SWEEP_MAX_MS) ms = MP_RECORD_SWEEP_MAX_MS;
+  return ms < 100 ? 100 : (uint64_t)ms;
 }

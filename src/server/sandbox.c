@@ -37,8 +37,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
-#include "envp.h"
-#include "json.h"
+#include "env.h"
 #include "lease.h"
 #include "log.h"
 #include "record.h"
@@ -47,8 +46,6 @@
 #define CHECKPOINT_DEBOUNCE_MS 2000
 /* a reaping whose capture failed is tried again after this */
 #define REAP_RETRY_MS 60000
-/* the sweep of expired destroyed records runs at most this often */
-#define RECORD_SWEEP_MAX_MS 60000
 
 /* the capture after commands, or at shutdown: nobody waits for it */
 static void on_debounced_done(mp_waiter *w, mp_sandbox *sb, int rc,
@@ -89,8 +86,6 @@ static void sandbox_discard(mp_sandbox *sb) {
   free(sb);
 }
 
-/* its tree's paths, as long as they are (a record is about 1 KiB, not
-** two PATH_MAX buffers); -1 out of memory */
 static char *path_of(const char *a, const char *b, const char *c) {
   size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
   char *p = malloc(n);
@@ -98,6 +93,8 @@ static char *path_of(const char *a, const char *b, const char *c) {
   return p;
 }
 
+/* its tree's paths, as long as they are (a record is about 1 KiB, not
+** two PATH_MAX buffers); -1 out of memory */
 static int set_dirs(mp_server *srv, mp_sandbox *sb) {
   sb->root = path_of(srv->data_dir, "/sandboxes/", sb->id);
   sb->dir = sb->root ? path_of(sb->root, "/workspace", "") : NULL;
@@ -105,17 +102,6 @@ static int set_dirs(mp_server *srv, mp_sandbox *sb) {
 }
 
 static void arm_idle(mp_sandbox *sb);
-
-static int record_expired(const mp_server *srv, const mp_sandbox *sb,
-                          int64_t now) {
-  return sb->destroyed_ms && now - sb->destroyed_ms >= srv->destroyed_ttl_ms;
-}
-
-static void record_unlink(const mp_server *srv, const char *id) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/state/sandboxes/%s.json", srv->data_dir, id);
-  unlink(path);
-}
 
 /* A record file named file: its fields are checked as if they came from
 ** the network (mp_record_read), and its id must be its file's name. */
@@ -140,8 +126,8 @@ static void load_record(mp_server *srv, const cJSON *o, const char *file) {
     sandbox_discard(sb);
     return;
   }
-  if (record_expired(srv, sb, mastra__wall_ms())) {
-    record_unlink(srv, sb->id); /* kept long enough: forgotten */
+  if (mp_record_expired(srv, sb, mastra__wall_ms())) {
+    mp_record_remove(srv, sb->id); /* kept long enough: forgotten */
     sandbox_discard(sb);
     return;
   }
@@ -168,33 +154,8 @@ static void load_record(mp_server *srv, const cJSON *o, const char *file) {
 }
 
 int mp_state_load(mp_server *srv) {
-  char dir[4200], path[4600];
-  DIR *d;
-  struct dirent *e;
   mp_sandbox_sweep_start(srv);
-  snprintf(dir, sizeof dir, "%s/state/sandboxes", srv->data_dir);
-  if (mastra__mkdirs(dir, 0755, NULL) < 0 || (d = opendir(dir)) == NULL) {
-    mp_log("cannot open %s: %s", dir, strerror(errno));
-    return -1;
-  }
-  while ((e = readdir(d)) != NULL) {
-    size_t n = strlen(e->d_name), len;
-    char *text;
-    cJSON *o;
-    /* records only: leftovers of an interrupted write are not *.json */
-    if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (mastra__read_file(path, &text, &len) < 0) continue;
-    o = mastra__json_parse(text, len, NULL, NULL);
-    free(text);
-    if (cJSON_IsObject(o))
-      load_record(srv, o, e->d_name);
-    else
-      mp_log("%s is not a sandbox record; skipped", path);
-    cJSON_Delete(o);
-  }
-  closedir(d);
-  return 0;
+  return mp_record_load_all(srv, load_record);
 }
 
 /* }====== */
@@ -349,7 +310,7 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   if (mp_index_put(&srv->sandbox_index, sb->id, sb) < 0) {
     snprintf(err, errlen, "out of memory");
     srv->driver->teardown(srv, sb);
-    record_unlink(srv, sb->id);
+    mp_record_remove(srv, sb->id);
     sandbox_discard(sb);
     return -1;
   }
@@ -468,10 +429,10 @@ size_t mp_sandbox_sweep(mp_server *srv) {
   size_t n = 0;
   while (*p != NULL) {
     mp_sandbox *sb = *p;
-    if (record_expired(srv, sb, now) && sb->nprocs == 0 && sb->refs == 0
+    if (mp_record_expired(srv, sb, now) && sb->nprocs == 0 && sb->refs == 0
         && sb->waiters == NULL && !mp_checkpoint_busy(sb)) {
       *p = sb->next;
-      record_unlink(srv, sb->id);
+      mp_record_remove(srv, sb->id);
       sandbox_free(sb);
       n++;
     } else {
@@ -481,21 +442,15 @@ size_t mp_sandbox_sweep(mp_server *srv) {
   return n;
 }
 
-static uint64_t sweep_period(const mp_server *srv) {
-  int64_t ms = srv->destroyed_ttl_ms / 2;
-  if (ms > RECORD_SWEEP_MAX_MS) ms = RECORD_SWEEP_MAX_MS;
-  return ms < 100 ? 100 : (uint64_t)ms;
-}
-
 static void on_sweep(mastra__timer *t) {
   mp_server *srv = t->data;
   mp_sandbox_sweep(srv);
-  mastra__timer_start(t, sweep_period(srv));
+  mastra__timer_start(t, mp_record_sweep_ms(srv));
 }
 
 void mp_sandbox_sweep_start(mp_server *srv) {
   mastra__timer_init(srv->loop, &srv->record_sweep, on_sweep, srv);
-  mastra__timer_start(&srv->record_sweep, sweep_period(srv));
+  mastra__timer_start(&srv->record_sweep, mp_record_sweep_ms(srv));
 }
 
 /* }====== */
@@ -780,102 +735,6 @@ size_t mp_sandbox_kill_previous(mp_server *srv) {
 
 /* {====== commands ====== */
 
-int mp_env_check(const cJSON *env, const char *field, char *why,
-                 size_t n) {
-  const cJSON *it;
-  size_t names = 0, bytes = 0;
-  if (env == NULL || cJSON_IsNull(env)) return 0;
-  if (!cJSON_IsObject(env)) {
-    snprintf(why, n, "field '%s' must be an object of strings", field);
-    return -1;
-  }
-  cJSON_ArrayForEach(it, env) {
-    if (!cJSON_IsString(it)
-        || mastra__env_name_check(it->string, strlen(it->string)) != NULL) {
-      snprintf(why, n, "field '%s.%s' must be a string (and the name must"
-               " be non-empty without '=')", field, it->string);
-      return -1;
-    }
-    if (++names > MP_ENV_MAX_NAMES) {
-      snprintf(why, n, "field '%s' has more than %d variables", field,
-               MP_ENV_MAX_NAMES);
-      return -1;
-    }
-    bytes += strlen(it->string) + strlen(it->valuestring) + 2;
-    if (bytes > MP_ENV_MAX_BYTES) {
-      snprintf(why, n, "field '%s' is larger than %d bytes (NAME=value"
-               " strings, each with its NUL)", field, MP_ENV_MAX_BYTES);
-      return -1;
-    }
-  }
-  return 0;
-}
-
-static char *env_string(const char *name, const char *value) {
-  size_t k = strlen(name), v = strlen(value);
-  char *kv = malloc(k + v + 2);
-  if (kv == NULL) return NULL;
-  memcpy(kv, name, k);
-  kv[k] = '=';
-  memcpy(kv + k + 1, value, v + 1);
-  return kv;
-}
-
-static int env_append(mastra__envp *e, const char *name, const char *value) {
-  char *kv = env_string(name, value);
-  if (kv == NULL) return -1;
-  e->v[e->n++] = kv;
-  e->v[e->n] = NULL;
-  return 0;
-}
-
-/* The marker first (where a scan of /proc/PID/environ looks; no env
-** replaces it), PATH, then the sandbox's creation env, then the command's
-** env: a later value of a name replaces the earlier one, in its place.
-** Linear: an index by name says which item of a name wins. */
-static int build_envp(mastra__envp *e, const mp_sandbox *sb,
-                      const cJSON *extra) {
-  const cJSON *maps[2];
-  const cJSON *it, *path;
-  mp_index last = {NULL, 0, 0, 0};
-  size_t m, count = 2;
-  int rc = -1;
-  maps[0] = sb->env;
-  maps[1] = extra;
-  for (m = 0; m < 2; m++) {
-    if (maps[m] == NULL) continue;
-    cJSON_ArrayForEach(it, maps[m]) {
-      if (!cJSON_IsString(it) || it->string == NULL
-          || mastra__env_name_check(it->string, strlen(it->string)) != NULL
-          || strcmp(it->string, MP_MARKER_VAR) == 0)
-        continue;
-      if (mp_index_put(&last, it->string, (void *)it) < 0) goto out;
-      count++;
-    }
-  }
-  e->v = calloc(count + 1, sizeof *e->v);
-  if (e->v == NULL) goto out;
-  e->cap = count + 1;
-  path = mp_index_get(&last, "PATH");
-  if (env_append(e, MP_MARKER_VAR, sb->id) < 0
-      || env_append(e, "PATH", path ? path->valuestring : MP_DEFAULT_PATH) < 0)
-    goto out;
-  for (m = 0; m < 2; m++) {
-    if (maps[m] == NULL) continue;
-    cJSON_ArrayForEach(it, maps[m]) {
-      if (!cJSON_IsString(it) || it->string == NULL
-          || strcmp(it->string, "PATH") == 0
-          || mp_index_get(&last, it->string) != it)
-        continue;
-      if (env_append(e, it->string, it->valuestring) < 0) goto out;
-    }
-  }
-  rc = 0;
-out:
-  mp_index_free(&last);
-  return rc;
-}
-
 int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     mastra__proc_notify notify, void *data,
                     mastra__proc **out, char *err, size_t errlen) {
@@ -899,7 +758,7 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   starts = realloc(sb->proc_starts, (sb->nprocs + 1) * sizeof *starts);
   if (starts != NULL) sb->proc_starts = starts;
   if (procs == NULL || starts == NULL
-      || build_envp(&envp, sb, spec->env) < 0) {
+      || mp_env_build(&envp, sb->id, sb->env, spec->env) < 0) {
     mastra__envp_free(&envp);
     snprintf(err, errlen, "out of memory");
     return -1;

@@ -11,19 +11,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "env.h"
 #include "proc.h"
 #include "server.h"
 
-/* the PATH of sandbox commands (before their env) and of tar */
-#define MP_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
-/* Every command's environment has MP_MARKER_VAR=<sandbox id>: the
-** processes it leaves behind are found by it (destroy, shutdown, restart). */
-#define MP_MARKER_VAR "MASTRA_SANDBOX_ID"
-/* an env object (a create's, an exec's) holds at most this many names and
-** this many bytes of NAME=value strings, NULs included (docs/platform.md,
-** Limits): both together stay far below what execve takes */
-#define MP_ENV_MAX_NAMES 4096
-#define MP_ENV_MAX_BYTES (256 * 1024)
 /* how long a destroyed record is kept by default (GET shows destroyedAt) */
 #define MP_DESTROYED_TTL_DEFAULT_S 600
 
@@ -161,11 +152,6 @@ void mp_sandbox_sweep_start(mp_server *srv);
 ** srv->destroyed_ttl_ms is removed. */
 int mp_state_load(mp_server *srv);
 
-/* 0 if env (the body's field `field`) is NULL, JSON null, or an object
-** that maps variable names (mastra__env_name_check) to strings, within
-** MP_ENV_MAX_NAMES and MP_ENV_MAX_BYTES; else -1 and why says what is
-** wrong. */
-int mp_env_check(const cJSON *env, const char *field, char *why, size_t n);
 
 /* Start a command in sb (marks activity, counts it as running). notify is
 ** called for every event of the process; the caller must call
