@@ -204,8 +204,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     if (r->busy) return MHD_YES;
     if (r->len + n > r->cap) {
       size_t cap = r->cap ? r->cap : 4096;
-      if (cap < r->reserved) cap = r->reserved; /* one allocation */
       char *b;
+      if (cap < r->reserved) cap = r->reserved; /* one allocation */
       while (cap < r->len + n) cap *= 2;
       b = realloc(r->body, cap);
       if (b == NULL) return MHD_NO;

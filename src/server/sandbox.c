@@ -3,8 +3,8 @@
 ** reaping, shutdown), the record files, and the commands run in a sandbox
 ** through its driver (srv->driver: driver_process.c).
 **
-** A record outlives its sandbox: a destroyed sandbox keeps its record with
-** destroyedAt (GET shows it; exec-lease answers 410). Each record is
+** A record outlives its sandbox by --destroyed-ttl (GET shows destroyedAt,
+** exec-lease answers 410), then mp_sandbox_sweep frees it. Each record is
 ** written to <data>/state/sandboxes/<id>.json when it changes (atomically).
 ** Checkpoints (checkpoint.c) are captured when a sandbox is destroyed or
 ** reaped, two seconds after the last command of a burst and at shutdown
