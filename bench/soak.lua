@@ -132,54 +132,59 @@ end
 
 -- }======
 
-local marks = { total // 50, total // 2, total }
-local done, next_mark = 0, 1
-local t0 = lib.now()
-measure(0)
-while next_mark <= #marks do
-  local goal = marks[next_mark]
-  local workers = {}
-  for w = 1, WORKERS do
-    workers[w] = function()
-      while done < goal do
-        done = done + 1
-        local id = create()
-        assert(http("GET", "/sandbox/" .. id) == 200)
-        assert(http("POST", "/sandbox/" .. id .. "/exec-lease") == 200)
-        assert(http("DELETE", "/sandbox/" .. id) == 204)
+-- the soak itself; whatever happens, the server and the scratch go after it
+local function soak()
+  local marks = { total // 50, total // 2, total }
+  local done, next_mark = 0, 1
+  local t0 = lib.now()
+  measure(0)
+  while next_mark <= #marks do
+    local goal = marks[next_mark]
+    local workers = {}
+    for w = 1, WORKERS do
+      workers[w] = function()
+        while done < goal do
+          done = done + 1
+          local id = create()
+          assert(http("GET", "/sandbox/" .. id) == 200)
+          assert(http("POST", "/sandbox/" .. id .. "/exec-lease") == 200)
+          assert(http("DELETE", "/sandbox/" .. id) == 204)
+        end
       end
     end
+    mastra.all(workers)
+    measure(goal)
+    next_mark = next_mark + 1
   end
-  mastra.all(workers)
-  measure(goal)
-  next_mark = next_mark + 1
-end
-local wall = (lib.now() - t0) / 1000
+  local wall = (lib.now() - t0) / 1000
 
--- 4,100 slowloris connections (a head sent a byte every 5 s), then a
--- client that starts a sandbox and runs a command
-local slow
-if attack then
-  local h = host.processes:spawn(("exec %s slow %d 4100 30 5"):format(mastra.quote(attack),
-    tonumber(url:match(":(%d+)$"))))
-  for _ = 1, 600 do
-    if h.stdout:match("open %d+\n") or h.exitCode then break end
-    mastra.sleep(50)
+  -- 4,100 slowloris connections (a head sent a byte every 5 s), then a
+  -- client that starts a sandbox and runs a command
+  local slow
+  if attack then
+    local h = host.processes:spawn(("exec %s slow %d 4100 30 5"):format(mastra.quote(attack),
+      tonumber(url:match(":(%d+)$"))))
+    for _ = 1, 600 do
+      if h.stdout:match("open %d+\n") or h.exitCode then break end
+      mastra.sleep(50)
+    end
+    local open = tonumber(h.stdout:match("open (%d+)")) or 0
+    mastra.sleep(500)
+    local ms = lib.time(function()
+      local sb = mastra.PlatformSandbox.new{ accessToken = token, proxyUrl = url,
+        projectId = "soak", environmentId = "soak" }
+      sb:start()
+      lib.must(sb:executeCommand("true"))
+      sb:destroy()
+    end)
+    slow = { open = open, ms = ms, rss = rss_kib() }
+    io.stderr:write(("soak: start() + exec + destroy with %d slow connections open: %.1f ms\n")
+      :format(open, ms))
+    h:kill()
   end
-  local open = tonumber(h.stdout:match("open (%d+)")) or 0
-  mastra.sleep(500)
-  local ms = lib.time(function()
-    local sb = mastra.PlatformSandbox.new{ accessToken = token, proxyUrl = url,
-      projectId = "soak", environmentId = "soak" }
-    sb:start()
-    lib.must(sb:executeCommand("true"))
-    sb:destroy()
-  end)
-  slow = { open = open, ms = ms, rss = rss_kib() }
-  io.stderr:write(("soak: start() + exec + destroy with %d slow connections open: %.1f ms\n")
-    :format(open, ms))
-  h:kill()
+  return wall, slow
 end
+local ok, wall, slow = pcall(soak)
 
 server:kill()
 for _ = 1, 200 do
@@ -188,6 +193,7 @@ for _ = 1, 200 do
 end
 host:destroy()
 os.execute("rm -rf " .. mastra.quote(scratch))
+if not ok then error(wall, 0) end
 
 local f = assert(io.open(out_md, "w"))
 f:write(("## Soak: %d sandboxes created and destroyed (bench/soak.lua)\n\n"):format(total))
