@@ -39,6 +39,7 @@
 struct MHD_Daemon;
 struct mp_lease;
 struct mp_ws_session;
+struct mp_trash_run;
 
 typedef struct mp_server mp_server;
 typedef struct mp_sandbox mp_sandbox;
@@ -70,6 +71,7 @@ struct mp_server {
   unsigned max_connections;   /* httpd.c: libmicrohttpd's limit */
   unsigned header_timeout_s;  /* httpd.c: a request's head must arrive */
   struct mp_conn *conns, *conns_tail; /* httpd.c: waiting for a head */
+  struct mp_trash_run *trash_runs; /* trash.c: the rm -rf children */
   mastra__timer header_timer; /* httpd.c: closes the overdue ones */
   struct mp_ws_session *ws_sessions; /* exec_ws.c: the open sessions */
   size_t max_body;            /* JSON bodies */

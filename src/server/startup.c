@@ -12,6 +12,7 @@
 #include "bucket.h"
 #include "lease.h"
 #include "sandbox.h"
+#include "trash.h"
 #include "util.h"
 
 int mp_server_open(mp_server *srv, char *err, size_t errlen) {
@@ -45,6 +46,7 @@ int mp_server_open(mp_server *srv, char *err, size_t errlen) {
 
 void mp_server_close(mp_server *srv) {
   if (srv->loop != NULL) {
+    mp_trash_stop(srv);
     mastra__loop_close(srv->loop); /* kills and reaps what is left */
     mp_sandbox_free_all(srv);
     mp_lease_free_all(srv);

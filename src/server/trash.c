@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -19,13 +20,35 @@
 #include "sandbox.h"
 #include "util.h"
 
+/* a removal running: srv->trash_runs */
+typedef struct mp_trash_run {
+  struct mp_trash_run *next;
+  mp_server *srv;
+  mastra__proc *proc;
+} trash_run;
+
+static void run_end(trash_run *run) {
+  trash_run **p;
+  for (p = &run->srv->trash_runs; *p != NULL; p = &(*p)->next) {
+    if (*p == run) {
+      *p = run->next;
+      break;
+    }
+  }
+  mastra__proc_release(run->proc); /* kills it if it still runs */
+  free(run);
+}
+
 static void on_rm(mastra__proc *p, void *data) {
-  (void)data;
   mastra__proc_consumed(p, &p->out);
   mastra__proc_consumed(p, &p->err);
   if (!p->done) return;
   if (p->exit_code != 0) mp_log("rm -rf in the trash exited %d", p->exit_code);
-  mastra__proc_release(p);
+  run_end(data);
+}
+
+void mp_trash_stop(mp_server *srv) {
+  while (srv->trash_runs != NULL) run_end(srv->trash_runs);
 }
 
 /* rm -rf in a child (command: its shell text, with $MP_TRASH = path);
@@ -34,7 +57,8 @@ static int rm_child(mp_server *srv, const char *command, const char *path) {
   char var[4300], err[256];
   char *envp[3];
   mastra__proc_opts opts;
-  mastra__proc *p;
+  trash_run *run = calloc(1, sizeof *run);
+  if (run == NULL) return -1;
   snprintf(var, sizeof var, "MP_TRASH=%s", path);
   envp[0] = var;
   envp[1] = "PATH=" MP_DEFAULT_PATH;
@@ -42,12 +66,16 @@ static int rm_child(mp_server *srv, const char *command, const char *path) {
   memset(&opts, 0, sizeof opts);
   opts.command = command;
   opts.envp = envp;
-  if (mastra__proc_spawn(srv->loop, &opts, &p, err, sizeof err) < 0) {
+  if (mastra__proc_spawn(srv->loop, &opts, &run->proc, err, sizeof err) < 0) {
     mp_log("cannot start rm -rf for %s: %s", path, err);
+    free(run);
     return -1;
   }
-  p->notify = on_rm;
-  p->notify_data = NULL;
+  run->srv = srv;
+  run->next = srv->trash_runs;
+  srv->trash_runs = run;
+  run->proc->notify = on_rm;
+  run->proc->notify_data = run;
   return 0;
 }
 

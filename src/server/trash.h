@@ -14,5 +14,8 @@
 int mp_trash(mp_server *srv, const char *path);
 /* At start: empty what an interrupted removal left in the trash. */
 void mp_trash_empty(mp_server *srv);
+/* At the end, before the loop closes: the removals still running are
+** killed (the next start empties the trash). */
+void mp_trash_stop(mp_server *srv);
 
 #endif
