@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -420,9 +421,8 @@ void mp_sandbox_free_all(mp_server *srv) {
   mp_index_free(&srv->sandbox_index);
 }
 
-/* Free the destroyed records kept past srv->destroyed_ttl_ms (and remove
-** their files), unless something still holds them: a command, a tar, a
-** waiter, an exec session or a legacy run. One pass over the records. */
+/* Free the destroyed records past srv->destroyed_ttl_ms (and their files)
+** that nothing holds (a command, a tar, a waiter, a session, a run). */
 size_t mp_sandbox_sweep(mp_server *srv) {
   mp_sandbox **p = &srv->sandboxes;
   int64_t now = mastra__wall_ms();
@@ -443,9 +443,9 @@ size_t mp_sandbox_sweep(mp_server *srv) {
 }
 
 static void on_sweep(mastra__timer *t) {
-  mp_server *srv = t->data;
-  mp_sandbox_sweep(srv);
-  mastra__timer_start(t, mp_record_sweep_ms(srv));
+  /* records freed: glibc gives their pages back, so that RSS stays flat */
+  if (mp_sandbox_sweep(t->data) > 0) malloc_trim(0);
+  mastra__timer_start(t, mp_record_sweep_ms(t->data));
 }
 
 void mp_sandbox_sweep_start(mp_server *srv) {
