@@ -69,12 +69,24 @@ row("disk: the same with 4 MB", fig("ondisk.put_4m"))
 row("disk: the same with 4 MB, MB/s", fig("ondisk.put_4m", "MB/s", 4 * MB))
 row("the platform's storage: write 4 KB, fsync, rename, fsync dir", fig("disk.put_4k"))
 row("the platform's storage: the same with 4 MB", fig("disk.put_4m"))
+row("a namespaces sandbox: unshare (user with a mapping, mount, pid, uts, ipc, net),"
+  .. " overlay mount, fork+exec+wait of /bin/true (C, root)", fig("ns.limit"))
+row("the same namespaces alone: clone, id mapping, exit", fig("ns.limit.unshare"))
 limits = false
+local NS_LIMIT = "unshare of the namespaces + overlay mount + exec of /bin/true (C)"
 for driver in drivers_arg:gmatch("[^,]+") do
   local D = driver .. "."
   section(("PlatformSandbox, `%s` driver"):format(driver))
-  row("create → first exec", fig(D .. "create_first_exec"), fig("spawn.seq"), SPAWN)
+  if driver == "namespaces" then
+    row("create → first exec", fig(D .. "create_first_exec"), fig("ns.limit"), NS_LIMIT)
+  else
+    row("create → first exec", fig(D .. "create_first_exec"), fig("spawn.seq"), SPAWN)
+  end
   row("exec `true`, sequential", fig(D .. "exec_seq"), fig("spawn.seq"), SPAWN)
+  if driver ~= "process" then
+    row("exec `true`, sequential, against the process driver", fig(D .. "exec_seq"),
+      fig("process.exec_seq"), "the process driver's exec `true`")
+  end
   row("exec `true`, 50 concurrent: latency", fig(D .. "exec_conc"), fig("spawn.c50"),
     SPAWN .. ", 50 in flight")
   row("exec `true`, 50 concurrent: rate", fig(D .. "exec_conc_rate", "rate"),
@@ -108,7 +120,7 @@ for driver in drivers_arg:gmatch("[^,]+") do
   end
   row("client memory per idle handle (unstarted), KiB", fig(D .. "mem_handle", "KiB"), nil,
     nil, fig("peer.local.mem_per_handle", "KiB"))
-  row("client memory per 1,000 idle handles, KiB", fig(D .. "mem_1000_handles", "KiB"))
+  row("client memory per 10,000 idle handles, KiB", fig(D .. "mem_10000_handles", "KiB"))
   row("client memory per started handle, idle after one exec, KiB",
     fig(D .. "mem_started_handle", "KiB"))
 end

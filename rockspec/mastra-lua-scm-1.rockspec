@@ -2,7 +2,10 @@
 -- builds from the tree alone (nothing is downloaded) with CMake:
 -- CMakeLists.txt is the one list of the Lua modules and the C sources. The
 -- rock installs mastra.core, the Lua modules, and the mastra-lua and
--- mastra-platform binaries.
+-- mastra-platform binaries (into the tree's bin/, where the runtime finds
+-- the platform: lua5.4 examples/hello.lua works with no other step), and
+-- the man pages (in the rock's own directory). docs/guide-rock.md;
+-- test/rock.sh (CTest: rock) installs, runs, packs and removes it.
 rockspec_format = "3.0"
 package = "mastra-lua"
 version = "scm-1"

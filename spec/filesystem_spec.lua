@@ -7,6 +7,9 @@
 -- Cases that do not apply: FS-MCFG (neither filesystem mounts), FS-CFG
 -- (covered by the bad-input cases at the end). Every FS-* case applies to
 -- both: PlatformFilesystem keeps empty directories through marker objects.
+-- The PARITY cases (ours) hold both to the same behaviour and the same
+-- errors: directories copied and moved, files onto directories, mkdir over
+-- a file, rmdir of a file.
 local mastra = require "mastra"
 local errors = mastra.errors
 local platform = require "spec.support.platform"
@@ -460,6 +463,66 @@ local function conformance(label, make)
     end)
     -- }======
 
+    -- {====== parity: the same behaviour and errors on both filesystems ======
+    it("PARITY copyFile of a directory with recursive = true copies the tree", function()
+      fs:writeFile(B .. "/tree/a.txt", "A")
+      fs:writeFile(B .. "/tree/sub/b.txt", "B")
+      fs:mkdir(B .. "/tree/empty")
+      fs:copyFile(B .. "/tree", B .. "/copy", { recursive = true })
+      assert.equal("A", fs:readFile(B .. "/copy/a.txt"))
+      assert.equal("B", fs:readFile(B .. "/copy/sub/b.txt"))
+      assert.equal("directory", fs:stat(B .. "/copy/empty").type)
+      assert.equal("A", fs:readFile(B .. "/tree/a.txt")) -- the source stays
+    end)
+
+    it("PARITY copyFile of a directory without recursive: IsDirectoryError", function()
+      fs:writeFile(B .. "/tree/a.txt", "A")
+      local err = raises(errors.IsDirectoryError, fs.copyFile, fs, B .. "/tree", B .. "/copy")
+      assert.truthy(errors.message(err):find("recursive = true", 1, true))
+      assert.is_false(fs:exists(B .. "/copy"))
+    end)
+
+    it("PARITY moveFile of a directory moves the tree", function()
+      fs:writeFile(B .. "/tree/a.txt", "A")
+      fs:writeFile(B .. "/tree/sub/b.txt", "B")
+      fs:moveFile(B .. "/tree", B .. "/moved", { recursive = true })
+      assert.is_false(fs:exists(B .. "/tree"))
+      assert.equal("A", fs:readFile(B .. "/moved/a.txt"))
+      assert.equal("B", fs:readFile(B .. "/moved/sub/b.txt"))
+    end)
+
+    it("PARITY moveFile and copyFile of a missing path: FileNotFoundError", function()
+      raises(errors.FileNotFoundError, fs.moveFile, fs, B .. "/nope", B .. "/x")
+      raises(errors.FileNotFoundError, fs.copyFile, fs, B .. "/nope", B .. "/x",
+        { recursive = true })
+    end)
+
+    it("PARITY copyFile of a file onto a directory: IsDirectoryError", function()
+      fs:writeFile(B .. "/f.txt", "F")
+      fs:mkdir(B .. "/d")
+      raises(errors.IsDirectoryError, fs.copyFile, fs, B .. "/f.txt", B .. "/d")
+    end)
+
+    it("PARITY rmdir of a file: NotDirectoryError", function()
+      fs:writeFile(B .. "/f.txt", "F")
+      raises(errors.NotDirectoryError, fs.rmdir, fs, B .. "/f.txt")
+      assert.equal("F", fs:readFile(B .. "/f.txt"))
+    end)
+
+    it("PARITY mkdir where a file is: FileExistsError", function()
+      fs:writeFile(B .. "/f.txt", "F")
+      raises(errors.FileExistsError, fs.mkdir, fs, B .. "/f.txt")
+    end)
+
+    it("PARITY rmdir of a missing directory: DirectoryNotFoundError (or FileNotFound)", function()
+      local ok, err = pcall(fs.rmdir, fs, B .. "/none")
+      assert.is_false(ok)
+      assert.is_true(errors.DirectoryNotFoundError:is(err) or errors.FileNotFoundError:is(err),
+        tostring(err))
+      fs:rmdir(B .. "/none", { force = true }) -- force: nothing to do, no error
+    end)
+    -- }======
+
     -- {====== FS-LIFE ======
     it("FS-LIFE-01 status is a string", function()
       assert.equal("string", type(fs.status))
@@ -834,15 +897,26 @@ describe("PlatformFilesystem wire (fake fetch)", function()
 
   it("PLAT-FS-02 copy, move and mkdir", function()
     local fs = make()
+    -- a file: HEAD finds it, the destination is no directory (an empty
+    -- listing), then one POST
+    replies = { { status = 200 }, { status = 200, body = "{}" } }
     fs:copyFile("/a.txt", "/b.txt")
-    assert.truthy(calls[1].url:find("/fs/dev-bucket/a.txt?op=copy", 1, true))
-    assert.equal('{"destination":"b.txt"}', calls[1].body)
-    assert.equal("application/json", calls[1].headers["content-type"])
+    assert.equal("HEAD", calls[1].method)
+    assert.truthy(calls[1].url:find("/fs/dev-bucket/a.txt", 1, true))
+    assert.truthy(calls[2].url:find("/fs/dev-bucket/?delimiter=%2F&prefix=b.txt%2F", 1, true)
+      or calls[2].url:find("prefix=b.txt", 1, true), calls[2].url)
+    assert.truthy(calls[3].url:find("/fs/dev-bucket/a.txt?op=copy", 1, true))
+    assert.equal('{"destination":"b.txt"}', calls[3].body)
+    assert.equal("application/json", calls[3].headers["content-type"])
+    replies = { { status = 200 }, { status = 200, body = "{}" } }
     fs:moveFile("/b.txt", "/c.txt")
-    assert.truthy(calls[2].url:find("/fs/dev-bucket/b.txt?op=rename", 1, true))
+    assert.truthy(calls[6].url:find("/fs/dev-bucket/b.txt?op=rename", 1, true))
+    -- mkdir: HEAD finds no file there, then the marker
+    replies = { { status = 404 } }
     fs:mkdir("/dir")
-    assert.truthy(calls[3].url:find("/fs/dev-bucket/dir?op=mkdir", 1, true))
-    assert.is_nil(calls[3].headers["content-type"])
+    assert.equal("HEAD", calls[7].method)
+    assert.truthy(calls[8].url:find("/fs/dev-bucket/dir?op=mkdir", 1, true))
+    assert.is_nil(calls[8].headers["content-type"])
   end)
 
   it("keys are percent-encoded segment by segment; destination stays raw", function()
@@ -854,8 +928,9 @@ describe("PlatformFilesystem wire (fake fetch)", function()
     assert.truthy(calls[2].url:find("/fs/dev-bucket/notes/tag%23one.md", 1, true))
     assert.truthy(calls[3].url:find("/fs/dev-bucket/dir%20with%20space/a%26b.txt", 1, true))
     assert.equal("text/plain;charset=UTF-8", calls[1].headers["content-type"])
+    replies = { { status = 200 }, { status = 200, body = "{}" } }
     fs:copyFile("/dir with space/a&b.txt", "/x y/ü.txt")
-    assert.equal('{"destination":"x y/ü.txt"}', calls[4].body)
+    assert.equal('{"destination":"x y/ü.txt"}', calls[6].body)
   end)
 
   it("copyFile/moveFile with overwrite = false raise before any request", function()

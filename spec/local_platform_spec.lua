@@ -104,6 +104,78 @@ describe("the local platform default", function()
     assert.matches("started it", r.stderr)
   end)
 
+  local function state_text()
+    return read(dir .. "/state/platform.state") or ""
+  end
+
+  local function write_state(text)
+    local f = assert(io.open(dir .. "/state/platform.state", "wb"))
+    f:write(text)
+    f:close()
+  end
+
+  it("records the binary's path, its version and its protocol", function()
+    local text = state_text()
+    local real = sb:executeCommand("readlink", { "-f", PLATFORM }).stdout:gsub("\n$", "")
+    assert.are.equal(real, text:match("bin=([^\n]+)"))
+    assert.are.equal(mastra._VERSION, text:match("version=([^\n]+)"))
+    assert.are.equal(mastra._VERSION:match("^0%.%d+") or mastra._VERSION:match("^%d+"),
+      text:match("protocol=([^\n]+)"))
+  end)
+
+  it("uses a server of another version that speaks the same protocol, and says so", function()
+    local text = state_text()
+    finally(function() write_state(text) end)
+    local same = mastra._VERSION:gsub("%d+$", "999") -- 0.1.0 -> 0.1.999
+    write_state((text:gsub("version=[^\n]+", "version=" .. same)))
+    local r = sb:executeCommand(RUNNER, { "-e", ENSURE }, { env = env() })
+    assert.are.equal(0, r.exitCode, r.stderr)
+    assert.are.equal(tostring(state().pid), r.stdout:match("\t(%d+)\t"))
+    local _, n = r.stderr:gsub("\n", "")
+    assert.are.equal(2, n, r.stderr) -- this line, and the one that names the server used
+    assert.truthy(r.stderr:find("(pid " .. state().pid .. ") is ", 1, true), r.stderr)
+    assert.truthy(r.stderr:find("version " .. same .. "; this client is version "
+      .. mastra._VERSION, 1, true), r.stderr)
+    assert.truthy(r.stderr:find("using it, its protocol is the same", 1, true), r.stderr)
+  end)
+
+  it("starts its own when the recorded server speaks another protocol", function()
+    local text = state_text()
+    local own = dir .. "/state/protocol-" .. mastra._VERSION:match("^(%d+%.%d+)")
+    local own_pid
+    finally(function()
+      write_state(text)
+      if own_pid then sb:executeCommand("kill " .. own_pid .. " 2>/dev/null; true") end
+    end)
+    write_state((text:gsub("version=[^\n]+", "version=7.0.0")))
+    local r = sb:executeCommand(RUNNER, { "-e", ENSURE }, { env = env() })
+    own_pid = tonumber((read(own .. "/platform.state") or ""):match("pid=(%d+)"))
+    assert.are.equal(0, r.exitCode, r.stderr)
+    assert.truthy(own_pid, r.stderr)
+    assert.are_not.equal(state().pid, own_pid)
+    assert.are.equal(tostring(own_pid), r.stdout:match("\t(%d+)\t"))
+    assert.truthy(r.stderr:find("version 7.0.0; this client is version", 1, true), r.stderr)
+    assert.truthy(r.stderr:find("its protocol is not", 1, true), r.stderr)
+    assert.truthy(r.stderr:find("started it", 1, true), r.stderr)
+    -- the next client finds its own there
+    r = sb:executeCommand(RUNNER, { "-e", ENSURE }, { env = env() })
+    assert.are.equal(0, r.exitCode, r.stderr)
+    assert.are.equal(tostring(own_pid), r.stdout:match("\t(%d+)\t"))
+    assert.truthy(r.stderr:find("already running", 1, true), r.stderr)
+  end)
+
+  it("reports a server that does not answer as hung, with its pid", function()
+    local pid = state().pid
+    assert.are.equal(0, sb:executeCommand("kill -STOP " .. pid).exitCode)
+    finally(function() sb:executeCommand("kill -CONT " .. pid) end)
+    local t0 = mastra.now()
+    local r = sb:executeCommand(RUNNER, { "-e", ENSURE }, { env = env(), timeout = 30000 })
+    assert.are_not.equal(0, r.exitCode)
+    assert.truthy(mastra.now() - t0 < 20000, "took " .. (mastra.now() - t0) .. " ms")
+    assert.truthy(r.stderr:find("(pid " .. pid .. ") is hung", 1, true), r.stderr)
+    assert.truthy(r.stderr:find("kill " .. pid, 1, true), r.stderr)
+  end)
+
   it("lets only one of two concurrent starters start a server", function()
     sb:executeCommand("kill " .. state().pid)
     mastra.sleep(200)

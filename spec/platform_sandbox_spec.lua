@@ -206,8 +206,9 @@ describe("PlatformSandbox on the local platform", function()
     local done = sb.processes:spawn("exit 4")
     assert.are.equal(4, done:wait().exitCode)
     assert.has_error(function() done:sendStdin("x") end,
-      "ProcessHandle:sendStdin: writing to stdin is not supported by this platform"
-      .. " (its exec lease does not advertise stdin)")
+      "ProcessHandle:sendStdin: a background process of a PlatformSandbox takes no"
+      .. " stdin (it reads end of file at once); to feed a command bytes, pass them to"
+      .. " executeCommand(command, args, {stdin = ...}) where the platform advertises stdin")
     sb:destroy()
   end)
 

@@ -198,10 +198,20 @@ describe("Workspace over " .. fs_name, function()
       w:destroy()
     end)
 
-    it("composes instructions: the sandbox's, a blank line, the filesystem's", function()
+    it("composes instructions: the sandbox's, the filesystem's, where files are", function()
       local text = ws:getInstructions()
-      assert.equal(ws.sandbox:getInstructions() .. "\n\n" .. ws.filesystem:getInstructions(), text)
+      local head = ws.sandbox:getInstructions() .. "\n\n" .. ws.filesystem:getInstructions()
+        .. "\n\n"
+      assert.equal(head, text:sub(1, #head))
       assert.truthy(contains(text, "Local command execution"))
+      -- the last paragraph says where the file tools' files are for commands
+      if ws.filesystem.provider == "local" then
+        assert.equal('Files of the file tools are in the working directory of shell commands:'
+          .. ' the file tool path "/notes/a.txt" is "notes/a.txt" in a command.',
+          text:sub(#head + 1))
+      else
+        assert.truthy(contains(text:sub(#head + 1), "shell commands do not see them"))
+      end
     end)
 
     it("is exported as mastra.Workspace and refuses unknown options", function()

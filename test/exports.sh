@@ -1,7 +1,7 @@
 #!/bin/sh
 # libmastra exports the mastra_ embedding API and luaopen_* and nothing else;
 # every function that include/mastra.h marks MASTRA_API is among them, and
-# the C module exports luaopen_mastra_core.
+# the C module exports luaopen_mastra_core; libmastra has a versioned soname.
 # Usage: exports.sh LIBMASTRA CORE_SO MASTRA_H
 set -eu
 lib="$1"
@@ -17,6 +17,15 @@ if [ -n "$extra" ]; then
   echo "$extra" >&2
   status=1
 fi
+# a versioned soname: libmastra.so.MAJOR (from 1.0) or libmastra.so.0.MINOR
+soname=$(objdump -p "$lib" | awk '$1 == "SONAME" { print $2 }')
+case "$soname" in
+libmastra.so.[0-9]*) ;;
+*)
+  echo "exports: $lib has no versioned soname (SONAME '$soname')" >&2
+  status=1
+  ;;
+esac
 api=$(sed -n 's/^MASTRA_API .*[ *]\([A-Za-z_0-9]*\)(.*/\1/p' "$header")
 if [ -z "$api" ]; then
   echo "exports: no MASTRA_API function in $header" >&2

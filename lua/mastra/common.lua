@@ -33,8 +33,13 @@ function common.newId(prefix)
   return ("%s-%s-%s"):format(prefix, common.base36(core.time()), common.randomDigits(6))
 end
 
---- The options of executeCommand.
-common.EXEC_OPTS = {
+local function stdin_option(v)
+  return type(v) == "string" or type(v) == "function",
+    "a string, or a function that returns the next chunk (nil at the end)"
+end
+
+--- The options of processes:spawn.
+common.SPAWN_OPTS = {
   cwd = options.string,
   env = options.env,
   timeout = options.ms,
@@ -42,6 +47,10 @@ common.EXEC_OPTS = {
   onStdout = options.func,
   onStderr = options.func,
 }
+
+--- The options of executeCommand: those of spawn, and stdin.
+common.EXEC_OPTS = { stdin = stdin_option }
+for k, v in pairs(common.SPAWN_OPTS) do common.EXEC_OPTS[k] = v end
 
 --- args of executeCommand: nil or a list of strings. Raises at the caller
 -- of the function that calls it.
@@ -51,6 +60,13 @@ function common.checkArgs(where, args, level)
   if type(args) ~= "table" then
     error(("%s: argument #2 (args) must be a list of strings (got %s)")
       :format(where, options.describe(args)), level)
+  end
+  for k in pairs(args) do
+    if math.type(k) ~= "integer" or k < 1 or k > #args then
+      error(("%s: argument #2 (args) must be a list of strings, but it has the key %s;"
+        .. " options go third: %s(command, nil, {%s = ...})")
+        :format(where, options.describe(k), where:match("[%w_]+$"), tostring(k)), level)
+    end
   end
   for i = 1, #args do
     if type(args[i]) ~= "string" then
@@ -69,6 +85,49 @@ function common.checkExec(where, class, self, command, args, opts)
   common.checkArgs(where, args, 4)
   local checked = options.check(where, opts, common.EXEC_OPTS, 4)
   return checked -- not a tail call: level 4 is the caller of executeCommand
+end
+
+local STDIN_CHUNK = 65536
+local STDIN_MAX = 524288 -- a stdin frame stays under the 1 MiB message limit
+
+--- The stdin option as a source: a function that returns the next chunk
+-- (64 KiB pieces of a string; what a function returns, cut to 512 KiB),
+-- nil at the end.
+function common.stdinSource(stdin)
+  if type(stdin) == "function" then
+    local done = false
+    local big, pos = nil, 1
+    return function()
+      if big then
+        local piece = big:sub(pos, pos + STDIN_MAX - 1)
+        pos = pos + #piece
+        if pos > #big then big = nil end
+        return piece
+      end
+      if done then return nil end
+      local chunk = stdin()
+      if chunk == nil or chunk == "" then
+        done = true
+        return nil
+      end
+      if type(chunk) ~= "string" then
+        error(("executeCommand: the stdin function must return strings, or nil at the end"
+          .. " (got %s)"):format(options.describe(chunk)), 0)
+      end
+      if #chunk > STDIN_MAX then
+        big, pos = chunk, STDIN_MAX + 1
+        return chunk:sub(1, STDIN_MAX)
+      end
+      return chunk
+    end
+  end
+  local pos = 1
+  return function()
+    if pos > #stdin then return nil end
+    local chunk = stdin:sub(pos, pos + STDIN_CHUNK - 1)
+    pos = pos + #chunk
+    return chunk
+  end
 end
 
 --- The instructions: the configured string, or what the configured

@@ -1,7 +1,10 @@
 -- One command over the direct-exec WebSocket (docs/platform.md, GET
--- /ws/exec): open with the subprotocols [subprotocol, jwt], send init_exec and
--- stdin_close, collect the tagged output frames until the exit frame, then
--- close(1000) once.
+-- /ws/exec): open with the subprotocols [subprotocol, jwt], send init_exec,
+-- the stdin frames (binary, tag 2: only where the lease advertises stdin)
+-- and stdin_close, collect the tagged output frames until the exit frame,
+-- then close(1000) once. stdin goes out while the socket's send queue
+-- holds less than STDIN_HIGH bytes (backpressure: the server stops reading
+-- while the command's pipe is full, so the queue fills and we wait).
 --
 -- run() returns the DirectExecResult {exitCode (nil on a transport
 -- failure), stdout, stderr, truncated = false, timedOut, opened,
@@ -17,6 +20,7 @@ local output = require "mastra.output"
 local direct_exec = {}
 
 local HANDSHAKE_MS = 30000
+local STDIN_HIGH = 1048576
 
 local function ordered(t, keys)
   return setmetatable(t, { __jsonorder = keys })
@@ -65,7 +69,9 @@ end
 
 --- spec: url, subprotocol, jwt, command, cwd?, env? (a table with at least
 -- one key, or nil), timeout? (ms > 0), handshakeTimeout? (ms, default
--- 30000), maxRetainedBytes? (default: everything), onStdout?, onStderr?
+-- 30000), maxRetainedBytes? (default: everything), onStdout?, onStderr?,
+-- stdin? (a source: a function that returns the next chunk, nil at the
+-- end; res.stdinStarted says whether it was called)
 function direct_exec.run(spec)
   local res = { exitCode = nil, truncated = false, timedOut = false, opened = false }
   local out = stream(spec.onStdout, spec.maxRetainedBytes)
@@ -92,6 +98,7 @@ function direct_exec.run(spec)
     }, 0)
   end
   local sent, exited = false, false
+  local feed = spec.stdin
   while true do
     local state = ws:state()
     if state == "open" and not sent then
@@ -99,9 +106,19 @@ function direct_exec.run(spec)
         { "command", "cwd", "env" })
       ws:send(core.jsonEncode(ordered({ type = "init_exec", data = data }, { "type", "data" })),
         "text")
-      ws:send('{"type":"stdin_close"}', "text")
+      if not feed then ws:send('{"type":"stdin_close"}', "text") end
       sent = true
       res.opened = true
+    end
+    while feed and state == "open" and ws:bufferedAmount() < STDIN_HIGH do
+      res.stdinStarted = true
+      local chunk = feed()
+      if chunk == nil then
+        feed = nil
+        ws:send('{"type":"stdin_close"}', "text")
+      else
+        ws:send("\2" .. chunk, "binary")
+      end
     end
     while true do
       local msg, kind = ws:receive()

@@ -116,6 +116,9 @@ fs_common.METHODS = {
   rmdir = { paths = PATH, opts = DELETE_OPTS, writes = true },
   readdir = { paths = PATH, opts = READDIR_OPTS },
   stat = { paths = PATH },
+  -- the streaming hooks of Workspace:upload/download (workspace/transfer.lua)
+  _readStream = { paths = PATH },
+  _writeStream = { paths = PATH, writes = true, name = "writeFile" },
   exists = { paths = PATH, ready = false }, -- through stat
   realpath = { paths = PATH },
   resolvePath = { paths = PATH, ready = false },
@@ -143,7 +146,7 @@ local function checked(class, name, spec, body)
     if spec.writes and self.readOnly then
       errors.WorkspaceReadOnlyError:raise({
         message = "Workspace is in read-only mode. Cannot perform: " .. name,
-        operation = name, path = args[1],
+        operation = spec.name or name, path = args[1],
       })
     end
     -- a tail call: error level 2 in a method names its caller

@@ -20,6 +20,7 @@ local mastra = {
   LocalFilesystem = require "mastra.local_filesystem",
   Workspace = require "mastra.workspace",
   localPlatform = require("mastra.local_platform").ensure,
+  fleet = require "mastra.fleet",
 
   spawn = task.spawn,
   all = task.all,

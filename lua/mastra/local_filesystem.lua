@@ -475,6 +475,61 @@ function LocalFilesystem:resolvePath(path)
   return lexical
 end
 
+local STREAM_CHUNK = 65536
+
+--- The bytes of the file at path, 64 KiB at a time: a function returning
+-- the next chunk, nil at the end (Workspace:upload).
+function LocalFilesystem:_readStream(path)
+  local real = self:_resolve(path)
+  local st, msg, ename = core.fsStat(real)
+  if not st then fail(path, msg, ename) end
+  if st.type == "directory" then fail(path, "is a directory", "EISDIR") end
+  local f, err = io.open(real, "rb")
+  if not f then fail(path, err, "EACCES") end
+  return function()
+    if not f then return nil end
+    local chunk = f:read(STREAM_CHUNK)
+    if chunk == nil then
+      f:close()
+      f = nil
+    end
+    return chunk
+  end
+end
+
+--- A sink for the file at path (Workspace:download): write(chunk) appends
+-- to a temporary file beside it, close() renames it over the file and
+-- returns the bytes written, abort() removes it.
+function LocalFilesystem:_writeStream(path)
+  local real = self:_resolve(path)
+  ensure_parent(real, path, true)
+  local dir, name = split(real)
+  local tmp = join(dir, TMP_PREFIX .. common.randomDigits(8) .. "-" .. name)
+  local f, err = io.open(tmp, "wb")
+  if not f then fail(path, err, "EACCES") end
+  local bytes = 0
+  local sink = {}
+  function sink.write(chunk)
+    local ok, werr = f:write(chunk)
+    if not ok then fail(path, werr, "EIO") end
+    bytes = bytes + #chunk
+  end
+  function sink.close()
+    f:close()
+    local ok, msg, ename = core.fsRename(tmp, real)
+    if not ok then
+      os.remove(tmp)
+      fail(path, msg, ename)
+    end
+    return bytes
+  end
+  function sink.abort()
+    f:close()
+    os.remove(tmp)
+  end
+  return sink
+end
+
 function LocalFilesystem:getInfo()
   return fs_common.info(self, { basePath = self.basePath, contained = self.contained })
 end

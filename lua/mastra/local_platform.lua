@@ -6,12 +6,22 @@
 -- else ~/.local/state/mastra:
 --   platform.lock    flock'd while a process looks for (or starts) the server;
 --                    holds the pid of the last process that took it
---   platform.state   url=, token=, pid= lines of the running server
+--   platform.state   url=, token=, pid=, bin=, version=, protocol= lines of
+--                    the running server (its binary's path and --version)
 --   platform.out     the server's stdout (its JSON line); platform.log: stderr
 -- The server's data is in <state dir>/platform-data. It exits by itself
 -- after it has been idle, with no sandbox, for MASTRA_PLATFORM_IDLE_EXIT
 -- seconds (default 900).
+--
+-- Across versions (docs/platform.md "One per user, across versions"): a
+-- running server of another binary or version is named in one line on
+-- stderr, and used only if its protocol (the major.minor of its version,
+-- or the major from 1.0 on) is this client's; otherwise this client starts
+-- its own, with the state dir <state dir>/protocol-<protocol>. A recorded
+-- server that does not answer an HTTP request within
+-- local_platform.probeTimeoutMs is reported as hung, with its pid.
 local core = require "mastra.core"
+local dotenv = require "mastra.dotenv"
 local errors = require "mastra.errors"
 local process = require "mastra.process"
 local shell = require "mastra.shell"
@@ -55,15 +65,40 @@ local function read_file(path)
   return s
 end
 
--- The mastra-platform binary: $MASTRA_PLATFORM_BIN, next to the running
--- executable (mastra-lua and mastra-platform are installed together), or
--- the PATH.
 local function exists(path)
   local f = io.open(path, "rb")
   if f then f:close() end
   return f ~= nil
 end
 
+-- The prefix a module was installed under: PREFIX/share/lua/5.4/mastra/x.lua
+-- or PREFIX/lib[64][/multiarch]/lua/5.4/mastra/core.so (a LuaRocks tree,
+-- /usr/local, ...), whose PREFIX/bin holds what the rock installed.
+local function install_prefix(path)
+  if path == nil then return nil end
+  return path:match("^(.+)/share/lua/[^/]+/mastra/")
+    or path:match("^(.+)/lib[^/]*/lua/[^/]+/mastra/")
+    or path:match("^(.+)/lib[^/]*/[^/]+/lua/[^/]+/mastra/")
+end
+
+local function module_sibling()
+  local here = debug.getinfo(1, "S").source
+  local paths = {
+    here:sub(1, 1) == "@" and here:sub(2) or nil,
+    package.searchpath("mastra.core", package.cpath),
+  }
+  for i = 1, 2 do
+    local prefix = install_prefix(paths[i])
+    if prefix and exists(prefix .. "/bin/mastra-platform") then
+      return prefix .. "/bin/mastra-platform"
+    end
+  end
+  return nil
+end
+
+-- $MASTRA_PLATFORM_BIN, else next to the running executable (mastra-lua
+-- and mastra-platform are installed together), else the bin/ of the tree
+-- the module was installed into (the rock brings it), else the PATH.
 local function find_binary()
   local bin = nonblank(os.getenv("MASTRA_PLATFORM_BIN"))
   if bin then
@@ -75,6 +110,8 @@ local function find_binary()
     local sibling = exe:gsub("[^/]*$", "") .. "mastra-platform"
     if exists(sibling) then return sibling end
   end
+  local installed = module_sibling()
+  if installed then return installed end
   for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
     local candidate = dir .. "/mastra-platform"
     if exists(candidate) then return candidate end
@@ -101,6 +138,25 @@ local function running_server(dir)
   local cmdline = read_file("/proc/" .. state.pid .. "/cmdline") or ""
   if not cmdline:find("mastra-platform", 1, true) then return nil end
   return state
+end
+
+--- The protocol of a version: "0.1" for 0.1.x (each 0.x may change it),
+-- "1" for 1.y.z; nil for no version.
+function local_platform.protocol(version)
+  if type(version) ~= "string" then return nil end
+  local major, minor = version:match("^(%d+)%.(%d+)")
+  if major == nil then return nil end
+  if major == "0" then return major .. "." .. minor end
+  return major
+end
+
+-- Run `bin --version`: "mastra-platform 0.1.0" -> "0.1.0" (nil if it says
+-- something else). A task's wait, never a blocking one.
+local function binary_version(bin)
+  local p = process.start{ command = shell.quote(bin) .. " --version", timeout = 5000 }
+  process.pump(p)
+  if p.exitCode ~= 0 then return nil end
+  return (p.stdout or ""):match("^mastra%-platform (%S+)")
 end
 
 local function wait_for_url(out_path, deadline)
@@ -143,9 +199,12 @@ local function start_server(dir)
       :format(dir)
   end
   local token = (read_file(token_file) or ""):gsub("%s+$", "")
-  local state = { url = url, token = token, pid = pid }
+  local version = binary_version(bin) or "unknown"
+  local state = { url = url, token = token, pid = pid, bin = core.fsRealpath(bin) or bin,
+    version = version, protocol = local_platform.protocol(version) or "unknown" }
   local ok2, werr = core.fsWriteAtomic(dir .. "/platform.state",
-    ("url=%s\ntoken=%s\npid=%d\n"):format(url, token, pid))
+    ("url=%s\ntoken=%s\npid=%d\nbin=%s\nversion=%s\nprotocol=%s\n"):format(url, token, pid,
+      state.bin, state.version, state.protocol))
   if not ok2 then return nil, "cannot write its state file: " .. werr end
   return state
 end
@@ -204,11 +263,80 @@ local function lock_state(dir)
   end
 end
 
+-- {====== another version, another binary, a hung server ======
+
+-- Where this client's own server lives when the recorded one speaks
+-- another protocol.
+local function own_dir(dir)
+  return dir .. "/protocol-" .. (local_platform.protocol(core._VERSION) or "unknown")
+end
+
+local noted = {} -- pid -> true: the server was named on stderr
+
+--- Whether this client may use the recorded server: its protocol is this
+-- client's. A server of another binary or another version is named in one
+-- line on stderr (once per server and process).
+local function compatible(state, dir)
+  local mine = local_platform.protocol(core._VERSION)
+  local theirs = local_platform.protocol(state.version)
+  local bin = find_binary()
+  bin = bin and (core.fsRealpath(bin) or bin)
+  local other = state.version ~= core._VERSION or (bin ~= nil and state.bin ~= bin)
+  local ok = theirs ~= nil and theirs == mine
+  if other and not noted[state.pid] then
+    noted[state.pid] = true
+    io.stderr:write(("mastra: the local platform at %s (pid %d) is %s version %s; this client"
+      .. " is version %s%s: %s\n"):format(state.url, state.pid,
+      state.bin or "a binary it did not record", state.version or "unknown", core._VERSION,
+      bin and (" with " .. bin) or "",
+      ok and ("using it, its protocol is the same (" .. mine .. ")")
+        or ("its protocol is not " .. tostring(mine) .. ", starting another one (state in "
+          .. own_dir(dir) .. ")")))
+  end
+  return ok
+end
+
+-- How long a recorded server may take to answer a request before it is
+-- reported as hung.
+local_platform.probeTimeoutMs = 3000
+
+local answered = {} -- "pid url" -> true: it answered once in this process
+
+--- Whether the recorded server answers HTTP (any status). False when
+-- nothing accepts the connection (it is not listening: start another);
+-- raises when it accepts and says nothing within probeTimeoutMs: hung.
+local function answers(state, dir)
+  local key = state.pid .. " " .. state.url
+  if answered[key] then return true end
+  local req <close> = core.http{ method = "GET", url = state.url .. "/",
+    timeout = local_platform.probeTimeoutMs }
+  if req == nil then return false end
+  while true do
+    local status, msg, name = req:result()
+    if status then
+      answered[key] = true
+      return true
+    end
+    if msg then
+      if name ~= "CURLE_OPERATION_TIMEDOUT" then return false end
+      errors.MastraError:raise({
+        message = ("mastra: the local platform at %s (pid %d) is hung: it did not answer within"
+          .. " %g s. Stop it (kill %d; its log is %s/platform.log), then try again"):format(
+          state.url, state.pid, local_platform.probeTimeoutMs / 1000, state.pid, dir),
+        pid = state.pid, url = state.url, code = name,
+      }, 0)
+    end
+    task.wait(req:id())
+  end
+end
+
+-- }======
+
 -- Find or start the server, under the cross-process lock.
 local function find_or_start(dir)
   local lock <close> = lock_state(dir) -- luacheck: ignore 211
   local state = running_server(dir)
-  if state then return state, false end
+  if state and answers(state, dir) then return state, false end
   local serr
   state, serr = start_server(dir)
   if state == nil then
@@ -221,13 +349,18 @@ local finding  -- the task looking for the server; concurrent callers wait for i
 
 --- Find or start the local platform. Returns {url, token, pid, projectId,
 -- environmentId, bucketName}; raises with a message saying what to do when
--- it cannot. A server that runs is found from the state file (written
--- atomically) without the lock; otherwise concurrent callers share one
+-- it cannot. A server that runs (and answers) is found from the state file
+-- (written atomically) without the lock; otherwise concurrent callers share one
 -- attempt (a task they wait for), which takes the lock.
 function local_platform.ensure()
+  dotenv.loadDefault() -- ./.env (dotenv.lua), once per process
   local dir = local_platform.stateDir()
   local state = running_server(dir)
-  if state then
+  if state and not compatible(state, dir) then
+    dir = own_dir(dir)
+    state = running_server(dir)
+  end
+  if state and answers(state, dir) then
     announce(state, false)
   else
     local ok, err, ename = core.fsMkdir(dir, true)

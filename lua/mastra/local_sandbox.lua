@@ -190,9 +190,45 @@ function LocalSandbox:executeCommand(command, args, opts)
   self:_ensureRunning()
   local timeout = opts.timeout
   if timeout == nil then timeout = self.timeout end
-  local h <close> = self:_launch(shell.commandLine(command, args), opts, timeout, false)
-  process.pump(h)
+  local h <close> = self:_launch(shell.commandLine(command, args), opts, timeout,
+    opts.stdin ~= nil)
+  if opts.stdin == nil then
+    process.pump(h)
+    return h:result(args)
+  end
+  -- stdin goes in from a task of its own while this one reads the output
+  local feed = common.stdinSource(opts.stdin)
+  local writer = task.spawn(function()
+    while true do
+      local chunk = feed()
+      if chunk == nil then break end
+      local ok, err = pcall(h.sendStdin, h, chunk)
+      if not ok then
+        -- the command stopped reading (EPIPE) or exited: the rest is dropped,
+        -- as a shell pipe drops it
+        if errors.MastraError:is(err)
+            and (err.code == "EPIPE" or err.code == "EBADF" or h.exitCode ~= nil) then
+          break
+        end
+        error(err, 0)
+      end
+    end
+    h:closeStdin()
+  end)
+  local ok, err = pcall(process.pump, h)
+  if not ok then
+    writer:cancel()
+    error(err, 0)
+  end
+  local wok, werr = pcall(writer.wait, writer)
+  if not wok then error(werr, 0) end
   return h:result(args)
+end
+
+--- Commands here always take stdin.
+function LocalSandbox.supportsStdin(self)
+  check_self("LocalSandbox:supportsStdin", self)
+  return true
 end
 
 function LocalSandbox:getInfo()

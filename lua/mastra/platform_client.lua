@@ -2,6 +2,7 @@
 -- configuration, URLs, headers, requests, and PlatformApiError.
 local core = require "mastra.core"
 local errors = require "mastra.errors"
+local dotenv = require "mastra.dotenv"
 local local_platform = require "mastra.local_platform"
 local task = require "mastra.task"
 
@@ -42,6 +43,7 @@ end
 -- PlatformFilesystem from its options and the environment. With nothing
 -- configured, the local platform is found or started.
 function client.resolve(opts, where)
+  dotenv.loadDefault() -- ./.env (dotenv.lua), once per process
   local cfg = {
     actingUserId = nonblank(trim(opts.actingUserId)),
     sessionId = opts.sessionId,
@@ -58,16 +60,29 @@ function client.resolve(opts, where)
     local lp = local_platform.ensure()
     token, proxy, defaults = lp.token, lp.url, lp
   end
-  if token == nil then error(where .. ": accessToken is required", 3) end
+  if token == nil then
+    error(where .. ": accessToken is required (option accessToken, or set"
+      .. " MASTRA_PLATFORM_ACCESS_TOKEN)", 3)
+  end
   cfg.accessToken = token
   if proxy == nil then
     local region = trim(os.getenv("MASTRA_PLATFORM_REGION") or "")
+    if region ~= "" and REGIONS[region:lower()] == nil then
+      local known = {}
+      for name in pairs(REGIONS) do known[#known + 1] = name end
+      table.sort(known)
+      error(("%s: MASTRA_PLATFORM_REGION is %q, which is not a known region (known: %s;"
+        .. " unset it for %s, or set MASTRA_WORKSPACE_PROXY_URL)")
+        :format(where, region, table.concat(known, ", "), DEFAULT_URL), 3)
+    end
     proxy = REGIONS[region:lower()] or DEFAULT_URL
   end
   cfg.baseUrl = proxy:gsub("/$", "")
   cfg.projectId = nonblank(opts.projectId) or nonblank(os.getenv("MASTRA_PROJECT_ID"))
     or defaults.projectId
-  if cfg.projectId == nil then error(where .. ": projectId is required", 3) end
+  if cfg.projectId == nil then
+    error(where .. ": projectId is required (option projectId, or set MASTRA_PROJECT_ID)", 3)
+  end
   local provider = nonblank(trim(opts.sandboxProvider))
     or nonblank(trim(os.getenv("SANDBOX_PROVIDER") or "")) or "railway"
   if provider == "e2b" then

@@ -12,7 +12,13 @@
 -- milliseconds since the epoch.
 --
 -- Where this client differs from upstream (on purpose, for the
--- conformance cases): copyFile/moveFile map a 404 to FileNotFoundError;
+-- conformance cases and to behave as LocalFilesystem does; the shared
+-- suite in spec/filesystem_spec.lua runs every case on both):
+-- copyFile/moveFile map a 404 to FileNotFoundError, copy and move a
+-- directory (a prefix) object by object (a copy needs recursive = true,
+-- else IsDirectoryError), and refuse a file onto a directory
+-- (IsDirectoryError); mkdir where a file is raises FileExistsError, rmdir of
+-- a file NotDirectoryError;
 -- rmdir without `recursive` refuses a non-empty directory
 -- (DirectoryNotEmptyError); readdir of a path with nothing under it raises
 -- NotDirectoryError (an object is stored there) or DirectoryNotFoundError;
@@ -192,19 +198,70 @@ function PlatformFilesystem:deleteFile(path, opts)
   if not res and not opts.force then not_found(path) end
 end
 
--- copyFile and moveFile: one POST with op "copy" or "rename".
+-- Whether an object is stored at key (a file).
+function PlatformFilesystem:_isFile(key)
+  if key == "" or key:sub(-1) == "/" then return false end
+  return self:_fs("HEAD", key, nil, { [404] = true }) ~= nil
+end
+
+-- Whether something is stored under key/ (a directory).
+function PlatformFilesystem:_isDir(key)
+  if key == "" then return true end
+  local contents, prefixes = self:_list(dir_prefix(key), false)
+  return #contents > 0 or #prefixes > 0
+end
+
+local function strip_slash(key)
+  return (key:gsub("/+$", ""))
+end
+
+-- One object: POST with op "copy" or "rename"; false when it is missing.
+function PlatformFilesystem:_copyObject(op, from, to)
+  return self:_fs("POST", from, {
+    query = { { "op", op } },
+    json = setmetatable({ destination = to }, { __jsonorder = { "destination" } }),
+  }, { [404] = true }) ~= nil
+end
+
+-- copyFile and moveFile. A file is one POST with op "copy" or "rename". A
+-- directory (a prefix) is every object under it, one POST each, and its
+-- markers made again under the destination; as on a LocalFilesystem, a
+-- copy needs recursive = true and a move does not.
 local function copy_or_move(self, method, op, src, dest, opts)
   if opts.overwrite == false then
     error(("PlatformFilesystem.%s does not support overwrite: false"
       .. " \u{2014} the proxy always overwrites."):format(method), 3)
   end
-  local res = self:_fs("POST", normalize(src):sub(2), {
-    query = { { "op", op } },
-    json = setmetatable({ destination = normalize(dest):sub(2) },
-      { __jsonorder = { "destination" } }),
-  }, { [404] = true })
-  if not res then
-    errors.FileNotFoundError:raise({ message = "File not found: " .. src, path = src }, 3)
+  local skey = strip_slash(normalize(src):sub(2))
+  local dkey = strip_slash(normalize(dest):sub(2))
+  if self:_isFile(skey) then
+    if self:_isDir(dkey) then
+      errors.IsDirectoryError:raise({ message = "Is a directory: " .. dest, path = dest }, 3)
+    end
+    if not self:_copyObject(op, skey, dkey) then not_found(src) end
+    return
+  end
+  local prefix = dir_prefix(skey)
+  local contents = prefix ~= "" and self:_list(prefix, true) or {}
+  if #contents == 0 then not_found(src) end
+  if op == "copy" and not opts.recursive then
+    errors.IsDirectoryError:raise({
+      message = "Is a directory: " .. src .. " (use recursive = true)", path = src }, 3)
+  end
+  local dprefix = dir_prefix(dkey)
+  for _, c in ipairs(contents) do
+    local key = c.key
+    if type(key) == "string" and key:sub(1, #prefix) == prefix then
+      local rel = key:sub(#prefix + 1)
+      if rel == "" or rel:sub(-1) == "/" then -- a directory's marker
+        self:_fs("POST", strip_slash(dprefix .. rel), { query = { { "op", "mkdir" } } })
+      elseif not self:_copyObject(op, key, dprefix .. rel) then
+        not_found(src .. "/" .. rel) -- removed meanwhile
+      end
+    end
+  end
+  if op == "rename" then -- the markers that stayed behind
+    self:_fs("DELETE", prefix, { query = { { "recursive", true } } }, { [404] = true })
   end
 end
 
@@ -218,7 +275,11 @@ end
 
 function PlatformFilesystem:mkdir(path)
   -- recursive is moot: a prefix needs no parents
-  self:_fs("POST", normalize(path):sub(2), { query = { { "op", "mkdir" } } })
+  local key = strip_slash(normalize(path):sub(2))
+  if self:_isFile(key) then
+    errors.FileExistsError:raise({ message = "File already exists: " .. path, path = path }, 2)
+  end
+  self:_fs("POST", key, { query = { { "op", "mkdir" } } })
 end
 
 function PlatformFilesystem:rmdir(path, opts)
@@ -238,12 +299,20 @@ function PlatformFilesystem:rmdir(path, opts)
         message = "Directory not empty: " .. path, path = path }, 2)
     end
     if not marker then
+      if self:_isFile(strip_slash(prefix)) then
+        errors.NotDirectoryError:raise({ message = "Not a directory: " .. path, path = path }, 2)
+      end
       if opts.force then return end
       not_found(path)
     end
   end
   local res = self:_fs("DELETE", prefix, { query = { { "recursive", true } } }, { [404] = true })
-  if not res and not opts.force then not_found(path) end
+  if not res then
+    if self:_isFile(strip_slash(prefix)) then
+      errors.NotDirectoryError:raise({ message = "Not a directory: " .. path, path = path }, 2)
+    end
+    if not opts.force then not_found(path) end
+  end
 end
 
 function PlatformFilesystem:readdir(path, opts)

@@ -20,11 +20,33 @@ local output = require "mastra.output"
 local process = require "mastra.process"
 
 local PlatformSandbox = { __name = "mastra.PlatformSandbox" }
-PlatformSandbox.__index = PlatformSandbox
+
+-- An idle handle stays small (at most 1 KiB; bench/platform.lua measures
+-- 10,000): what every handle shares lives in the class (name, provider,
+-- the defaults), equal settings share one cfg table (intern_cfg), and
+-- `env` and `processes` are made on first use.
+PlatformSandbox.name = "PlatformSandbox"
+PlatformSandbox.provider = "platform"
+PlatformSandbox._pidCounter = 0
+
+local lazy = {}
+
+PlatformSandbox.__index = function(self, k)
+  local v = PlatformSandbox[k]
+  if v ~= nil then return v end
+  local make = lazy[k]
+  if make then
+    v = make(self)
+    rawset(self, k, v)
+    return v
+  end
+  return nil
+end
 
 local LEASE_REFRESH_MARGIN_MS = 60000
 local CREATE_ATTEMPTS = 3
 local DEFAULT_RETRY_DELAY_MS = 2000
+PlatformSandbox._retryDelay = DEFAULT_RETRY_DELAY_MS
 
 local function network(v)
   return v == "ISOLATED" or v == "PRIVATE", '"ISOLATED" or "PRIVATE"'
@@ -69,9 +91,37 @@ local DESTROY_OPTS = {
 }
 
 local function copy_env(env)
+  if env == nil or next(env) == nil then return nil end -- made on first use
   local out = {}
-  for k, v in pairs(env or {}) do out[k] = tostring(v) end
+  for k, v in pairs(env) do out[k] = tostring(v) end
   return out
+end
+
+function lazy.env() return {} end
+
+-- One cfg table for every handle with the same settings (handles never
+-- change theirs: clone copies before it changes one).
+local cfgs = setmetatable({}, { __mode = "v" })
+local CFG_KEYS = { "accessToken", "baseUrl", "projectId", "provider", "requestTimeout",
+  "actingUserId", "sessionId", "threadId", "fetch", "defaultEnvironmentId",
+  "defaultBucketName" }
+
+local function intern_cfg(cfg)
+  local parts = {}
+  for i, k in ipairs(CFG_KEYS) do parts[i] = tostring(cfg[k]) end
+  for k in pairs(cfg) do
+    if type(k) ~= "string" then return cfg end
+  end
+  local key = table.concat(parts, "\0")
+  local known = cfgs[key]
+  if known then
+    for k, v in pairs(cfg) do
+      if known[k] ~= v then return cfg end -- a key not in CFG_KEYS differs
+    end
+    return known
+  end
+  cfgs[key] = cfg
+  return cfg
 end
 
 local function check_self(where, self)
@@ -107,12 +157,11 @@ function construct(opts, cfg, where)
   local envId = opts.environmentId or os.getenv("MASTRA_ENVIRONMENT_ID")
   if envId == nil or envId == "" then envId = cfg.defaultEnvironmentId or "" end
   if envId == "" and opts.sandboxId == nil then
-    error(where .. ": environmentId is required", 3)
+    error(where .. ": environmentId is required (option environmentId, or set"
+      .. " MASTRA_ENVIRONMENT_ID)", 3)
   end
   local self = setmetatable({
     id = opts.id or common.newId("platform-sandbox"),
-    name = "PlatformSandbox",
-    provider = "platform",
     status = "pending",
     sandboxId = opts.sandboxId,
     environmentId = envId,
@@ -123,24 +172,26 @@ function construct(opts, cfg, where)
     workingDirectory = opts.workingDirectory,
     seedCheckpointName = opts.seedCheckpointName,
     _opts = opts,
-    _cfg = cfg,
-    _hasRecoveryKey = opts.id ~= nil,
+    _cfg = intern_cfg(cfg),
     _instructions = opts.instructions,
-    _retryDelay = opts.createRetryDelayMs or DEFAULT_RETRY_DELAY_MS,
+    _retryDelay = opts.createRetryDelayMs,
     _handshakeTimeout = opts.handshakeTimeout,
-    _pidCounter = 0,
   }, PlatformSandbox)
-  self.processes = process.newManager(self, function(command, o)
+  return self
+end
+
+function lazy.processes(self)
+  return process.newManager(self, function(command, o)
     return self:_spawnProcess(command, o)
   end)
-  return self
 end
 
 -- {====== lifecycle ======
 
 local function create(self)
   if self.environmentId == "" then
-    error("PlatformSandbox:start: environmentId is required", 0)
+    error("PlatformSandbox:start: environmentId is required (option environmentId, or set"
+      .. " MASTRA_ENVIRONMENT_ID)", 0)
   end
   local body = setmetatable({
     id = self.id,
@@ -305,6 +356,21 @@ function PlatformSandbox:stop()
   return teardown(self, "stopped")
 end
 
+--- Let go of the remote sandbox without destroying it: this object
+-- forgets it (status "detached"), so neither `<close>`, the finalizer nor
+-- the exit destroys it. Returns its sandboxId, which a later
+-- PlatformSandbox.new{sandboxId = id} attaches to. The platform's idle
+-- timeout still applies.
+function PlatformSandbox:detach()
+  check_self("PlatformSandbox:detach", self)
+  if self._starting then pcall(self._starting.wait, self._starting) end
+  local id = self.sandboxId
+  self.sandboxId = nil
+  self._lease = nil
+  self.status = "detached"
+  return id
+end
+
 -- Whether the platform may hold a sandbox of this object.
 function holds_remote(self)
   return self.sandboxId ~= nil or self._starting ~= nil
@@ -416,13 +482,16 @@ end
 -- output reached onStdout/onStderr: SandboxExecInterruptedError instead.
 function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
   local last, last_lease
+  local attempts = 0
   for attempt = 1, 2 do
+    attempts = attempt
     local lease = self:_ensureLease(command, attempt)
     local r = direct_exec.run{
       url = lease.wsEndpoint, subprotocol = lease.subprotocol, jwt = lease.jwt,
       command = command, cwd = cwd, env = env, timeout = timeout,
       handshakeTimeout = self._handshakeTimeout, maxRetainedBytes = opts.maxRetainedBytes,
       onStdout = opts.onStdout, onStderr = opts.onStderr,
+      stdin = opts.stdin ~= nil and common.stdinSource(opts.stdin) or nil,
     }
     if r.exitCode ~= nil or r.timedOut then return r end
     last, last_lease = r, lease
@@ -438,6 +507,8 @@ function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
         closeReason = r.closeReason, wsEndpoint = lease.wsEndpoint,
       }, 0)
     end
+    -- a stdin function already read from cannot be sent again
+    if r.stdinStarted and type(opts.stdin) == "function" then break end
   end
   if self._lease == last_lease then self._lease = nil end
   local detail = ""
@@ -453,9 +524,9 @@ function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
     if limit then error(limit, 0) end
   end
   errors.SandboxExecTransportError:raise({
-    message = ("Direct-exec transport failed for sandbox %s after 2 attempt(s)%s")
-      :format(self.sandboxId or "(unknown)", detail),
-    sandboxId = self.sandboxId, command = command, attempts = 2,
+    message = ("Direct-exec transport failed for sandbox %s after %d attempt(s)%s")
+      :format(self.sandboxId or "(unknown)", attempts, detail),
+    sandboxId = self.sandboxId, command = command, attempts = attempts,
     opened = last.opened, closeCode = last.closeCode, closeReason = last.closeReason,
     wsEndpoint = last_lease.wsEndpoint,
   }, 0)
@@ -469,17 +540,41 @@ local function merged_env(self, extra)
   return env
 end
 
+local function has_capability(lease, name)
+  if type(lease.capabilities) ~= "table" then return false end
+  for _, c in ipairs(lease.capabilities) do
+    if c == name then return true end
+  end
+  return false
+end
+
+--- Whether commands may be given stdin here: the exec lease of the
+-- platform lists "stdin" in its capabilities (the local platform does, the
+-- hosted one does not). Starts the sandbox and fetches a lease.
+function PlatformSandbox:supportsStdin()
+  check_self("PlatformSandbox:supportsStdin", self)
+  self:_ensureRunning("supportsStdin")
+  return has_capability(self:_ensureLease("supportsStdin", 1), "stdin")
+end
+
 --- Run `command` (shell text) with `args` (each quoted as one argument) in
 -- the sandbox. Returns {stdout, stderr, exitCode, success,
 -- executionTimeMs, timedOut, command, args, stdoutTruncated,
 -- stderrTruncated, stdoutDroppedBytes, stderrDroppedBytes}; a timeout gives
--- exitCode 124.
+-- exitCode 124. opts.stdin (bytes, or a function returning chunks) is
+-- streamed where the platform advertises stdin, and an error elsewhere.
 function PlatformSandbox:executeCommand(command, args, opts)
   local where = "PlatformSandbox:executeCommand"
   opts = common.checkExec(where, PlatformSandbox, self, command, args, opts)
   local started = core.now()
   local full = shell.commandLine(command, args)
   self:_ensureRunning(full)
+  if opts.stdin ~= nil and not has_capability(self:_ensureLease(full, 1), "stdin") then
+    error(where .. ": this platform does not support stdin (its exec lease does not"
+      .. ' advertise the "stdin" capability: the hosted platform closes stdin at once).'
+      .. " Write the data to a file instead: ws:upload() or the filesystem tools,"
+      .. " or a here-document in the command", 2)
+  end
   local timeout = opts.timeout
   if timeout == nil then timeout = self.timeout end
   local cwd = opts.cwd or self.workingDirectory
@@ -520,13 +615,14 @@ function Handle:kill()
 end
 
 function Handle.sendStdin(_)
-  error("ProcessHandle:sendStdin: writing to stdin is not supported by this platform"
-    .. " (its exec lease does not advertise stdin)", 2)
+  error("ProcessHandle:sendStdin: a background process of a PlatformSandbox takes no"
+    .. " stdin (it reads end of file at once); to feed a command bytes, pass them to"
+    .. " executeCommand(command, args, {stdin = ...}) where the platform advertises stdin", 2)
 end
 
 function Handle.closeStdin(_)
-  error("ProcessHandle:closeStdin: stdin is not supported by this platform (commands"
-    .. " get end of file at once)", 2)
+  error("ProcessHandle:closeStdin: a background process of a PlatformSandbox takes no"
+    .. " stdin (it reads end of file at once)", 2)
 end
 
 function PlatformSandbox:_spawnProcess(command, opts)
@@ -611,7 +707,8 @@ function PlatformSandbox:getInfo()
     metadata = { sandboxId = j.id, providerResourceId = j.providerResourceId,
       platformStatus = j.status, restoredFromCheckpoint = j.restoredFromCheckpoint == true,
       restoredCheckpointName = type(j.restoredCheckpointName) == "string"
-        and j.restoredCheckpointName or nil },
+        and j.restoredCheckpointName or nil,
+      driver = type(j.driver) == "string" and j.driver or nil },
   }
 end
 

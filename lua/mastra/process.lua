@@ -10,6 +10,7 @@ local options = require "mastra.options"
 local errors = require "mastra.errors"
 local output = require "mastra.output"
 local common = require "mastra.common"
+local shell = require "mastra.shell"
 
 local process = {}
 
@@ -230,12 +231,29 @@ local function untrack(m, pid)
   end
 end
 
---- Start a background process running the shell text `command`.
-function Manager:spawn(command, opts)
+-- A list (a table whose keys are 1..n), or nil.
+local function is_list(t)
+  if t == nil then return true end
+  if type(t) ~= "table" then return false end
+  for k in pairs(t) do
+    if math.type(k) ~= "integer" or k < 1 or k > #t then return false end
+  end
+  return true
+end
+
+--- Start a background process running the shell text `command` followed
+-- by `args` (each quoted as one argument), as executeCommand takes them;
+-- spawn(command, opts) still works.
+function Manager:spawn(command, args, opts)
   options.self("processes:spawn", self, Manager)
   options.arg("processes:spawn", 1, "command", command, options.string)
+  if opts == nil and type(args) == "table" and next(args) ~= nil and not is_list(args) then
+    args, opts = nil, args -- spawn(command, opts)
+  end
+  common.checkArgs("processes:spawn", args)
+  command = shell.commandLine(command, args)
   -- the options of executeCommand; only maxRetainedBytes's default differs
-  opts = options.check("processes:spawn", opts, common.EXEC_OPTS)
+  opts = options.check("processes:spawn", opts, common.SPAWN_OPTS)
   self._sandbox:_ensureRunning()
   local launch_opts = {}
   for k, v in pairs(opts) do launch_opts[k] = v end

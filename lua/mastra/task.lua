@@ -451,9 +451,33 @@ local function prepare_exit()
   for _, job in ipairs(restart) do task.teardown(job[1], job[2]) end
 end
 
+-- A plain lua5.4 script that spawns tasks and never waits for them: the
+-- tasks would be cancelled silently when the state closes (nothing drives
+-- the loop after the main chunk). Unless mastra.run or mastra.step drove
+-- the loop (the runner, an embedding host), the state's close says so on
+-- stderr (docs/api.md "Tasks under a plain lua5.4").
+local driven = false
+
+local function warn_unfinished()
+  if driven then return end
+  local n, unstarted = 0, 0
+  for _, t in pairs(by_co) do
+    if t.state ~= "done" and not t.shielded and not t.cancel_pending then
+      n = n + 1
+      if not t.started then unstarted = unstarted + 1 end
+    end
+  end
+  if n > 0 then
+    stderr:write(("mastra: %d task(s) had not finished when Lua exited (%d never started):"
+      .. " they are cancelled. Wait for them (task:wait, mastra.all), run the script"
+      .. " in mastra.run, or run it with mastra-lua\n"):format(n, unstarted))
+  end
+end
+
 local sentinel = setmetatable({}, {
   __name = "mastra.task.sentinel",
   __gc = function()
+    warn_unfinished()
     prepare_exit()
     if live > 0 or #collected > 0 then
       exit_deadline = exit_deadline or core.now() + TEARDOWN_DEADLINE_MS
@@ -674,8 +698,13 @@ local MAX_SLEEP_MS = 2 ^ 53
 
 function task.sleep(ms)
   if type(ms) ~= "number" or ms ~= ms or ms < 0 or ms > MAX_SLEEP_MS then
+    local got = type(ms) == "number" and tostring(ms) or type(ms)
+    if type(ms) == "string" then
+      got = ("a string, %q"):format(ms)
+      if tonumber(ms) then got = got .. (": pass a number, mastra.sleep(%s)"):format(ms) end
+    end
     error(("mastra.sleep: ms must be a number of milliseconds between 0 and"
-      .. " 2^53 (got %s)"):format(tostring(ms)), 2)
+      .. " 2^53 (got %s)"):format(got), 2)
   end
   current("mastra.sleep")
   -- the loop's timers count whole milliseconds from a truncated clock, so
@@ -706,6 +735,7 @@ function task.run(fn, ...)
     error("mastra.run: cannot be called from inside a task (use mastra.spawn"
       .. " and task:wait)", 2)
   end
+  driven = true
   local main = task.spawn(fn, ...)
   main.observed = true
   local ending = false
@@ -738,6 +768,7 @@ function task.step(timeout_ms)
   if depth > 0 then
     error("mastra.step: cannot be called from inside a task", 2)
   end
+  driven = true
   step(timeout_ms)
   interrupted = false
   raise_unobserved()

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 #include "hash.h"
 #include "http_tokens.h"
@@ -285,7 +286,14 @@ static void on_timer(mastra__timer *t) {
          ws->target, (unsigned long long)ws->handshake_ms);
     return;
   }
-  /* the peer did not answer our close frame in time: just hang up */
+  /* the peer did not answer our close frame in time: hang up with a reset.
+  ** A plain close would queue the FIN behind what the peer has not read
+  ** (a server that stopped reading holds our stdin back), and the peer
+  ** would never learn that we left; a reset reaches it at once. */
+  if (ws->io.fd >= 0) {
+    struct linger lg = {1, 0};
+    setsockopt(ws->io.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  }
   finish(ws);
 }
 
@@ -336,12 +344,16 @@ static void pump(mastra__ws *ws) {
   }
   if (wslay_event_want_write(ws->ctx)) {
     size_t before = wslay_event_get_queued_msg_count(ws->ctx);
+    size_t before_len = wslay_event_get_queued_msg_length(ws->ctx);
     rc = wslay_event_send(ws->ctx);
     if (rc != 0) {
       wslay_failed(ws, rc);
       return;
     }
-    if (before > 0 && wslay_event_get_queued_msg_count(ws->ctx) == 0)
+    if ((before > 0 && wslay_event_get_queued_msg_count(ws->ctx) == 0)
+        || (before_len >= MASTRA__WS_SEND_LOW
+            && wslay_event_get_queued_msg_length(ws->ctx)
+                   < MASTRA__WS_SEND_LOW))
       ws->changed = 1;
   }
   if (ws->close_received && ws->state == MASTRA__WS_OPEN) {

@@ -15,8 +15,9 @@
 ** one.
 **
 ** States: connecting -> open -> closing -> closed; connecting -> closed.
-** Every change of state, every received message and every drain of the
-** send queue signals the socket's id. The easy handle stays in its multi
+** Every change of state, every received message, every drain of the
+** send queue and its fall below MASTRA__WS_SEND_LOW signal the socket's
+** id. The easy handle stays in its multi
 ** until the socket is closed (removing it earlier is
 ** http4s/http4s-curl#59), and wslay is never called again after it
 ** returned an error.
@@ -43,6 +44,9 @@
 #define MASTRA__WS_DEFAULT_HANDSHAKE_MS 30000
 #define MASTRA__WS_DEFAULT_CLOSE_MS 3000
 #define MASTRA__WS_DEFAULT_MAX_MESSAGE ((uint64_t)64 << 20)
+/* A send queue that drains below this signals the id (a writer that
+** waits for room may go on), as does one that empties. */
+#define MASTRA__WS_SEND_LOW ((size_t)256 << 10)
 /* Stop reading while this much received data waits for the owner. */
 #define MASTRA__WS_PENDING_MAX ((size_t)8 << 20)
 /* The largest response head to an Upgrade request, and the most of a

@@ -7,6 +7,9 @@
 **   core.lock(path [, nonblocking]) -> a lock object held until :close()
 **                          (or collection); nonblocking: EAGAIN when held
 **   core.pidAlive(pid)   -> whether a process with that pid exists
+**   core.setenv(name, value) -> true: sets a variable of the process's
+**                          environment (os.getenv and child processes see
+**                          it); the .env loader (dotenv.lua) uses it
 **
 ** Failures return nil, message, NAME (docs/core.md).
 */
@@ -15,6 +18,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -87,6 +91,16 @@ static int core_pid_alive(lua_State *L) {
   return 1;
 }
 
+/* setenv(name, value) -> true, or nil, message, NAME (EINVAL for a name
+** that is empty or holds '=') */
+static int core_setenv(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  const char *value = luaL_checkstring(L, 2);
+  if (setenv(name, value, 1) < 0) return mastra__pusherrno(L, errno, "setenv");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 int mastra__open_sys(lua_State *L) {
   static const luaL_Reg funcs[] = {
     {"time", core_time},
@@ -94,6 +108,7 @@ int mastra__open_sys(lua_State *L) {
     {"getcwd", core_getcwd},
     {"lock", core_lock},
     {"pidAlive", core_pid_alive},
+    {"setenv", core_setenv},
     {NULL, NULL}
   };
   static const luaL_Reg lock_meth[] = {

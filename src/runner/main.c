@@ -1,128 +1,149 @@
 /*
-** mastra-lua: run a Lua script with the mastra runtime, in the shape of
-** lua.c. The main chunk runs as a task (mastra.run), so blocking calls at
-** the top level yield to the event loop and spawned tasks progress.
+** mastra-lua: run Lua with the mastra runtime, in the shape of lua.c (its
+** options, its two passes over them, its `arg` table, its messages and exit
+** codes), with tasks: every chunk it runs (LUA_INIT, -e, -l, the script)
+** runs as the main task of mastra.run, so blocking calls at the top level
+** yield to the event loop, and the runner waits for the tasks it spawned.
 **
 **   mastra-lua [options] [script [args]]
-**     -e CODE   run CODE (as a task) before the script
-**     -v        print the version
-**     -h        print this help
+**     -e stat   run 'stat'          -i        the REPL after the rest
+**     -l mod    require 'mod' into global 'mod' (-l g=mod: into 'g')
+**     -v        print the version   -E        ignore LUA_INIT, LUA_PATH...
+**     -W        turn warnings on    -h, --help  print the usage
+**     --env-file FILE, --no-env-file: which .env file to read (dotenv.lua)
+**     --        stop handling options   -   run stdin
+** With no script and no -e or -v: the REPL on a terminal, else stdin.
 **
 ** Exit status: 0, 1 after an uncaught error (message and traceback on
 ** stderr), 128 + the signal after SIGINT (130), SIGTERM (143) or SIGHUP
 ** (129): tasks cancelled, the teardown queue drained (at most
 ** TEARDOWN_DEADLINE_MS, lua/mastra/task.lua), child processes killed and
-** reaped. A second such signal ends the process at once.
+** reaped. A second such signal ends the process at once (run.c).
 */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
 
 #include "mastra.h"
+#include "repl.h"
+#include "runner.h"
 
-#define EXIT_SIGNAL_BASE 128 /* the shell's convention: 130 after SIGINT */
+/* what collectargs finds */
+#define has_error 1 /* a bad option */
+#define has_i 2     /* -i */
+#define has_v 4     /* -v */
+#define has_e 8     /* -e */
+#define has_E 16    /* -E */
+#define has_h 32    /* -h, --help */
 
-static const char *progname = "mastra-lua";
-static mastra_loop *volatile g_loop = NULL;
-static volatile sig_atomic_t g_signal = 0; /* the first stopping signal */
+#define LUA_INITVARVERSION "LUA_INIT_5_4"
 
-static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
-#define NSTOP ((int)(sizeof stop_signals / sizeof stop_signals[0]))
+static const char *env_file = NULL; /* --env-file */
+static int no_env_file = 0;         /* --no-env-file */
 
-/* SIGINT, SIGTERM, SIGHUP: cancel the tasks and tear down (the scheduler
-** does it, woken through the loop's eventfd). A second one of any of them
-** ends the process at once: the default action is back. */
-static void on_stop_signal(int sig) {
-  int i;
-  if (g_signal == 0) g_signal = sig;
-  for (i = 0; i < NSTOP; i++) signal(stop_signals[i], SIG_DFL);
-  mastra_interrupt(g_loop);
-}
-
-static void catch_stop_signals(void) {
-  struct sigaction sa;
-  int i;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  for (i = 0; i < NSTOP; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
-  for (i = 0; i < NSTOP; i++) sigaction(stop_signals[i], &sa, NULL);
-}
-
-static const char *signal_name(int sig) {
-  switch (sig) {
-  case SIGTERM: return "SIGTERM";
-  case SIGHUP: return "SIGHUP";
-  default: return "SIGINT";
+static void print_usage(FILE *f, const char *badoption) {
+  if (badoption != NULL) {
+    if (badoption[1] == 'e' || badoption[1] == 'l' || strcmp(badoption, "--env-file") == 0)
+      fprintf(f, "%s: '%s' needs argument\n", mr_progname, badoption);
+    else
+      fprintf(f, "%s: unrecognized option '%s'\n", mr_progname, badoption);
   }
-}
-
-static void print_usage(FILE *f) {
   fprintf(f,
           "usage: %s [options] [script [args]]\n"
-          "  -e CODE  run CODE before the script\n"
-          "  -v       print the version and exit\n"
-          "  -h       print this help and exit\n"
-          "  --       stop handling options\n",
-          progname);
+          "Available options are:\n"
+          "  -e CODE   run the string 'CODE' (as a task)\n"
+          "  -i        enter interactive mode after running 'script'\n"
+          "  -l mod    require library 'mod' into global 'mod'\n"
+          "  -l g=mod  require library 'mod' into global 'g'\n"
+          "  -v        show version information\n"
+          "  -E        ignore environment variables (LUA_INIT, LUA_PATH, ...)\n"
+          "  -W        turn warnings on\n"
+          "  --env-file FILE  read FILE instead of ./.env\n"
+          "  --no-env-file    read no .env file\n"
+          "  -h, --help       show this help\n"
+          "  --        stop handling options\n"
+          "  -         stop handling options and run stdin\n",
+          mr_progname);
+  fflush(f);
 }
 
-/* Message and traceback of an error value, as text (like lua.c msghandler,
-** but the traceback is the task's, which the scheduler attached). */
-static const char *error_text(lua_State *L, int idx) {
-  idx = lua_absindex(L, idx);
-  if (lua_type(L, idx) == LUA_TTABLE) {
-    luaL_tolstring(L, idx, NULL);
-    if (lua_getfield(L, idx, "traceback") == LUA_TSTRING) {
-      lua_pushliteral(L, "\n");
-      lua_insert(L, -2);
-      lua_concat(L, 3);
-    } else {
-      lua_pop(L, 1);
+static void print_version(void) {
+  printf("mastra-lua %s (%s)\n", mastra_version(), LUA_RELEASE);
+  fflush(stdout);
+}
+
+/* First pass: which options there are, and where the script is (0: none).
+** Only checks them; nothing runs yet. */
+static int collectargs(char **argv, int *first) {
+  int args = 0, i;
+  for (i = 1; argv[i] != NULL; i++) {
+    *first = i;
+    if (argv[i][0] != '-') return args; /* the script */
+    switch (argv[i][1]) {
+    case '-':
+      if (argv[i][2] == '\0') { /* -- */
+        *first = i + 1;
+        return argv[i + 1] != NULL ? args : (*first = 0, args);
+      }
+      if (strcmp(argv[i], "--help") == 0) args |= has_h;
+      else if (strcmp(argv[i], "--no-env-file") == 0) no_env_file = 1;
+      else if (strcmp(argv[i], "--env-file") == 0) {
+        if (argv[i + 1] == NULL) return has_error;
+        env_file = argv[++i];
+      } else {
+        return has_error;
+      }
+      break;
+    case '\0': /* - : stdin */
+      return args;
+    case 'E':
+      if (argv[i][2] != '\0') return has_error;
+      args |= has_E;
+      break;
+    case 'W':
+      if (argv[i][2] != '\0') return has_error;
+      break;
+    case 'h':
+      if (argv[i][2] != '\0') return has_error;
+      args |= has_h;
+      break;
+    case 'i':
+      args |= has_i; /* -i implies -v */
+      /* FALLTHROUGH */
+    case 'v':
+      if (argv[i][2] != '\0') return has_error;
+      args |= has_v;
+      break;
+    case 'e':
+      args |= has_e;
+      /* FALLTHROUGH */
+    case 'l':
+      if (argv[i][2] == '\0') { /* the argument is the next one */
+        i++;
+        if (argv[i] == NULL || argv[i][0] == '-') return has_error;
+      }
+      break;
+    default:
+      return has_error;
     }
-    return lua_tostring(L, -1);
   }
-  return luaL_tolstring(L, idx, NULL);
+  *first = 0; /* no script */
+  return args;
 }
 
-static int is_interrupt(lua_State *L, int idx) {
-  int yes = 0;
-  if (lua_type(L, idx) == LUA_TTABLE) {
-    lua_getfield(L, idx, "name");
-    yes = lua_isstring(L, -1)
-          && strcmp(lua_tostring(L, -1), "InterruptedError") == 0;
-    lua_pop(L, 1);
-  }
-  return yes;
-}
-
-/* Run the function on top of the stack, with nargs arguments below it
-** pushed after, as the main task: mastra.run(fn, ...). */
-static int run_main(lua_State *L, int nargs) {
-  int fn = lua_gettop(L) - nargs;
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "mastra");
-  lua_call(L, 1, 1);
-  lua_getfield(L, -1, "run");
-  lua_remove(L, -2);
-  lua_insert(L, fn);
-  if (g_loop == NULL) {
-    g_loop = mastra_get_loop(L);
-    catch_stop_signals();
-  }
-  return lua_pcall(L, nargs + 1, 0, 0);
-}
-
-/* arg table as in lua.c: arg[0] = script, arg[-n..-1] = what came before */
-static void create_arg_table(lua_State *L, char **argv, int argc, int script) {
+/* arg as in lua.c: arg[0] = the script, arg[-n..-1] what came before it,
+** created before anything runs (-e sees it) */
+static void createargtable(lua_State *L, char **argv, int argc, int script) {
   int i;
-  lua_createtable(L, argc - script - 1, script + 1);
+  /* no script: arg[0] is the runner, and the options follow it */
+  lua_createtable(L, argc - script > 0 ? argc - script - 1 : 0, script + 1);
   for (i = 0; i < argc; i++) {
     lua_pushstring(L, argv[i]);
     lua_rawseti(L, -2, i - script);
@@ -130,76 +151,175 @@ static void create_arg_table(lua_State *L, char **argv, int argc, int script) {
   lua_setglobal(L, "arg");
 }
 
+/* the chunk on top runs as the main task */
+static int dochunk(lua_State *L, int status) {
+  if (status == LUA_OK) status = mr_run(L, 0, 0);
+  return status;
+}
+
+static int dostring(lua_State *L, const char *s, const char *name) {
+  return dochunk(L, luaL_loadbuffer(L, s, strlen(s), name));
+}
+
+/* -l [g=]mod: g = require(mod), as a task; without '=', a '-suffix' of the
+** name is not part of the global's name (lua.c's LUA_IGMARK) */
+static int dolibrary(lua_State *L, const char *spec) {
+  const char *eq = strchr(spec, '=');
+  int status;
+  if (eq != NULL) {
+    lua_pushlstring(L, spec, (size_t)(eq - spec)); /* global name */
+    lua_pushstring(L, eq + 1);
+  } else {
+    const char *dash = strchr(spec, '-');
+    lua_pushlstring(L, spec, dash != NULL ? (size_t)(dash - spec) : strlen(spec));
+    lua_pushstring(L, spec);
+  }
+  lua_getglobal(L, "require");
+  lua_insert(L, -2);
+  status = mr_run(L, 1, 1);
+  if (status == LUA_OK) lua_setglobal(L, lua_tostring(L, -2));
+  if (status == LUA_OK) lua_pop(L, 1);
+  else lua_remove(L, -2); /* the global's name: the error stays on top */
+  return status;
+}
+
+/* LUA_INIT_5_4, else LUA_INIT: "@file" runs the file, anything else is code */
+static int handle_luainit(lua_State *L) {
+  const char *name = "=" LUA_INITVARVERSION;
+  const char *init = getenv(name + 1);
+  if (init == NULL) {
+    name = "=LUA_INIT";
+    init = getenv(name + 1);
+  }
+  if (init == NULL) return LUA_OK;
+  if (init[0] == '@') return dochunk(L, luaL_loadfile(L, init + 1));
+  return dostring(L, init, name);
+}
+
+/* Second pass: -e, -l and -W in their order. */
+static int runargs(lua_State *L, char **argv, int n) {
+  int i;
+  for (i = 1; i < n; i++) {
+    int option = argv[i][1], status;
+    const char *extra;
+    if (strcmp(argv[i], "--env-file") == 0) {
+      i++;
+      continue;
+    }
+    switch (option) {
+    case 'e':
+    case 'l':
+      extra = argv[i] + 2;
+      if (*extra == '\0') extra = argv[++i];
+      status = option == 'e' ? dostring(L, extra, "=(command line)") : dolibrary(L, extra);
+      if (status != LUA_OK) return status;
+      break;
+    case 'W':
+      lua_warning(L, "@on", 0);
+      break;
+    default:
+      break;
+    }
+  }
+  return LUA_OK;
+}
+
+/* the script (NULL: stdin) with the arguments after it, as the main task */
+static int handle_script(lua_State *L, char **argv) {
+  const char *fname = argv[0];
+  int status, n = 0;
+  if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0) fname = NULL;
+  status = luaL_loadfile(L, fname);
+  if (status == LUA_OK) {
+    while (argv[n + 1] != NULL) n++;
+    luaL_checkstack(L, n + 3, "too many arguments to the script");
+    for (n = 1; argv[n] != NULL; n++) lua_pushstring(L, argv[n]);
+    status = mr_run(L, n - 1, 0);
+  }
+  return status;
+}
+
+/* .env: --env-file, --no-env-file, else MASTRA_ENV_FILE or ./.env */
+static int load_env(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "mastra.dotenv");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "load");
+  lua_remove(L, -2);
+  if (no_env_file) lua_pushboolean(L, 0);
+  else if (env_file != NULL) lua_pushstring(L, env_file);
+  else lua_pushnil(L);
+  return lua_pcall(L, 1, 0, 0);
+}
+
+/* The exit status after status, with the report of an error on top. */
+static int exit_code(lua_State *L, int status) {
+  if (status == LUA_OK) return EXIT_SUCCESS;
+  if (mr_is_interrupt(L, -1)) {
+    int sig = mr_signal() != 0 ? mr_signal() : SIGINT;
+    const char *name = sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
+    lua_pop(L, 1);
+    mr_message(lua_pushfstring(L, "interrupted (%s)", name));
+    return EXIT_SIGNAL_BASE + sig;
+  }
+  mr_report(L, status);
+  return EXIT_FAILURE;
+}
+
 /* pmain(argc, argv) -> exit status */
 static int pmain(lua_State *L) {
   int argc = (int)lua_tointeger(L, 1);
   char **argv = (char **)lua_touserdata(L, 2);
-  int i, script = 0, status = LUA_OK, nargs;
+  int script = 0, status, sig;
+  int args = collectargs(argv, &script);
+  int optlim = script > 0 ? script : argc;
+  luaL_checkversion(L);
+  if (args == has_error) {
+    print_usage(stderr, argv[script]);
+    lua_pushinteger(L, EXIT_FAILURE);
+    return 1;
+  }
+  if (args & has_h) {
+    print_usage(stdout, NULL);
+    lua_pushinteger(L, EXIT_SUCCESS);
+    return 1;
+  }
+  if (args & has_E) { /* luaL_openlibs then ignores LUA_PATH and LUA_CPATH */
+    lua_pushboolean(L, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
+  }
   luaL_openlibs(L);
   mastra_openlibs(L);
+  createargtable(L, argv, argc, script);
   lua_gc(L, LUA_GCRESTART);
   lua_gc(L, LUA_GCGEN, 0, 0);
-
-  /* options: -e runs at once (in order), -v, -h */
-  for (i = 1; i < argc && status == LUA_OK; i++) {
-    const char *a = argv[i];
-    if (a[0] != '-' || strcmp(a, "-") == 0) break;
-    if (strcmp(a, "--") == 0) { i++; break; }
-    if (strcmp(a, "-v") == 0) {
-      printf("mastra-lua %s (%s)\n", mastra_version(), LUA_RELEASE);
-      lua_pushinteger(L, EXIT_SUCCESS);
-      return 1;
-    }
-    if (strcmp(a, "-h") == 0) {
-      print_usage(stdout);
-      lua_pushinteger(L, EXIT_SUCCESS);
-      return 1;
-    }
-    if (strcmp(a, "-e") == 0) {
-      const char *code = argv[i + 1];
-      if (code == NULL) {
-        fprintf(stderr, "%s: '-e' needs an argument\n", progname);
-        print_usage(stderr);
-        lua_pushinteger(L, EXIT_FAILURE);
-        return 1;
-      }
-      i++;
-      status = luaL_loadbuffer(L, code, strlen(code), "=(command line)");
-      if (status == LUA_OK) status = run_main(L, 0);
-      script = -1; /* something ran */
-      continue;
-    }
-    fprintf(stderr, "%s: unrecognized option '%s'\n", progname, a);
-    print_usage(stderr);
-    lua_pushinteger(L, EXIT_FAILURE);
-    return 1;
-  }
-  if (status == LUA_OK && i < argc) {
-    script = i;
-    create_arg_table(L, argv, argc, script);
-    status = luaL_loadfile(L, strcmp(argv[script], "-") == 0 ? NULL
-                                                             : argv[script]);
-    if (status == LUA_OK) {
-      nargs = argc - script - 1;
-      luaL_checkstack(L, nargs, "too many arguments to the script");
-      for (i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);
-      status = run_main(L, nargs);
-    }
-  } else if (status == LUA_OK && script == 0) {
-    print_usage(stderr);
-    lua_pushinteger(L, EXIT_FAILURE);
-    return 1;
-  }
+  mr_init(L);
+  status = load_env(L);
+  if (status == LUA_OK && (args & has_v)) print_version();
+  if (status == LUA_OK && !(args & has_E)) status = handle_luainit(L);
+  if (status == LUA_OK) status = runargs(L, argv, optlim);
+  if (status == LUA_OK && script > 0) status = handle_script(L, argv + script);
   if (status != LUA_OK) {
-    int interrupted = is_interrupt(L, -1);
-    const char *msg = error_text(L, -1);
-    int sig = g_signal != 0 ? (int)g_signal : SIGINT;
-    if (interrupted)
-      fprintf(stderr, "%s: interrupted (%s)\n", progname, signal_name(sig));
-    else
-      fprintf(stderr, "%s: %s\n", progname, msg);
-    fflush(stderr);
-    lua_pushinteger(L, interrupted ? EXIT_SIGNAL_BASE + sig : EXIT_FAILURE);
+    lua_pushinteger(L, exit_code(L, status));
+    return 1;
+  }
+  sig = 0;
+  if (args & has_i) {
+    sig = mr_repl(L);
+  } else if (script == 0 && !(args & (has_e | has_v))) {
+    if (isatty(STDIN_FILENO)) {
+      print_version();
+      sig = mr_repl(L);
+    } else {
+      status = dochunk(L, luaL_loadfile(L, NULL));
+      lua_pushinteger(L, exit_code(L, status));
+      return 1;
+    }
+  }
+  if (sig != 0) {
+    const char *name = sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
+    mr_message(lua_pushfstring(L, "interrupted (%s)", name));
+    lua_pushinteger(L, EXIT_SIGNAL_BASE + sig);
     return 1;
   }
   lua_pushinteger(L, EXIT_SUCCESS);
@@ -209,10 +329,9 @@ static int pmain(lua_State *L) {
 int main(int argc, char **argv) {
   int status, code;
   lua_State *L = luaL_newstate();
-  if (argv[0] && argv[0][0]) progname = argv[0];
+  if (argv[0] && argv[0][0]) mr_progname = argv[0];
   if (L == NULL) {
-    fprintf(stderr, "%s: cannot create the Lua state: not enough memory\n",
-            progname);
+    fprintf(stderr, "%s: cannot create the Lua state: not enough memory\n", mr_progname);
     return EXIT_FAILURE;
   }
   lua_gc(L, LUA_GCSTOP);
@@ -221,12 +340,11 @@ int main(int argc, char **argv) {
   lua_pushlightuserdata(L, argv);
   status = lua_pcall(L, 2, 1, 0);
   if (status != LUA_OK) {
-    fprintf(stderr, "%s: %s\n", progname, lua_tostring(L, -1));
+    fprintf(stderr, "%s: %s\n", mr_progname, lua_tostring(L, -1));
     code = EXIT_FAILURE;
   } else {
     code = (int)lua_tointeger(L, -1);
   }
-  g_loop = NULL;
   /* the scheduler's sentinel drains what teardown is left, then the loop
   ** kills and reaps what is left of the child processes */
   lua_close(L);

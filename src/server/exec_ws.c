@@ -7,9 +7,19 @@
 ** wslay server context runs on a mastra__io watcher:
 **
 **   client: {"type":"init_exec","data":{"command","cwd"?,"env"?}}
-**           {"type":"stdin_close"}            (stdin is /dev/null anyway)
+**           binary [2]+stdin bytes (any number, each <= 1 MiB)
+**           {"type":"stdin_close"}            (end of file on stdin)
 **   server: binary [1]+stdout bytes, [3]+stderr bytes (<= 64 KiB a frame)
 **           {"type":"exit","data":{"exit_code":N}}, then close 1000
+**
+** stdin is a pipe when the server runs with --exec-stdin on (the default;
+** the exec lease then lists "stdin" in its `capabilities`), /dev/null with
+** --exec-stdin off (upstream's behaviour: stdin frames are dropped). The
+** stdin frames are Railway's shape (tag 2, as the railway CLI's
+** sandbox exec sends them). Backpressure: while WS_STDIN_HIGH bytes of
+** stdin wait for the pipe, the socket is not read, so the client's send
+** queue fills instead of our memory. Bytes for a command that stopped
+** reading (EPIPE) or has finished are dropped.
 **
 ** A close (or a socket error) before the exit kills the command. Output
 ** is read from the command only while wslay's send queue holds less than
@@ -58,8 +68,10 @@
 #define WS_FRAME_MAX 65536             /* an output frame, tag included */
 #define WS_INIT_TIMEOUT_MS 30000       /* for init_exec to arrive */
 #define WS_CLOSE_WAIT_MS 5000          /* to finish the closing handshake */
+#define WS_STDIN_HIGH (1u << 20)       /* stop reading past this much stdin */
 
 #define TAG_STDOUT 1
+#define TAG_STDIN 2
 #define TAG_STDERR 3
 
 typedef struct mp_ws_session ws_session;
@@ -87,11 +99,20 @@ struct mp_ws_session {
   unsigned close_wait : 1;   /* the timer now bounds the closing handshake */
   unsigned close_pending : 1; /* our close waits for the queue to drain */
   unsigned holds_sb : 1;     /* counted in sb->refs (its record stays) */
+  unsigned in_eof : 1;       /* stdin_close came: close after the bytes */
+  unsigned in_done : 1;      /* stdin is closed (or gone): drop bytes */
+  char *in_buf;              /* stdin bytes waiting for the pipe */
+  size_t in_len, in_off, in_cap;
   uint16_t close_code;
   char close_reason[124];
 };
 
 static void session_end(ws_session *s);
+
+/* Enough stdin waits for the pipe: the socket is not read meanwhile. */
+static int stdin_full(const ws_session *s) {
+  return s->in_len - s->in_off >= WS_STDIN_HIGH;
+}
 
 /* {====== lifetime ====== */
 
@@ -126,6 +147,10 @@ static void unlink_session(ws_session *s) {
 /* Let go of the command, killing it first if it still runs. */
 static void release_proc(ws_session *s) {
   mastra__proc *p = s->proc;
+  free(s->in_buf); /* nobody reads the stdin that waits */
+  s->in_buf = NULL;
+  s->in_len = s->in_off = s->in_cap = 0;
+  s->in_done = 1;
   if (p == NULL) return;
   s->proc = NULL;
   mastra__proc_kill(p); /* SIGTERM now, SIGKILL after the grace */
@@ -144,6 +169,7 @@ static void session_free(mastra__handle *h) {
   mastra__loop *loop = s->loop;
   if (s->ctx != NULL) wslay_event_context_free(s->ctx);
   free(s->extra);
+  free(s->in_buf);
   free(s);
   mastra__loop_unref(loop);
 }
@@ -273,6 +299,10 @@ static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len,
   ws_session *s = user;
   ssize_t n;
   (void)flags;
+  if (stdin_full(s)) { /* backpressure: the pipe must take some first */
+    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+    return -1;
+  }
   if (s->extra_off < s->extra_len) { /* what MHD read ahead comes first */
     size_t k = s->extra_len - s->extra_off;
     if (k > len) k = len;
@@ -307,6 +337,68 @@ static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data,
 }
 
 static void on_proc(mastra__proc *p, void *data);
+
+/* {====== stdin ====== */
+
+/* Write what waits to the command's stdin; once it is all out and
+** stdin_close came, close stdin. A pipe that is full asks to be told when
+** it drains (on_proc then pumps again). */
+static void stdin_flush(ws_session *s) {
+  mastra__proc *p = s->proc;
+  if (p == NULL || s->in_done) return;
+  while (s->in_off < s->in_len) {
+    ssize_t n = mastra__proc_write(p, s->in_buf + s->in_off,
+                                   s->in_len - s->in_off);
+    if (n == 0) {
+      if (mastra__proc_want_write(p) < 0) break;
+      return;
+    }
+    if (n < 0) break; /* EPIPE: the command stopped reading */
+    s->in_off += (size_t)n;
+  }
+  if (s->in_off < s->in_len) { /* not writable: drop the rest */
+    s->in_done = 1;
+    mastra__proc_close_stdin(p);
+  }
+  /* all written: keep the buffer for the next frames */
+  s->in_len = s->in_off = 0;
+  if (s->in_eof && !s->in_done) {
+    s->in_done = 1;
+    mastra__proc_close_stdin(p);
+  }
+}
+
+/* Append a stdin frame's bytes and write what the pipe takes. The bytes
+** already written are dropped from the front only once they are at least
+** as many as those left, so each byte is moved at most once on average. */
+static void stdin_push(ws_session *s, const uint8_t *data, size_t len) {
+  size_t have;
+  if (s->proc == NULL || s->in_done || s->in_eof || len == 0) return;
+  have = s->in_len - s->in_off;
+  if (s->in_off > 0 && s->in_off >= have) {
+    memmove(s->in_buf, s->in_buf + s->in_off, have);
+    s->in_len = have;
+    s->in_off = 0;
+  }
+  if (s->in_len + len > s->in_cap) {
+    size_t cap = s->in_cap ? s->in_cap : 65536;
+    char *b;
+    while (cap < s->in_len + len) cap *= 2;
+    b = realloc(s->in_buf, cap);
+    if (b == NULL) {
+      queue_close(s, 1011, "out of memory for stdin");
+      release_proc(s);
+      return;
+    }
+    s->in_buf = b;
+    s->in_cap = cap;
+  }
+  memcpy(s->in_buf + s->in_len, data, len);
+  s->in_len += len;
+  stdin_flush(s);
+}
+
+/* }====== */
 
 static void start_exec(ws_session *s, const cJSON *data) {
   const cJSON *cmd, *cwd, *env;
@@ -351,7 +443,8 @@ static void start_exec(ws_session *s, const cJSON *data) {
   spec.cwd = cwd != NULL && cwd->valuestring[0] != '\0' ? cwd->valuestring
                                                          : NULL;
   spec.env = env;
-  spec.stdin_pipe = 0;
+  spec.stdin_pipe = s->srv->exec_stdin;
+  s->in_done = !s->srv->exec_stdin;
   spec.timeout_ms = 0;
   err[0] = '\0';
   if (mp_sandbox_exec(s->srv, s->sb, &spec, on_proc, s, &p, err,
@@ -386,8 +479,11 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
   } else if (strcmp(type->valuestring, "init_exec") == 0) {
     if (!s->started)
       start_exec(s, cJSON_GetObjectItemCaseSensitive(j, "data"));
+  } else if (strcmp(type->valuestring, "stdin_close") == 0) {
+    s->in_eof = 1;
+    stdin_flush(s); /* closes stdin once what waits is written */
   }
-  /* stdin_close: stdin is /dev/null already; other types are ignored */
+  /* other types are ignored */
   cJSON_Delete(j);
 }
 
@@ -398,8 +494,11 @@ static void on_msg(wslay_event_context_ptr ctx,
   (void)ctx;
   if (arg->opcode == WSLAY_TEXT_FRAME)
     on_text(s, (const char *)arg->msg, arg->msg_length);
-  /* binary frames (no stdin streaming) are ignored; wslay answers pings,
-  ** and a close is seen by pump() as reading having stopped */
+  else if (arg->opcode == WSLAY_BINARY_FRAME && arg->msg_length > 0
+           && arg->msg[0] == TAG_STDIN && !s->closing && !s->failed)
+    stdin_push(s, arg->msg + 1, arg->msg_length - 1);
+  /* other binary frames are ignored; wslay answers pings, and a close is
+  ** seen by pump() as reading having stopped */
 }
 
 /* }====== */
@@ -408,10 +507,17 @@ static void on_msg(wslay_event_context_ptr ctx,
 
 static void rearm(ws_session *s) {
   uint32_t ev = 0;
-  if (wslay_event_want_read(s->ctx)) ev |= EPOLLIN;
+  int want_read = wslay_event_want_read(s->ctx);
+  if (want_read && !stdin_full(s)) ev |= EPOLLIN;
   if (wslay_event_want_write(s->ctx)) ev |= EPOLLOUT;
-  if (ev == 0) { /* the closing handshake is over */
+  if (ev == 0 && !want_read) { /* the closing handshake is over */
     s->ending = 1;
+    return;
+  }
+  if (ev == 0) {
+    /* only stdin can move (on_proc pumps when the pipe drains); a client
+    ** that goes away meanwhile is seen by its hang-up */
+    if (mastra__io_start(&s->io, EPOLLRDHUP) < 0) fail(s);
     return;
   }
   if (mastra__io_start(&s->io, ev) < 0) {
@@ -462,6 +568,10 @@ static void pump(ws_session *s, int readable) {
 static void on_sock(mastra__io *io, uint32_t revents) {
   ws_session *s = io->data;
   enter(s);
+  if (!s->failed && !s->ended && stdin_full(s)
+      && (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+    release_proc(s); /* the client left while its stdin waited: the command
+                     ** goes, and reading resumes to finish the close */
   if (!s->failed && !s->ended) {
     if ((revents & (EPOLLHUP | EPOLLERR)) && !wslay_event_want_read(s->ctx))
       fail(s); /* nothing more can reach the client */
@@ -473,9 +583,13 @@ static void on_sock(mastra__io *io, uint32_t revents) {
 
 static void on_proc(mastra__proc *p, void *data) {
   ws_session *s = data;
+  int was_full;
   if (s->proc != p) return;
   enter(s);
-  pump(s, 0);
+  was_full = stdin_full(s);
+  stdin_flush(s);
+  /* reading resumes: bytes MHD read ahead are not seen by epoll */
+  pump(s, was_full && !stdin_full(s));
   leave(s);
 }
 

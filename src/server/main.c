@@ -88,6 +88,11 @@ static void usage(FILE *f) {
           "  --header-timeout SECONDS\n"
           "                       a request's head must arrive within"
           " SECONDS (default 30)\n"
+          "  --exec-stdin on|off  stream stdin to exec WebSocket commands and"
+          " advertise it\n"
+          "                       in exec leases (default on; off: stdin is"
+          " /dev/null,\n"
+          "                       as on the hosted platform)\n"
           "       mastra-platform --version\n");
 }
 
@@ -235,6 +240,7 @@ int main(int argc, char **argv) {
   long destroyed_ttl = MP_DESTROYED_TTL_DEFAULT_S;
   long header_timeout = MP_HEADER_TIMEOUT_DEFAULT_S;
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
+  int exec_stdin = 1;
   double default_idle = DEFAULT_IDLE_MINUTES;
   sigset_t sigs;
   mastra__io sig_io;
@@ -277,6 +283,13 @@ int main(int argc, char **argv) {
         return 2;
     } else if (strcmp(a, "--checkpoint-retention") == 0) {
       if (parse_days(a, v, &retention) < 0) return 2;
+    } else if (strcmp(a, "--exec-stdin") == 0) {
+      if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
+        fprintf(stderr, "mastra-platform: --exec-stdin wants on or off (got"
+                " '%s')\n", v);
+        return 2;
+      }
+      exec_stdin = strcmp(v, "on") == 0;
     } else {
       fprintf(stderr, "mastra-platform: unknown option '%s'\n", a);
       usage(stderr);
@@ -299,6 +312,7 @@ int main(int argc, char **argv) {
   srv.idle_exit_s = (int)idle_exit;
   srv.checkpoint_retention_days = retention;
   srv.default_idle_min = default_idle;
+  srv.exec_stdin = exec_stdin;
   srv.data_dir = data_dir ? data_dir : default_data_dir();
   mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);

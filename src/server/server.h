@@ -80,6 +80,7 @@ struct mp_server {
   double checkpoint_retention_days; /* 0: checkpoints are kept forever */
   mastra__timer checkpoint_sweep;   /* checkpoint.c: the retention sweep */
   int idle_exit_s;            /* exit when idle with no sandboxes; 0: never */
+  int exec_stdin;             /* exec_ws.c streams stdin (--exec-stdin) */
   double default_idle_min;    /* idle timeout of sandboxes without one; 0: never */
   struct mp_legacy_run *legacy_runs; /* exec_legacy.c: the runs in flight */
   int64_t last_request_ms;

@@ -13,8 +13,10 @@
 -- This file holds the class: its options and tool configuration, its
 -- lifecycle, its instructions, and the tool list. The tools themselves
 -- are in fs_tools.lua and sandbox_tools.lua, their input schemas and
--- validation in schema.lua, glob matching in glob.lua, and what the tools
--- share for their results in result.lua; none of them requires this file.
+-- validation in schema.lua, glob matching in glob.lua, what the tools
+-- share for their results in result.lua, and upload/download (files
+-- between the filesystem and the sandbox) in transfer.lua; none of them
+-- requires this file.
 local errors = require "mastra.errors"
 local options = require "mastra.options"
 local common = require "mastra.common"
@@ -23,6 +25,7 @@ local schema = require "mastra.workspace.schema"
 local result = require "mastra.workspace.result"
 local fs_tools = require "mastra.workspace.fs_tools"
 local sandbox_tools = require "mastra.workspace.sandbox_tools"
+local transfer = require "mastra.workspace.transfer"
 local ordered, array = schema.ordered, schema.array
 
 local Workspace = { __name = "mastra.Workspace" }
@@ -172,8 +175,28 @@ function Workspace.__tostring(self)
   return ("mastra.Workspace: %s (%s)"):format(self.id, self.status)
 end
 
+-- Where the files of the file tools are for shell commands, when the
+-- workspace has both and nothing is mounted.
+local function files_for_commands(fs, sb)
+  local base = fs.basePath
+  local wd = sb.workingDirectory
+  if type(base) == "string" and fs.provider == "local" and sb.provider == "local" then
+    if base == wd then
+      return "Files of the file tools are in the working directory of shell commands:"
+        .. ' the file tool path "/notes/a.txt" is "notes/a.txt" in a command.'
+    end
+    return ('Files of the file tools are on the same disk as shell commands, under "%s":'
+      .. ' the file tool path "/notes/a.txt" is "%s/notes/a.txt" in a command.')
+      :format(base, base == "/" and "" or base)
+  end
+  return "Files of the file tools are stored apart from the sandbox: shell commands do not"
+    .. " see them, and the file tools do not see files that commands create. Use the file"
+    .. " tools for files you read and write yourself, and commands for files that programs use."
+end
+
 --- Sandbox instructions, then the mounts or the filesystem's, separated by
--- a blank line (upstream workspace.ts).
+-- a blank line (upstream workspace.ts), then where the files of the file
+-- tools are for commands.
 function Workspace:getInstructions(opts)
   check_self("Workspace:getInstructions", self)
   local parts = {}
@@ -213,6 +236,9 @@ function Workspace:getInstructions(opts)
   elseif fs and type(fs.getInstructions) == "function" then
     local text = fs:getInstructions(opts)
     if type(text) == "string" and text ~= "" then parts[#parts + 1] = text end
+  end
+  if fs and sb and #mounted == 0 and #workspace_only == 0 then
+    parts[#parts + 1] = files_for_commands(fs, sb)
   end
   return table.concat(parts, "\n\n")
 end
@@ -301,11 +327,12 @@ function Workspace:tools()
   return list
 end
 
---- The tool named `name` (its configured name, or its id), or nil.
+--- The tool named `name` (its configured name, its id, or its short id as
+-- Workspace.new{tools = ...} takes it: "read_file"), or nil.
 function Workspace:getTool(name)
   check_self("Workspace:getTool", self)
   for _, t in ipairs(self:tools()) do
-    if t.name == name or t.id == name then return t end
+    if t.name == name or t.id == name or t.id == PREFIX .. tostring(name) then return t end
   end
   return nil
 end
@@ -321,6 +348,21 @@ function Workspace:callTool(name, input)
       table.concat(names, ", ")), true
   end
   return t.execute(input)
+end
+
+--- Copy a file of the filesystem into the sandbox (streaming; stdin where
+-- the sandbox takes it, chunked commands elsewhere): {bytes, method}.
+function Workspace:upload(path, sandboxPath, opts)
+  check_self("Workspace:upload", self)
+  local r = transfer.upload(self, path, sandboxPath, opts)
+  return r -- not a tail call: errors point at the caller
+end
+
+--- Copy a file of the sandbox into the filesystem (streaming): {bytes}.
+function Workspace:download(sandboxPath, path, opts)
+  check_self("Workspace:download", self)
+  local r = transfer.download(self, sandboxPath, path, opts)
+  return r -- not a tail call: errors point at the caller
 end
 
 local check_format = options.one_of("anthropic", "openai")

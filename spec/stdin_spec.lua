@@ -1,0 +1,150 @@
+-- executeCommand's stdin option on both sandboxes: the exec WebSocket's
+-- stdin frames (tag 2, then stdin_close) against the real local platform,
+-- the "capabilities" list of its exec lease, backpressure with a command
+-- that reads slowly, and the error of a platform that does not advertise
+-- stdin (mastra-platform --exec-stdin off, as the hosted platform).
+local mastra = require "mastra"
+local platform = require "spec.support.platform"
+local util = require "spec.support.util"
+
+local function pattern(n)
+  local unit = {}
+  for i = 0, 255 do unit[#unit + 1] = string.char(i) end
+  local block = table.concat(unit)
+  return block:rep(n // 256 + 1):sub(1, n)
+end
+
+local function new_platform_sandbox(srv)
+  return mastra.PlatformSandbox.new{ accessToken = srv.token, proxyUrl = srv.url,
+    projectId = "proj", environmentId = "env" }
+end
+
+describe("stdin on the local platform", function()
+  local srv
+
+  setup(function() srv = platform.start{} end)
+  teardown(function() if srv then srv:stop() end end)
+
+  it("advertises stdin in the exec lease", function()
+    local sb <close> = new_platform_sandbox(srv)
+    sb:start()
+    local lease = srv:lease("/v1/railway/projects/proj", sb.sandboxId)
+    assert.are.same({ "stdin" }, lease.capabilities)
+    assert.is_true(sb:supportsStdin())
+  end)
+
+  it("streams bytes to the command and gets them back unchanged", function()
+    local sb <close> = new_platform_sandbox(srv)
+    local data = pattern(3 * 1048576 + 17) -- above the 1 MiB message limit
+    local r = sb:executeCommand("cat", nil, { stdin = data })
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal(#data, #r.stdout)
+    assert.is_true(r.stdout == data)
+    local w = sb:executeCommand("wc", { "-c" }, { stdin = "abc" })
+    assert.are.equal("3", (w.stdout:gsub("%s", "")))
+    -- an empty stdin is end of file at once
+    local e = sb:executeCommand("wc", { "-c" }, { stdin = "" })
+    assert.are.equal("0", (e.stdout:gsub("%s", "")))
+  end)
+
+  it("takes a function that returns chunks, and holds back while the command is slow", function()
+    local sb <close> = new_platform_sandbox(srv)
+    local n, sent = 0, 0
+    local chunk = ("x"):rep(65536)
+    local r = sb:executeCommand("sh", { "-c", "sleep 1; wc -c" }, { stdin = function()
+      n = n + 1
+      if n > 160 then return nil end -- 10 MiB
+      sent = sent + #chunk
+      return chunk
+    end })
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal(tostring(160 * 65536), (r.stdout:gsub("%s", "")))
+    assert.are.equal(160 * 65536, sent)
+  end)
+
+  it("drops what a command does not read, and reports its exit", function()
+    local sb <close> = new_platform_sandbox(srv)
+    local r = sb:executeCommand("head", { "-c", "5" }, { stdin = pattern(4 * 1048576) })
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal(pattern(5), r.stdout)
+  end)
+
+  it("kills a command whose client goes away while its stdin waits", function()
+    local sb <close> = new_platform_sandbox(srv)
+    sb:start()
+    local chunk = ("x"):rep(65536)
+    local sent = 0
+    local t = mastra.spawn(function()
+      -- the command never reads: the pipe fills, then the server holds
+      -- 1 MiB and stops reading, then the client's queue fills
+      sb:executeCommand("sh", { "-c", "echo $$ > pid; exec sleep 60" }, { stdin = function()
+        sent = sent + 1
+        return chunk
+      end })
+    end)
+    local pid
+    assert.is_true(platform.waitUntil(function()
+      local r = sb:executeCommand("cat", { "pid" })
+      pid = r.exitCode == 0 and r.stdout:match("%d+") or nil
+      return pid ~= nil
+    end, 15000), "the command did not start")
+    local before
+    assert.is_true(platform.waitUntil(function()
+      before = sent
+      mastra.sleep(200)
+      return sent == before -- the client stopped: backpressure
+    end, 15000), "the client kept sending")
+    assert.is_true(sent * 65536 < 8 * 1048576, "sent " .. sent .. " chunks")
+    t:cancel()
+    assert.is_true(platform.waitUntil(function()
+      return sb:executeCommand("kill", { "-0", pid }).exitCode ~= 0
+    end, 15000), "the command is still running")
+  end)
+
+  it("rejects a stdin that is neither bytes nor a function, naming what came", function()
+    local sb <close> = new_platform_sandbox(srv)
+    assert.has_error(function() sb:executeCommand("cat", nil, { stdin = 42 }) end,
+      "PlatformSandbox:executeCommand: option 'stdin' must be a string, or a function"
+        .. " that returns the next chunk (nil at the end) (got number 42)")
+  end)
+end)
+
+describe("stdin on a platform that does not advertise it", function()
+  local srv
+
+  setup(function() srv = platform.start{ args = { "--exec-stdin", "off" } } end)
+  teardown(function() if srv then srv:stop() end end)
+
+  it("sends no capabilities and raises an error that says so", function()
+    local sb <close> = new_platform_sandbox(srv)
+    sb:start()
+    local lease = srv:lease("/v1/railway/projects/proj", sb.sandboxId)
+    assert.is_nil(lease.capabilities)
+    assert.is_false(sb:supportsStdin())
+    local ok, err = pcall(sb.executeCommand, sb, "cat", nil, { stdin = "x" })
+    assert.is_false(ok)
+    assert.matches("this platform does not support stdin", tostring(err), 1, true)
+    -- without stdin, commands still read end of file at once
+    assert.are.equal("0", (sb:executeCommand("wc", { "-c" }).stdout:gsub("%s", "")))
+  end)
+end)
+
+describe("stdin on LocalSandbox", function()
+  it("feeds bytes and chunk functions, and drops what is not read", function()
+    local dir, base = util.tmpdir()
+    finally(function() util.rm_rf(dir, base) end)
+    local sb <close> = mastra.LocalSandbox.new{ workingDirectory = dir }
+    local data = pattern(2 * 1048576 + 3)
+    local r = sb:executeCommand("cat", nil, { stdin = data })
+    assert.is_true(r.stdout == data)
+    local n = 0
+    local f = sb:executeCommand("wc", { "-c" }, { stdin = function()
+      n = n + 1
+      return n <= 3 and "abcd" or nil
+    end })
+    assert.are.equal("12", (f.stdout:gsub("%s", "")))
+    local h = sb:executeCommand("head", { "-c", "2" }, { stdin = data })
+    assert.are.equal(data:sub(1, 2), h.stdout)
+    assert.is_true(sb:supportsStdin())
+  end)
+end)

@@ -1,0 +1,75 @@
+/*
+** The PRIVATE networks of the namespaces driver (docs/platform.md,
+** "Networks"). One bridge per environment, one veth per member, an address
+** from the environment's own subnet and a hosts file per environment.
+**
+** Without --egress the bridges and the host ends of the veths live in a
+** network namespace of their own (the "switch"), which the server creates at
+** mp_net_open and holds by descriptor: they have no address, the host's
+** network is not involved at all, and a server that dies takes them with it
+** (the kernel removes a namespace, its bridges and veths, and the veths'
+** peers, when its last reference goes). With --egress they live in the
+** host's namespace: the bridge gets the subnet's first address, members a
+** default route through it, and an nftables table NATs them out.
+**
+** A join is a few rtnetlink round trips (quick, synchronous kernel
+** answers), safe on the server's loop. Deleting a link waits for the kernel
+** (RCU grace periods: ms, tens of ms on a busy machine), so a leave only
+** queues its deletions for a thread of net.c's own (linkdel.c). mp_net_open,
+** mp_net_sweep and mp_net_close may wait (on `nft` with egress, on the
+** deletions): call them at startup and shutdown, not on the loop.
+**
+** The descriptors net.c holds are close-on-exec; a child the server forks
+** and that does not exec should close them (close_range), or it holds the
+** switch namespace alive after the server is gone.
+*/
+#ifndef MP_NET_H
+#define MP_NET_H
+
+#include <stddef.h>
+
+typedef struct mp_net mp_net;
+
+/* the subnets of the environments: 10.231.N.0/24, N = 0..255 */
+#define MP_NET_PREFIX "10.231"
+/* link names: bridges mpb-<tag><N>, host ends of veths mpv-<tag><counter>
+** (<tag>: 5 hex digits per data directory, recorded in state_dir/state) */
+#define MP_NET_BRIDGE_PREFIX "mpb-"
+#define MP_NET_VETH_PREFIX "mpv-"
+
+/* state_dir: <data>/net (created); egress: nonzero when the server runs with
+** --egress. Sweeps what a previous server on state_dir left first. */
+mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen);
+/* removes every bridge and veth it made (without egress: by dropping the
+** switch namespace, which the kernel then dismantles), the hosts files and
+** the NAT rules */
+void mp_net_close(mp_net *net);
+/* After a kill -9: removes what a previous server on this data dir left
+** (bridges, veths, NAT rules, hosts files), from what state_dir records. */
+void mp_net_sweep(const char *state_dir);
+/* Attach the network namespace `netns_fd` (an open /proc/<pid>/ns/net) to
+** the private network of environment `env` as host name `name` (the sandbox
+** id): creates the environment's bridge on first use, a veth pair whose peer
+** (eth0) is created in netns_fd and configured there (address, up, lo up,
+** the subnet's route; with egress a default route), and adds "addr name" to
+** the environment's hosts file. addr receives the dotted IPv4 address.
+** Returns 0, or -1 with a message in err. */
+int mp_net_join(mp_net *net, const char *env, const char *name, int netns_fd,
+                char *addr, size_t addrlen, char *err, size_t errlen);
+/* removes the member's hosts line at once and queues the deletion of its
+** veth (its eth0 goes with it), and of the bridge with the last member.
+** Unknown names are ignored. */
+void mp_net_leave(mp_net *net, const char *env, const char *name);
+/* The environment's hosts file (localhost lines + one line per member),
+** created on first use and updated in place (same inode, so a read-only bind
+** mount at /etc/hosts in each sandbox sees new members). NULL when env is
+** not a valid environment name (empty) or the file cannot be created. */
+const char *mp_net_hosts_path(mp_net *net, const char *env);
+
+/* For tests and diagnostics: a descriptor of the network namespace that
+** holds the bridges (the switch, or the host's with egress); owned by net. */
+int mp_net_links_netns(const mp_net *net);
+/* waits until the queued deletions are done (tests; blocks) */
+void mp_net_flush(mp_net *net);
+
+#endif
