@@ -30,6 +30,7 @@
 #include "hash.h"
 #include "log.h"
 #include "record.h"
+#include "trash.h"
 #include "util.h"
 
 #define PATH_LEN 4400
@@ -131,7 +132,7 @@ static int remove_checkpoint(mp_server *srv, int seed, const char *name) {
   char path[PATH_LEN];
   int had;
   file_path(srv, seed, name, ".tar", path, sizeof path);
-  had = unlink(path) == 0;
+  had = mp_trash(srv, path) == 0; /* a big archive: unlinked off the loop */
   file_path(srv, seed, name, ".json", path, sizeof path);
   unlink(path);
   return had;
@@ -275,7 +276,7 @@ static void fail(struct mp_tar_run *run, const char *fmt, const char *arg) {
   snprintf(msg, sizeof msg, fmt, arg);
   mp_log("%s %s: %s", run->restore ? "restoring a checkpoint into"
          : "capturing the checkpoint of", run->sb->id, msg);
-  if (!run->restore && run->path[0] != '\0') unlink(run->path);
+  if (!run->restore && run->path[0] != '\0') mp_trash(run->sb->srv, run->path);
   if (run->seed[0] != '\0') remove_checkpoint(run->sb->srv, 1, run->seed);
   complete(run, -1, NULL, msg);
 }

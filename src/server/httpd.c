@@ -7,6 +7,24 @@
 **
 ** Paths reach us undecoded (an identity unescape callback), so that a
 ** percent-encoded NUL or slash in a key is seen for what it is.
+**
+** Bounds (docs/platform.md, Limits):
+** - connections: libmicrohttpd takes up to srv->max_connections (3/4 of
+**   the descriptor limit, which main raises to its hard limit; at most
+**   MP_CONNECTIONS_MAX), so a few thousand slow clients leave room;
+** - a request's head (request line and headers) must arrive within
+**   srv->header_timeout_s of the connection's start, or of the end of its
+**   previous request: libmicrohttpd's timeout counts inactivity only, so
+**   a client sending one byte now and then would hold its slot forever.
+**   The connections waiting for a head are a list in deadline order
+**   (notify-connection callbacks); a timer shuts the overdue ones down
+**   (shutdown(2)), and libmicrohttpd closes them;
+** - /ws/exec is routed as soon as its head is in: its lease is checked
+**   before any body is read, and it takes none;
+** - the bodies being read at once hold at most srv->max_uploads bytes
+**   (their Content-Length, reserved up front): past that, 503;
+** - two Content-Length headers: 400; an error answer (4xx, 5xx) closes
+**   its connection (respond.c).
 */
 #define _GNU_SOURCE
 #include "httpd.h"
@@ -18,6 +36,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -31,12 +51,65 @@
 ** its 413 reaches a client that sends without waiting for 100-continue */
 #define MP_DRAIN_MAX ((unsigned long long)64 << 20)
 
+/* A connection waiting for the head of a request (srv->conns, in deadline
+** order); its socket context. */
+typedef struct mp_conn {
+  struct mp_conn *prev, *next;
+  int fd;
+  int waiting;  /* in srv->conns */
+  int no_head;  /* upgraded (or upgrading): no more heads to wait for */
+  int64_t since_ms;
+} mp_conn;
+
+/* srv->conns: oldest first (the first due), srv->conns_tail: newest */
+static void conn_unwait(mp_server *srv, mp_conn *c) {
+  if (!c->waiting) return;
+  if (c->prev != NULL) c->prev->next = c->next;
+  else srv->conns = c->next;
+  if (c->next != NULL) c->next->prev = c->prev;
+  else srv->conns_tail = c->prev;
+  c->prev = c->next = NULL;
+  c->waiting = 0;
+}
+
+static void header_timer_arm(mp_server *srv);
+
+/* c's head is due header_timeout_s from now: the newest deadline */
+static void conn_wait(mp_server *srv, mp_conn *c) {
+  conn_unwait(srv, c);
+  if (srv->header_timeout_s == 0 || c->no_head) return;
+  c->since_ms = mastra__wall_ms();
+  c->waiting = 1;
+  c->next = NULL;
+  c->prev = srv->conns_tail;
+  if (c->prev != NULL) c->prev->next = c;
+  else srv->conns = c;
+  srv->conns_tail = c;
+  header_timer_arm(srv);
+}
+
+static mp_conn *conn_of(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return info != NULL ? info->socket_context : NULL;
+}
 /* {====== requests ====== */
 
 static size_t identity_unescape(void *cls, struct MHD_Connection *c, char *s) {
   (void)cls;
   (void)c;
   return strlen(s);
+}
+
+static enum MHD_Result count_content_length(void *cls,
+                                           enum MHD_ValueKind kind,
+                                           const char *key,
+                                           const char *value) {
+  int *n = cls;
+  (void)kind;
+  (void)value;
+  if (strcasecmp(key, "Content-Length") == 0) (*n)++;
+  return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
@@ -50,15 +123,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   if (r == NULL) {
     const char *cl;
     unsigned long long length;
+    mp_conn *c = conn_of(conn);
+    int ncl = 0;
     r = calloc(1, sizeof *r);
     if (r == NULL) return MHD_NO;
     *req_cls = r;
     srv->last_request_ms = mastra__wall_ms();
+    if (c != NULL) conn_unwait(srv, c); /* the head is in */
     r->limit = mp_router_body_limit(srv, url, method);
+    if (strcmp(url, "/ws/exec") == 0) {
+      /* the lease decides now, before any body: an upgrade has none */
+      if (c != NULL) c->no_head = 1;
+      r->responded = 1;
+      return mp_route(srv, conn, url, method, r);
+    }
     if (!mp_router_authorized(srv, conn, url)) {
       r->responded = 1;
       return mp_send_error(conn, 401, "authentication_error",
                            "missing or wrong 'Authorization: Bearer <token>'");
+    }
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_content_length,
+                              &ncl);
+    if (ncl > 1) {
+      r->responded = 1;
+      return mp_send_error(conn, 400, "invalid_request",
+                           "the request has %d Content-Length headers: send"
+                           " one", ncl);
     }
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     length = cl != NULL ? strtoull(cl, NULL, 10) : 0;
@@ -76,11 +166,82 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                              "the body is larger than %zu bytes", r->limit);
       }
       r->too_large = 1;
+    } else if (length > 0) {
+      /* the body is read into memory: reserve it now, or refuse */
+      if (srv->uploads_in_flight + length > srv->max_uploads) {
+        r->responded = 1;
+        return mp_send_error(conn, 503, "unavailable",
+                             "the platform is reading %zu bytes of other"
+                             " bodies already (its bound is %zu): retry"
+                             " later", srv->uploads_in_flight,
+                             srv->max_uploads);
+      }
+      r->reserved = (size_t)length;
+      srv->uploads_in_flight += r->reserved;
     }
     return MHD_YES;
   }
-  if (mp_request_feed(conn, r, upload, upload_size, &rc)) return rc;
+  if (mp_request_feed(conn, r, upload, upload_size, &srv->uploads_in_flight,
+                      srv->max_uploads, &rc))
+    return rc;
   return mp_route(srv, conn, url, method, r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn,
+                         void **req_cls, enum MHD_RequestTerminationCode why) {
+  mp_server *srv = cls;
+  mp_conn *c = conn_of(conn);
+  /* kept alive: the next head has its own deadline */
+  if (c != NULL && why == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+    conn_wait(srv, c);
+  mp_request_completed(cls, conn, req_cls, why);
+}
+
+/* }====== */
+
+/* {====== the head deadline ====== */
+
+static void on_connection(void *cls, struct MHD_Connection *conn,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+  mp_server *srv = cls;
+  mp_conn *c = *socket_context;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    c = calloc(1, sizeof *c);
+    if (c == NULL) return; /* no deadline for this one */
+    c->fd = info != NULL ? info->connect_fd : -1;
+    *socket_context = c;
+    conn_wait(srv, c);
+  } else if (c != NULL) {
+    conn_unwait(srv, c);
+    free(c);
+    *socket_context = NULL;
+  }
+}
+
+static void on_header_timer(mastra__timer *t) {
+  mp_server *srv = t->data;
+  int64_t now = mastra__wall_ms();
+  int64_t limit = (int64_t)srv->header_timeout_s * 1000;
+  mp_conn *c;
+  while ((c = srv->conns) != NULL && now - c->since_ms >= limit) {
+    conn_unwait(srv, c);
+    /* libmicrohttpd sees the end of the stream and closes it */
+    if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
+  }
+  header_timer_arm(srv);
+}
+
+static void header_timer_arm(mp_server *srv) {
+  mp_conn *c = srv->conns;
+  int64_t due;
+  if (srv->header_timeout_s == 0 || srv->header_timer.slot != 0 || c == NULL)
+    return;
+  due = c->since_ms + (int64_t)srv->header_timeout_s * 1000
+        - mastra__wall_ms();
+  mastra__timer_start(&srv->header_timer, due > 0 ? (uint64_t)due + 1 : 0);
 }
 
 /* }====== */
@@ -139,6 +300,16 @@ int mp_http_start(mp_server *srv, const char *listen, char *err,
   long port;
   if (mp_parse_listen(listen, &ss, host, sizeof host, err, errlen) < 0)
     return -1;
+  if (srv->max_connections == 0) {
+    struct rlimit rl;
+    rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 4096;
+    n = n / 4 * 3;
+    srv->max_connections = (unsigned)(n > MP_CONNECTIONS_MAX
+                                          ? MP_CONNECTIONS_MAX
+                                          : n < 64 ? 64 : n);
+  }
+  if (srv->max_uploads == 0) srv->max_uploads = MP_UPLOADS_DEFAULT;
+  mastra__timer_init(srv->loop, &srv->header_timer, on_header_timer, srv);
   port = ntohs(ss.ss_family == AF_INET6
                    ? ((struct sockaddr_in6 *)&ss)->sin6_port
                    : ((struct sockaddr_in *)&ss)->sin_port);
@@ -147,8 +318,9 @@ int mp_http_start(mp_server *srv, const char *listen, char *err,
       flags, (uint16_t)port, NULL, NULL, on_request, srv,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000,
-      MHD_OPTION_NOTIFY_COMPLETED, mp_request_completed, srv,
+      MHD_OPTION_CONNECTION_LIMIT, srv->max_connections,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
       MHD_OPTION_UNESCAPE_CALLBACK, identity_unescape, NULL,
       MHD_OPTION_END);
   if (srv->httpd == NULL) {
@@ -195,6 +367,7 @@ void mp_http_quiesce(mp_server *srv) {
 
 void mp_http_stop(mp_server *srv) {
   if (srv->httpd == NULL) return;
+  mastra__timer_stop(&srv->header_timer);
   mastra__io_stop(&srv->httpd_io);
   MHD_stop_daemon(srv->httpd);
   srv->httpd = NULL;

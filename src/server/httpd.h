@@ -8,6 +8,13 @@
 
 #include "server.h"
 
+/* the most connections libmicrohttpd takes, whatever the fd limit */
+#define MP_CONNECTIONS_MAX 60000u
+/* the default bound of the bodies read at once (srv->max_uploads) */
+#define MP_UPLOADS_DEFAULT ((size_t)512 << 20)
+/* the default deadline of a request's head (srv->header_timeout_s) */
+#define MP_HEADER_TIMEOUT_DEFAULT_S 30u
+
 struct sockaddr_storage;
 /* Parse a --listen value, HOST:PORT (an IPv4 address, or an IPv6 one in
 ** brackets), into ss; host gets the address without brackets. -1: err

@@ -370,7 +370,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     }
     return MHD_YES;
   }
-  if (mp_request_feed(conn, r, upload, upload_size, &rc)) return rc;
+  if (mp_request_feed(conn, r, upload, upload_size, &srv->uploads_in_flight,
+                      srv->max_uploads, &rc))
+    return rc;
   return dispatch(srv, conn, url, method, r);
 }
 

@@ -54,6 +54,8 @@
 #include "lease.h"
 #include "log.h"
 #include "sandbox.h"
+#include "startup.h"
+#include "trash.h"
 #include "util.h"
 
 #define DEFAULT_LEASE_TTL_S 900
@@ -103,6 +105,13 @@ static void usage(FILE *f) {
           " (fractions allowed;\n"
           "                       default 30; 0: never); its checkpoint"
           " is kept\n"
+          "  --destroyed-ttl SECONDS\n"
+          "                       keep the record of a destroyed sandbox"
+          " (GET shows\n"
+          "                       destroyedAt) this long (default 600)\n"
+          "  --header-timeout SECONDS\n"
+          "                       a request's head must arrive within"
+          " SECONDS (default 30)\n"
           "  --exec-stdin on|off  stream stdin to exec WebSocket commands and"
           " advertise it\n"
           "                       in exec leases (default on; off: stdin is"
@@ -270,6 +279,8 @@ int main(int argc, char **argv) {
   char *data_dir = NULL, *token_path = NULL;
   char err[1024], path[4200];
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
+  long destroyed_ttl = MP_DESTROYED_TTL_DEFAULT_S;
+  long header_timeout = MP_HEADER_TIMEOUT_DEFAULT_S;
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
   int exec_stdin = 1;
   double default_idle = DEFAULT_IDLE_MINUTES;
@@ -337,6 +348,11 @@ int main(int argc, char **argv) {
                 " between 1 and 100000\n");
         return 2;
       }
+    } else if (strcmp(a, "--destroyed-ttl") == 0) {
+      if (parse_seconds(a, v, &destroyed_ttl) < 0) return 2;
+    } else if (strcmp(a, "--header-timeout") == 0) {
+      if (parse_seconds(a, v, &header_timeout) < 0 || header_timeout == 0)
+        return 2;
     } else if (strcmp(a, "--checkpoint-retention") == 0) {
       if (parse_days(a, v, &retention) < 0) return 2;
     } else if (strcmp(a, "--exec-stdin") == 0) {
@@ -360,6 +376,8 @@ int main(int argc, char **argv) {
   srv.max_body = DEFAULT_MAX_BODY;
   srv.max_object = DEFAULT_MAX_OBJECT;
   srv.lease_ttl_ms = (uint64_t)lease_ttl * 1000;
+  srv.destroyed_ttl_ms = (int64_t)destroyed_ttl * 1000;
+  srv.header_timeout_s = (unsigned)header_timeout;
   srv.idle_exit_s = (int)idle_exit;
   srv.checkpoint_retention_days = retention;
   srv.default_idle_min = default_idle;
@@ -368,11 +386,7 @@ int main(int argc, char **argv) {
   mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);
 
-  snprintf(path, sizeof path, "%s/state", srv.data_dir);
-  if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
-  snprintf(path, sizeof path, "%s/checkpoints", srv.data_dir);
-  if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
-  snprintf(path, sizeof path, "%s/sandboxes", srv.data_dir);
+  snprintf(path, sizeof path, "%s", srv.data_dir);
   if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
   if (token_file == NULL) {
     snprintf(path, sizeof path, "%s/token", srv.data_dir);
@@ -381,17 +395,14 @@ int main(int argc, char **argv) {
     token_path = strdup(token_file);
   }
   if (load_token(&srv, token_path) < 0) return 1;
-  snprintf(path, sizeof path, "%s/buckets", srv.data_dir);
-  srv.buckets = mp_bucket_open(path, err, sizeof err);
-  if (srv.buckets == NULL) {
+  if (mp_driver_pick(&srv, &dopts) < 0) return 2;
+  if (mp_server_open(&srv, err, sizeof err) < 0) {
     fprintf(stderr, "mastra-platform: %s\n", err);
+    mp_driver_finish(&srv);
     return 1;
   }
-  srv.loop = mastra__loop_new();
-  if (srv.loop == NULL) return 1;
-  if (mp_driver_pick(&srv, &dopts) < 0) return 2;
-  mp_state_load(&srv);
   kill_previous(&srv);
+  mp_trash_empty(&srv);
   if (mp_checkpoint_start(&srv) < 0) return 1;
   if (mp_activity_start(&srv, (size_t)history) < 0) return 1;
 
@@ -458,12 +469,8 @@ int main(int argc, char **argv) {
   mp_diskuse_free(srv.diskuse);
   mastra__io_stop(&sig_io);
   close(sfd);
-  mastra__loop_close(srv.loop); /* kills and reaps what is left */
-  mp_sandbox_free_all(&srv);
+  mp_server_close(&srv);
   mp_driver_finish(&srv);
-  mp_lease_free_all(&srv);
-  mastra__loop_unref(srv.loop);
-  mp_bucket_close(srv.buckets);
   mp_activity_stop(&srv);
   mp_log("stopped");
   free(srv.data_dir);
