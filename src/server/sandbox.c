@@ -23,6 +23,12 @@
 ** kills the groups of the run files left behind (when the leader is gone
 ** or is still the same process: a pid that was reused is never signalled)
 ** and the marked processes, before it serves.
+**
+** Over 800 lines for now: the records, their lifecycle, the orphan run
+** files and the command bookkeeping all work on the sandbox's private
+** fields (its waiters, idle timer and command list). The run files and the
+** /proc scan are the part to move out next, behind callbacks, so that the
+** two files do not call each other.
 */
 #define _GNU_SOURCE
 #include "sandbox.h"
