@@ -116,6 +116,21 @@ describe("the namespaces driver", function()
     sb:destroy()
   end)
 
+  it("reaps the orphans of its commands: no zombie is left in the sandbox", function()
+    local sb = new()
+    -- each command leaves a child that outlives it and exits later: the
+    -- sandbox's pid 1 adopts it and must reap it
+    for _ = 1, 3 do
+      assert.are.equal(0, run(sb, "sleep 0.2 >/dev/null 2>&1 & exit 0").exitCode)
+    end
+    local zombies
+    assert.is_true(platform.waitUntil(function()
+      zombies = run(sb, "ps -e -o stat= | grep -c '^Z' || true").stdout
+      return trim(zombies) == "0"
+    end, 10000), "zombies in the sandbox: " .. tostring(zombies))
+    sb:destroy()
+  end)
+
   it("writes only into its own layer", function()
     local sb = new()
     local marker = "mastra-ns-" .. sb.sandboxId

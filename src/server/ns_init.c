@@ -190,6 +190,30 @@ static void reset_signals(void) {
 }
 
 /* pid 1 of the sandbox: never returns */
+static void on_sigchld(int sig) { (void)sig; }
+
+/* pid 1's job: reap its children and every orphan the kernel hands it.
+** SIGCHLD stays blocked between the scans, so one that arrives while we
+** reap is pending for sigsuspend (a default-ignored SIGCHLD would never
+** wake pid 1 of a namespace: it gets a handler). */
+static void reap_forever(void) {
+  struct sigaction sa;
+  sigset_t chld, wait_set;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigchld;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGCHLD, &sa, NULL);
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &wait_set);
+  sigdelset(&wait_set, SIGCHLD);
+  for (;;) {
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+      ;
+    sigsuspend(&wait_set);
+  }
+}
+
 static void run_init(const char *merged, int to_keeper, int from_keeper,
                      char **args, int nargs) {
   char path[4400];
@@ -219,9 +243,7 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
     snprintf(args[0], (size_t)(end - args[0]), "mastra-init");
   }
   close_range(0, ~0u, 0);
-  for (;;) {
-    if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) pause();
-  }
+  reap_forever();
 }
 
 static void write_map(int dir, const char *name) {
