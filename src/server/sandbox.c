@@ -4,7 +4,10 @@
 ** through its driver (srv->driver: driver_process.c).
 **
 ** A record outlives its sandbox by --destroyed-ttl (GET shows destroyedAt,
-** exec-lease answers 410), then mp_sandbox_sweep frees it. Each record is
+** exec-lease answers 410), then mp_sandbox_sweep frees it; at most
+** --destroyed-max destroyed records are kept: they are in a list in destroy
+** order (srv->gone), and a destroy that passes the bound frees the oldest
+** (nothing walks every record). Each record is
 ** written to <data>/state/sandboxes/<id>.json when it changes (atomically).
 ** Checkpoints (checkpoint.c) are captured when a sandbox is destroyed or
 ** reaped, two seconds after the last command of a burst and at shutdown
@@ -86,6 +89,48 @@ static mp_sandbox *sandbox_alloc(mp_server *srv) {
   return sb;
 }
 
+/* {====== the lists: every record, and the destroyed ones in destroy
+** order ====== */
+
+static void list_add(mp_server *srv, mp_sandbox *sb) {
+  sb->prev = NULL;
+  sb->next = srv->sandboxes;
+  if (sb->next != NULL) sb->next->prev = sb;
+  srv->sandboxes = sb;
+}
+
+static void list_unlink(mp_server *srv, mp_sandbox *sb) {
+  if (sb->prev != NULL) sb->prev->next = sb->next;
+  else srv->sandboxes = sb->next;
+  if (sb->next != NULL) sb->next->prev = sb->prev;
+  sb->next = sb->prev = NULL;
+}
+
+/* sb was destroyed: it goes to the end of srv->gone */
+static void gone_add(mp_server *srv, mp_sandbox *sb) {
+  if (sb->gone) return;
+  sb->gone = 1;
+  sb->gone_next = NULL;
+  sb->gone_prev = srv->gone_tail;
+  if (srv->gone_tail != NULL) srv->gone_tail->gone_next = sb;
+  else srv->gone = sb;
+  srv->gone_tail = sb;
+  srv->ngone++;
+}
+
+static void gone_unlink(mp_server *srv, mp_sandbox *sb) {
+  if (!sb->gone) return;
+  if (sb->gone_prev != NULL) sb->gone_prev->gone_next = sb->gone_next;
+  else srv->gone = sb->gone_next;
+  if (sb->gone_next != NULL) sb->gone_next->gone_prev = sb->gone_prev;
+  else srv->gone_tail = sb->gone_prev;
+  sb->gone_next = sb->gone_prev = NULL;
+  sb->gone = 0;
+  srv->ngone--;
+}
+
+/* }====== */
+
 /* A record that never made it into the list: its memory goes. */
 static void sandbox_discard(mp_sandbox *sb) {
   if (sb->driver_data != NULL && sb->srv->driver->release != NULL)
@@ -158,14 +203,48 @@ static void load_record(mp_server *srv, const cJSON *o, const char *file) {
   }
   if (!sb->destroyed_ms && srv->driver->prepare(srv, sb, err, sizeof err) < 0)
     sb->destroyed_ms = mastra__wall_ms();
-  sb->next = srv->sandboxes;
-  srv->sandboxes = sb;
+  list_add(srv, sb);
   if (!sb->destroyed_ms) arm_idle(sb);
 }
 
+static int by_destroyed(const void *a, const void *b) {
+  int64_t x = (*(mp_sandbox *const *)a)->destroyed_ms;
+  int64_t y = (*(mp_sandbox *const *)b)->destroyed_ms;
+  return x < y ? -1 : x > y;
+}
+
+static size_t trim_gone(mp_server *srv, const mp_sandbox *keep);
+
+/* the destroyed records just loaded go to srv->gone, oldest first; those
+** past srv->destroyed_max are forgotten */
+static void queue_loaded(mp_server *srv) {
+  mp_sandbox *sb, **v;
+  size_t n = 0, i;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    if (sb->destroyed_ms) n++;
+  v = n > 0 ? malloc(n * sizeof *v) : NULL;
+  for (i = 0, sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    if (sb->destroyed_ms) {
+      if (v != NULL) v[i++] = sb;
+      else gone_add(srv, sb); /* out of memory: in the order read */
+    }
+  if (v != NULL) {
+    qsort(v, n, sizeof *v, by_destroyed);
+    for (i = 0; i < n; i++) gone_add(srv, v[i]);
+    free(v);
+  }
+  n = trim_gone(srv, NULL);
+  if (n > 0)
+    mp_log("forgot %zu destroyed record(s) past --destroyed-max %zu", n,
+           srv->destroyed_max);
+}
+
 int mp_state_load(mp_server *srv) {
+  int rc;
   mp_sandbox_sweep_start(srv);
-  return mp_record_load_all(srv, load_record);
+  rc = mp_record_load_all(srv, load_record);
+  queue_loaded(srv);
+  return rc;
 }
 
 /* }====== */
@@ -258,6 +337,8 @@ static void teardown(mp_server *srv, mp_sandbox *sb) {
   mastra__timer_stop(&sb->checkpoint_timer);
   srv->driver->teardown(srv, sb);
   mp_record_save(srv, sb);
+  gone_add(srv, sb);
+  trim_gone(srv, sb); /* sb stays: its caller tells its waiters */
 }
 
 /* a provisioning failure (activity.h) is retried by creating again */
@@ -342,8 +423,7 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
     sandbox_discard(sb);
     return -1;
   }
-  sb->next = srv->sandboxes;
-  srv->sandboxes = sb;
+  list_add(srv, sb);
   *out = sb;
   if (restore == 0) {
     add_waiter(sb, w);
@@ -442,31 +522,62 @@ void mp_sandbox_free_all(mp_server *srv) {
   mastra__timer_stop(&srv->record_sweep);
   while (srv->sandboxes != NULL) {
     mp_sandbox *sb = srv->sandboxes;
-    srv->sandboxes = sb->next;
+    list_unlink(srv, sb);
     sandbox_free(sb);
   }
+  srv->gone = srv->gone_tail = NULL;
+  srv->ngone = 0;
   mp_index_free(&srv->sandbox_index);
 }
 
-/* Free the destroyed records past srv->destroyed_ttl_ms (and their files)
-** that nothing holds (a command, a tar, a waiter, a session, a run). */
-size_t mp_sandbox_sweep(mp_server *srv) {
-  mp_sandbox **p = &srv->sandboxes;
-  int64_t now = mastra__wall_ms();
+/* whether something holds the record: a command, a tar, a waiter, a
+** session, a run */
+static int held(mp_sandbox *sb) {
+  return sb->nprocs > 0 || sb->refs > 0 || sb->waiters != NULL
+         || mp_checkpoint_busy(sb);
+}
+
+/* a destroyed record is forgotten: its memory and its file go */
+static void forget(mp_server *srv, mp_sandbox *sb) {
+  list_unlink(srv, sb);
+  gone_unlink(srv, sb);
+  mp_record_remove(srv, sb->id);
+  sandbox_free(sb);
+}
+
+/* Forget the oldest destroyed records (but keep, and those held) until
+** srv->destroyed_max are left. Each call walks only the held ones at the
+** head of the list: amortised, one record freed per destroy. */
+static size_t trim_gone(mp_server *srv, const mp_sandbox *keep) {
+  mp_sandbox *sb, *next;
   size_t n = 0;
-  while (*p != NULL) {
-    mp_sandbox *sb = *p;
-    if (mp_record_expired(srv, sb, now) && sb->nprocs == 0 && sb->refs == 0
-        && sb->waiters == NULL && !mp_checkpoint_busy(sb)) {
-      *p = sb->next;
-      mp_record_remove(srv, sb->id);
-      sandbox_free(sb);
+  for (sb = srv->gone; sb != NULL && srv->ngone > srv->destroyed_max;
+       sb = next) {
+    next = sb->gone_next;
+    if (sb != keep && !held(sb)) {
+      forget(srv, sb);
       n++;
-    } else {
-      p = &sb->next;
     }
   }
   return n;
+}
+
+/* Forget the destroyed records past srv->destroyed_ttl_ms that nothing
+** holds, from the oldest to the first that is not expired, then those past
+** srv->destroyed_max. */
+size_t mp_sandbox_sweep(mp_server *srv) {
+  mp_sandbox *sb, *next;
+  int64_t now = mastra__wall_ms();
+  size_t n = 0;
+  for (sb = srv->gone; sb != NULL && mp_record_expired(srv, sb, now);
+       sb = next) {
+    next = sb->gone_next;
+    if (!held(sb)) {
+      forget(srv, sb);
+      n++;
+    }
+  }
+  return n + trim_gone(srv, NULL);
 }
 
 static void on_sweep(mastra__timer *t) {
