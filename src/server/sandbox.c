@@ -221,9 +221,10 @@ static void queue_loaded(mp_server *srv) {
     free(v);
   }
   n = trim_gone(srv, NULL);
-  if (n > 0)
-    mp_log("forgot %zu destroyed record(s) past --destroyed-max %zu", n,
-           srv->destroyed_max);
+  if (n == 0) return;
+  malloc_trim(0); /* their pages go back, as after a sweep */
+  mp_log("forgot %zu destroyed record(s) past --destroyed-max %zu", n,
+         srv->destroyed_max);
 }
 
 int mp_state_load(mp_server *srv) {
