@@ -7,7 +7,9 @@
 --      oldest), dropped when they expire or their sandbox is destroyed
 --   6  a DELETE removes the tree off the loop (DATA/trash)
 --   10 a destroyed record is kept --destroyed-ttl seconds, then freed and
---      its file removed; an expired record is not loaded at start
+--      its file removed; an expired record is not loaded at start; at most
+--      --destroyed-max destroyed records are kept (the oldest go first),
+--      at start too
 --   11 legacy exec output is kept up to 8 MiB a stream (truncated: true);
 --      the bodies read at once are bounded (503 past the bound)
 --
@@ -17,6 +19,7 @@
 local lfs = require "lfs"
 local mastra = require "mastra"
 local platform = require "spec.support.platform"
+local null = platform.null
 
 local P = "/v1/railway/projects/proj-limits"
 
@@ -171,6 +174,58 @@ describe("mastra-platform limits", function()
     assert.are.equal(200, srv:curl("GET", P .. "/sandbox/" .. b.id).status)
     assert.are.equal(0, srv:stop())
     srv = nil
+    platform.rm_rf(dir)
+  end)
+
+  it("10: at most --destroyed-max destroyed records are kept, the newest, after a restart too",
+    function()
+    local dir = platform.tmpdir()
+    srv = platform.start{ dataDir = dir .. "/data", args = { "--destroyed-max", "3" } }
+    local live = create(srv)
+    local ids = {}
+    for i = 1, 7 do
+      ids[i] = create(srv).id
+      assert.are.equal(204, srv:curl("DELETE", P .. "/sandbox/" .. ids[i]).status)
+    end
+    local function file(id) return srv.dataDir .. "/state/sandboxes/" .. id .. ".json" end
+    for i = 1, 7 do
+      local r = srv:curl("GET", P .. "/sandbox/" .. ids[i])
+      if i > 4 then
+        assert.are.equal(200, r.status, "sandbox " .. i)
+        assert.is_string(r.json.destroyedAt)
+        assert.is_not_nil(lfs.attributes(file(ids[i])))
+      else
+        assert.are.equal(404, r.status, "sandbox " .. i)
+        assert.is_nil(lfs.attributes(file(ids[i])), "the file of sandbox " .. i)
+      end
+    end
+    -- a live record is not a destroyed one: it stays
+    assert.are.equal(null, srv:curl("GET", P .. "/sandbox/" .. live.id).json.destroyedAt)
+    assert.are.equal(0, srv:stop())
+    -- a restart with a smaller bound loads the newest two of the three
+    srv = platform.start{ dataDir = dir .. "/data", args = { "--destroyed-max", "2" } }
+    local left = 0
+    for f in lfs.dir(srv.dataDir .. "/state/sandboxes") do
+      if f:match("%.json$") then left = left + 1 end
+    end
+    assert.are.equal(3, left) -- the live one and two destroyed
+    assert.are.equal(404, srv:curl("GET", P .. "/sandbox/" .. ids[5]).status)
+    assert.is_nil(lfs.attributes(file(ids[5])))
+    for i = 6, 7 do
+      assert.is_string(srv:curl("GET", P .. "/sandbox/" .. ids[i]).json.destroyedAt)
+    end
+    assert.are.equal(200, srv:curl("GET", P .. "/sandbox/" .. live.id).status)
+    assert.are.equal(0, srv:stop())
+    srv = nil
+    -- a bound that is not a count is refused, saying what it wants
+    local err = dir .. "/err"
+    local ok, _, code = os.execute(mastra.quote(platform.binary()) .. " serve --data-dir "
+      .. mastra.quote(dir .. "/data") .. " --destroyed-max 0 2>" .. mastra.quote(err))
+    assert.is_nil(ok)
+    assert.are.equal(2, code)
+    local f = assert(io.open(err))
+    assert.matches("--destroyed-max wants a count between 1 and", f:read("a"), 1, true)
+    f:close()
     platform.rm_rf(dir)
   end)
 

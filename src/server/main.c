@@ -109,6 +109,9 @@ static void usage(FILE *f) {
           "                       keep the record of a destroyed sandbox"
           " (GET shows\n"
           "                       destroyedAt) this long (default 600)\n"
+          "  --destroyed-max N    keep at most N destroyed records; a destroy"
+          " past N\n"
+          "                       forgets the oldest (default 1000)\n"
           "  --header-timeout SECONDS\n"
           "                       a request's head must arrive within"
           " SECONDS (default 30)\n"
@@ -280,6 +283,7 @@ int main(int argc, char **argv) {
   char err[1024], path[4200];
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
   long destroyed_ttl = MP_DESTROYED_TTL_DEFAULT_S;
+  long destroyed_max = MP_DESTROYED_MAX_DEFAULT;
   long header_timeout = MP_HEADER_TIMEOUT_DEFAULT_S;
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
   int exec_stdin = 1;
@@ -350,6 +354,13 @@ int main(int argc, char **argv) {
       }
     } else if (strcmp(a, "--destroyed-ttl") == 0) {
       if (parse_seconds(a, v, &destroyed_ttl) < 0) return 2;
+    } else if (strcmp(a, "--destroyed-max") == 0) {
+      if (parse_seconds(a, v, &destroyed_max) < 0 || destroyed_max < 1
+          || destroyed_max > MP_DESTROYED_MAX_LIMIT) {
+        fprintf(stderr, "mastra-platform: --destroyed-max wants a count"
+                " between 1 and %d\n", MP_DESTROYED_MAX_LIMIT);
+        return 2;
+      }
     } else if (strcmp(a, "--header-timeout") == 0) {
       if (parse_seconds(a, v, &header_timeout) < 0 || header_timeout == 0)
         return 2;
@@ -377,6 +388,7 @@ int main(int argc, char **argv) {
   srv.max_object = DEFAULT_MAX_OBJECT;
   srv.lease_ttl_ms = (uint64_t)lease_ttl * 1000;
   srv.destroyed_ttl_ms = (int64_t)destroyed_ttl * 1000;
+  srv.destroyed_max = (size_t)destroyed_max;
   srv.header_timeout_s = (unsigned)header_timeout;
   srv.idle_exit_s = (int)idle_exit;
   srv.checkpoint_retention_days = retention;

@@ -4,8 +4,11 @@
 ** through its driver (srv->driver: driver_process.c).
 **
 ** A record outlives its sandbox by --destroyed-ttl (GET shows destroyedAt,
-** exec-lease answers 410), then mp_sandbox_sweep frees it. Each record is
-** written to <data>/state/sandboxes/<id>.json when it changes (atomically).
+** exec-lease answers 410), then mp_sandbox_sweep frees it; at most
+** --destroyed-max destroyed records are kept: they are in a list in destroy
+** order (srv->gone), and a destroy that passes the bound frees the oldest
+** (nothing walks every record). Each record is written to
+** <data>/state/sandboxes/<id>.json when it changes (atomically).
 ** Checkpoints (checkpoint.c) are captured when a sandbox is destroyed or
 ** reaped, two seconds after the last command of a burst and at shutdown
 ** (unless an explicit DELETE /checkpoint marked the sandbox), and restored
@@ -14,40 +17,27 @@
 ** finish when it does, and a destroy whose capture failed keeps the
 ** sandbox.
 **
-** Orphans: every command runs with MP_MARKER_VAR=<sandbox id> in its
-** environment and has a run file, DATA_DIR/state/run/<boot id>/<pid>-<start
-** time> (its process group and the start time of its leader in
-** /proc/PID/stat), from its start until it is let go of. A destroy kills the sandbox's
-** marked processes that left its commands' groups; shutdown kills every
-** group and every marked process; a server that starts after a crash
-** kills the groups of the run files left behind (when the leader is gone
-** or is still the same process: a pid that was reused is never signalled)
-** and the marked processes, before it serves.
-**
-** Over 800 lines for now: the records, their lifecycle, the orphan run
-** files and the command bookkeeping all work on the sandbox's private
-** fields (its waiters, idle timer and command list). The run files and the
-** /proc scan are the part to move out next, behind callbacks, so that the
-** two files do not call each other.
+** Orphans: every command has a run file and MP_MARKER_VAR in its
+** environment (orphans.c); a destroy kills the sandbox's marked processes
+** that left its commands' groups, shutdown every group and every marked
+** process, and a start after a crash what a previous server left running.
 */
 #define _GNU_SOURCE
 #include "sandbox.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "activity.h"
 #include "checkpoint.h"
 #include "env.h"
 #include "lease.h"
 #include "log.h"
+#include "orphans.h"
 #include "record.h"
 #include "util.h"
 
@@ -85,6 +75,48 @@ static mp_sandbox *sandbox_alloc(mp_server *srv) {
   sb->debounced.done = on_debounced_done;
   return sb;
 }
+
+/* {====== the lists: every record, and the destroyed ones in destroy
+** order ====== */
+
+static void list_add(mp_server *srv, mp_sandbox *sb) {
+  sb->prev = NULL;
+  sb->next = srv->sandboxes;
+  if (sb->next != NULL) sb->next->prev = sb;
+  srv->sandboxes = sb;
+}
+
+static void list_unlink(mp_server *srv, mp_sandbox *sb) {
+  if (sb->prev != NULL) sb->prev->next = sb->next;
+  else srv->sandboxes = sb->next;
+  if (sb->next != NULL) sb->next->prev = sb->prev;
+  sb->next = sb->prev = NULL;
+}
+
+/* sb was destroyed: it goes to the end of srv->gone */
+static void gone_add(mp_server *srv, mp_sandbox *sb) {
+  if (sb->gone) return;
+  sb->gone = 1;
+  sb->gone_next = NULL;
+  sb->gone_prev = srv->gone_tail;
+  if (srv->gone_tail != NULL) srv->gone_tail->gone_next = sb;
+  else srv->gone = sb;
+  srv->gone_tail = sb;
+  srv->ngone++;
+}
+
+static void gone_unlink(mp_server *srv, mp_sandbox *sb) {
+  if (!sb->gone) return;
+  if (sb->gone_prev != NULL) sb->gone_prev->gone_next = sb->gone_next;
+  else srv->gone = sb->gone_next;
+  if (sb->gone_next != NULL) sb->gone_next->gone_prev = sb->gone_prev;
+  else srv->gone_tail = sb->gone_prev;
+  sb->gone_next = sb->gone_prev = NULL;
+  sb->gone = 0;
+  srv->ngone--;
+}
+
+/* }====== */
 
 /* A record that never made it into the list: its memory goes. */
 static void sandbox_discard(mp_sandbox *sb) {
@@ -158,14 +190,49 @@ static void load_record(mp_server *srv, const cJSON *o, const char *file) {
   }
   if (!sb->destroyed_ms && srv->driver->prepare(srv, sb, err, sizeof err) < 0)
     sb->destroyed_ms = mastra__wall_ms();
-  sb->next = srv->sandboxes;
-  srv->sandboxes = sb;
+  list_add(srv, sb);
   if (!sb->destroyed_ms) arm_idle(sb);
 }
 
+static int by_destroyed(const void *a, const void *b) {
+  int64_t x = (*(mp_sandbox *const *)a)->destroyed_ms;
+  int64_t y = (*(mp_sandbox *const *)b)->destroyed_ms;
+  return x < y ? -1 : x > y;
+}
+
+static size_t trim_gone(mp_server *srv, const mp_sandbox *keep);
+
+/* the destroyed records just loaded go to srv->gone, oldest first; those
+** past srv->destroyed_max are forgotten */
+static void queue_loaded(mp_server *srv) {
+  mp_sandbox *sb, **v;
+  size_t n = 0, i;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    if (sb->destroyed_ms) n++;
+  v = n > 0 ? malloc(n * sizeof *v) : NULL;
+  for (i = 0, sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    if (sb->destroyed_ms) {
+      if (v != NULL) v[i++] = sb;
+      else gone_add(srv, sb); /* out of memory: in the order read */
+    }
+  if (v != NULL) {
+    qsort(v, n, sizeof *v, by_destroyed);
+    for (i = 0; i < n; i++) gone_add(srv, v[i]);
+    free(v);
+  }
+  n = trim_gone(srv, NULL);
+  if (n == 0) return;
+  malloc_trim(0); /* their pages go back, as after a sweep */
+  mp_log("forgot %zu destroyed record(s) past --destroyed-max %zu", n,
+         srv->destroyed_max);
+}
+
 int mp_state_load(mp_server *srv) {
+  int rc;
   mp_sandbox_sweep_start(srv);
-  return mp_record_load_all(srv, load_record);
+  rc = mp_record_load_all(srv, load_record);
+  queue_loaded(srv);
+  return rc;
 }
 
 /* }====== */
@@ -258,6 +325,8 @@ static void teardown(mp_server *srv, mp_sandbox *sb) {
   mastra__timer_stop(&sb->checkpoint_timer);
   srv->driver->teardown(srv, sb);
   mp_record_save(srv, sb);
+  gone_add(srv, sb);
+  trim_gone(srv, sb); /* sb stays: its caller tells its waiters */
 }
 
 /* a provisioning failure (activity.h) is retried by creating again */
@@ -342,8 +411,7 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
     sandbox_discard(sb);
     return -1;
   }
-  sb->next = srv->sandboxes;
-  srv->sandboxes = sb;
+  list_add(srv, sb);
   *out = sb;
   if (restore == 0) {
     add_waiter(sb, w);
@@ -442,31 +510,62 @@ void mp_sandbox_free_all(mp_server *srv) {
   mastra__timer_stop(&srv->record_sweep);
   while (srv->sandboxes != NULL) {
     mp_sandbox *sb = srv->sandboxes;
-    srv->sandboxes = sb->next;
+    list_unlink(srv, sb);
     sandbox_free(sb);
   }
+  srv->gone = srv->gone_tail = NULL;
+  srv->ngone = 0;
   mp_index_free(&srv->sandbox_index);
 }
 
-/* Free the destroyed records past srv->destroyed_ttl_ms (and their files)
-** that nothing holds (a command, a tar, a waiter, a session, a run). */
-size_t mp_sandbox_sweep(mp_server *srv) {
-  mp_sandbox **p = &srv->sandboxes;
-  int64_t now = mastra__wall_ms();
+/* whether something holds the record: a command, a tar, a waiter, a
+** session, a run */
+static int held(mp_sandbox *sb) {
+  return sb->nprocs > 0 || sb->refs > 0 || sb->waiters != NULL
+         || mp_checkpoint_busy(sb);
+}
+
+/* a destroyed record is forgotten: its memory and its file go */
+static void forget(mp_server *srv, mp_sandbox *sb) {
+  list_unlink(srv, sb);
+  gone_unlink(srv, sb);
+  mp_record_remove(srv, sb->id);
+  sandbox_free(sb);
+}
+
+/* Forget the oldest destroyed records (but keep, and those held) until
+** srv->destroyed_max are left. Each call walks only the held ones at the
+** head of the list: amortised, one record freed per destroy. */
+static size_t trim_gone(mp_server *srv, const mp_sandbox *keep) {
+  mp_sandbox *sb, *next;
   size_t n = 0;
-  while (*p != NULL) {
-    mp_sandbox *sb = *p;
-    if (mp_record_expired(srv, sb, now) && sb->nprocs == 0 && sb->refs == 0
-        && sb->waiters == NULL && !mp_checkpoint_busy(sb)) {
-      *p = sb->next;
-      mp_record_remove(srv, sb->id);
-      sandbox_free(sb);
+  for (sb = srv->gone; sb != NULL && srv->ngone > srv->destroyed_max;
+       sb = next) {
+    next = sb->gone_next;
+    if (sb != keep && !held(sb)) {
+      forget(srv, sb);
       n++;
-    } else {
-      p = &sb->next;
     }
   }
   return n;
+}
+
+/* Forget the destroyed records past srv->destroyed_ttl_ms that nothing
+** holds, from the oldest to the first that is not expired, then those past
+** srv->destroyed_max. */
+size_t mp_sandbox_sweep(mp_server *srv) {
+  mp_sandbox *sb, *next;
+  int64_t now = mastra__wall_ms();
+  size_t n = 0;
+  for (sb = srv->gone; sb != NULL && mp_record_expired(srv, sb, now);
+       sb = next) {
+    next = sb->gone_next;
+    if (!held(sb)) {
+      forget(srv, sb);
+      n++;
+    }
+  }
+  return n + trim_gone(srv, NULL);
 }
 
 static void on_sweep(mastra__timer *t) {
@@ -482,169 +581,45 @@ void mp_sandbox_sweep_start(mp_server *srv) {
 
 /* }====== */
 
-/* {====== orphans: run files, marked processes ====== */
-
-/* What /proc/PID/stat says of pid: state, process group, start time (in
-** clock ticks since boot). -1 when there is no such process. */
-static int proc_stat(long pid, char *state, long *pgrp,
-                     unsigned long long *start) {
-  char path[64], buf[1024], *p;
-  int fd, i;
-  ssize_t n;
-  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-  if (p == NULL || p[1] != ' ') return -1;
-  p += 2;
-  *state = *p;
-  /* fields 3 (state) .. 22 (starttime); pgrp is field 5 */
-  for (i = 3; i < 22 && p != NULL; i++) {
-    p = strchr(p, ' ');
-    if (p != NULL) p++;
-    if (p != NULL && i + 1 == 5) *pgrp = strtol(p, NULL, 10);
-  }
-  if (p == NULL) return -1;
-  *start = strtoull(p, NULL, 10);
-  return 0;
-}
-
-/* The kernel's id of this boot: pids and start times mean something only
-** within one boot. */
-static const char *boot_id(void) {
-  static char id[64];
-  char *text;
-  size_t len, i;
-  if (id[0] != '\0') return id;
-  snprintf(id, sizeof id, "boot");
-  if (mastra__read_file("/proc/sys/kernel/random/boot_id", &text, &len) < 0)
-    return id;
-  for (i = 0; i < len && i + 1 < sizeof id
-       && (text[i] == '-' || (text[i] >= '0' && text[i] <= '9')
-           || (text[i] >= 'a' && text[i] <= 'f'));
-       i++)
-    id[i] = text[i];
-  if (i > 0) id[i] = '\0';
-  free(text);
-  return id;
-}
-
-static void run_dir_path(const mp_server *srv, char *out, size_t n) {
-  snprintf(out, n, "%s/state/run/%s", srv->data_dir, boot_id());
-}
-
-static void run_file_path(const mp_server *srv, char *out, size_t n,
-                          long pid, unsigned long long start) {
-  snprintf(out, n, "%s/state/run/%s/%ld-%llu", srv->data_dir, boot_id(), pid,
-           start);
-}
-
-/* The run file of a command just started (it holds the sandbox id);
-** returns the leader's start time (0 if /proc could not tell). Not
-** fsync'd: it only has to outlive the server, not the machine. */
-static unsigned long long run_file_add(mp_server *srv, const mp_sandbox *sb,
-                                       pid_t pid) {
-  char path[4200], state;
-  long pgrp;
-  unsigned long long start = 0;
-  int fd;
-  if (proc_stat((long)pid, &state, &pgrp, &start) < 0) return 0;
-  run_file_path(srv, path, sizeof path, (long)pid, start);
-  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0 && errno == ENOENT) {
-    char dir[4200];
-    run_dir_path(srv, dir, sizeof dir);
-    if (mastra__mkdirs(dir, 0755, NULL) == 0)
-      fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  }
-  if (fd < 0) {
-    mp_log("cannot write %s: %s", path, strerror(errno));
-    return start;
-  }
-  if (mastra__write_all(fd, sb->id, strlen(sb->id)) < 0)
-    mp_log("cannot write %s: %s", path, strerror(errno));
-  close(fd);
-  return start;
-}
-
-static void run_file_remove(mp_server *srv, pid_t pid,
-                            unsigned long long start) {
-  char path[4200];
-  if (start == 0) return;
-  run_file_path(srv, path, sizeof path, (long)pid, start);
-  unlink(path);
-}
-
-/* The value of MP_MARKER_VAR in the first 64 KiB of the environment of
-** pid (where build_envp puts it first), into id; -1 when absent. */
-static int read_marker(long pid, char *id, size_t n) {
-  static const char var[] = MP_MARKER_VAR "=";
-  char path[64], buf[65536];
-  size_t len = 0, i;
-  int fd;
-  snprintf(path, sizeof path, "/proc/%ld/environ", pid);
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  while (len < sizeof buf - 1) {
-    ssize_t r = read(fd, buf + len, sizeof buf - 1 - len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    len += (size_t)r;
-  }
-  close(fd);
-  buf[len] = '\0';
-  for (i = 0; i < len; i += strlen(buf + i) + 1) {
-    if (strncmp(buf + i, var, sizeof var - 1) == 0) {
-      snprintf(id, n, "%s", buf + i + sizeof var - 1);
-      return 0;
-    }
-  }
-  return -1;
-}
+/* {====== orphans (orphans.c): run files, marked processes ====== */
 
 static void mark_interrupted(mp_server *srv, const char *id);
 
-/* SIGKILL every live process whose marker names `only` (NULL: any sandbox
-** of this data directory), except the groups of only's running commands
-** (mastra__proc_kill ends those, with their grace period). `previous`:
-** they are a previous server's (logged; their sandbox is interrupted).
-** Returns how many were alive. */
+/* What mp_orphans_kill_marked asks: a marked process of `only` (NULL:
+** of any record of this server) outside the groups of only's running
+** commands (mastra__proc_kill ends those, with their grace period). */
+typedef struct marked_scan {
+  mp_server *srv;
+  const mp_sandbox *only;
+} marked_scan;
+
+static int marked_wanted(void *data, const char *id, long pgrp) {
+  marked_scan *m = data;
+  size_t i;
+  if (m->only == NULL) return mp_sandbox_lookup(m->srv, NULL, id) != NULL;
+  if (strcmp(id, m->only->id) != 0) return 0;
+  for (i = 0; i < m->only->nprocs; i++)
+    if (pgrp == (long)m->only->procs[i]->pid) return 0;
+  return 1;
+}
+
+/* a previous server's process: logged; its sandbox is interrupted */
+static void marked_previous(void *data, const char *id, long pid) {
+  marked_scan *m = data;
+  mp_log("killed process %ld of sandbox %s, left running by a previous"
+         " server", pid, id);
+  mark_interrupted(m->srv, id);
+}
+
+/* SIGKILL the marked processes (see marked_wanted); `previous`: they are a
+** previous server's. Returns how many were alive. */
 static size_t kill_marked(mp_server *srv, const mp_sandbox *only,
                           int previous) {
-  DIR *d = opendir("/proc");
-  struct dirent *e;
-  size_t killed = 0;
-  long self = (long)getpid();
-  if (d == NULL) return 0;
-  while ((e = readdir(d)) != NULL) {
-    char *end, state, id[MP_ID_MAX];
-    long pid = strtol(e->d_name, &end, 10), pgrp;
-    unsigned long long start;
-    size_t i;
-    int tracked = 0;
-    if (*end != '\0' || pid <= 1 || pid == self) continue;
-    if (read_marker(pid, id, sizeof id) < 0) continue;
-    if (only != NULL ? strcmp(id, only->id) != 0
-                     : mp_sandbox_lookup(srv, NULL, id) == NULL)
-      continue;
-    if (proc_stat(pid, &state, &pgrp, &start) < 0 || state == 'Z') continue;
-    for (i = 0; only != NULL && i < only->nprocs; i++)
-      if (pgrp == (long)only->procs[i]->pid) tracked = 1;
-    if (tracked) continue;
-    kill((pid_t)pid, SIGKILL);
-    killed++;
-    if (previous) {
-      mp_log("killed process %ld of sandbox %s, left running by a previous"
-             " server", pid, id);
-      mark_interrupted(srv, id);
-    }
-  }
-  closedir(d);
-  return killed;
+  marked_scan m;
+  m.srv = srv;
+  m.only = only;
+  return mp_orphans_kill_marked(marked_wanted,
+                                previous ? marked_previous : NULL, &m);
 }
 
 /* what a destroy leaves: processes of sb outside its commands' groups (a
@@ -697,65 +672,13 @@ static void mark_interrupted(mp_server *srv, const char *id) {
   mp_record_save(srv, sb);
 }
 
-/* The run files of earlier boots name processes that are gone. */
-static void remove_other_boots(mp_server *srv) {
-  char dir[4200], path[4600];
-  DIR *d;
-  struct dirent *e;
-  snprintf(dir, sizeof dir, "%s/state/run", srv->data_dir);
-  d = opendir(dir);
-  if (d == NULL) return;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0
-        || strcmp(e->d_name, boot_id()) == 0)
-      continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    mastra__remove_tree(path);
-  }
-  closedir(d);
-}
-
-/* The run files of this boot: SIGKILL each group whose leader is gone (a
-** group id is not reused while the group has members) or is still the
-** process that was started (same start time); a reused pid is left
-** alone. */
-static size_t kill_run_files(mp_server *srv) {
-  char dir[4200], path[4600];
-  DIR *d;
-  struct dirent *e;
-  size_t n = 0;
-  remove_other_boots(srv);
-  run_dir_path(srv, dir, sizeof dir);
-  d = opendir(dir);
-  if (d == NULL) return 0;
-  while ((e = readdir(d)) != NULL) {
-    char *end, *text, state;
-    long pid = strtol(e->d_name, &end, 10), pgrp;
-    unsigned long long start, now_start;
-    if (e->d_name[0] == '.') continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    start = *end == '-' ? strtoull(end + 1, &end, 10) : 0;
-    if (pid > 1 && start > 0 && *end == '\0'
-        && (proc_stat(pid, &state, &pgrp, &now_start) < 0
-            || now_start == start)) {
-      if (kill((pid_t)-pid, SIGKILL) == 0) {
-        mp_log("killed the process group %ld left running by a previous"
-               " server", pid);
-        n++;
-      }
-      if (mastra__read_file(path, &text, NULL) == 0) {
-        mark_interrupted(srv, text);
-        free(text);
-      }
-    }
-    unlink(path);
-  }
-  closedir(d);
-  return n;
+static void run_file_interrupted(void *data, const char *id) {
+  mark_interrupted(data, id);
 }
 
 size_t mp_sandbox_kill_previous(mp_server *srv) {
-  return kill_run_files(srv) + kill_marked(srv, NULL, 1);
+  return mp_orphans_kill_run_files(srv->data_dir, run_file_interrupted, srv)
+         + kill_marked(srv, NULL, 1);
 }
 
 /* }====== */
@@ -800,7 +723,8 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   mp_session_begin(srv, sb, spec->command, *out);
   (*out)->notify = notify;
   (*out)->notify_data = data;
-  sb->proc_starts[sb->nprocs] = run_file_add(srv, sb, (*out)->pid);
+  sb->proc_starts[sb->nprocs] =
+      mp_orphans_run_file_add(srv->data_dir, sb->id, (*out)->pid);
   sb->procs[sb->nprocs++] = *out;
   sb->running++;
   sb->last_exec_ms = mastra__wall_ms();
@@ -813,7 +737,7 @@ void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
   size_t i;
   for (i = 0; i < sb->nprocs; i++) {
     if (sb->procs[i] == p) {
-      run_file_remove(srv, p->pid, sb->proc_starts[i]);
+      mp_orphans_run_file_remove(srv->data_dir, p->pid, sb->proc_starts[i]);
       sb->procs[i] = sb->procs[--sb->nprocs];
       sb->proc_starts[i] = sb->proc_starts[sb->nprocs];
       break;

@@ -17,6 +17,10 @@
 
 /* how long a destroyed record is kept by default (GET shows destroyedAt) */
 #define MP_DESTROYED_TTL_DEFAULT_S 600
+/* how many destroyed records are kept at most by default (the oldest is
+** freed when a destroy would pass it) */
+#define MP_DESTROYED_MAX_DEFAULT 1000
+#define MP_DESTROYED_MAX_LIMIT 10000000
 
 typedef struct mp_exec_spec {
   const char *command; /* shell text */
@@ -64,7 +68,9 @@ struct mp_driver {
 };
 
 struct mp_sandbox {
-  mp_sandbox *next;
+  mp_sandbox *next, *prev;        /* srv->sandboxes */
+  mp_sandbox *gone_next, *gone_prev; /* srv->gone: destroyed, in order */
+  int gone;                       /* in srv->gone */
   char id[MP_ID_MAX];             /* ours: sbx_<hex> */
   char project[MP_NAME_MAX];
   char environment[MP_NAME_MAX];
@@ -151,15 +157,17 @@ size_t mp_sandbox_kill_all(mp_server *srv);
 ** processes were still alive (call again until 0). */
 size_t mp_sandbox_kill_previous(mp_server *srv);
 void mp_sandbox_free_all(mp_server *srv);
-/* Free the destroyed records older than srv->destroyed_ttl_ms (nothing
-** holds them any more); returns how many. A timer started by
-** mp_sandbox_sweep_start (mp_state_load does) calls it. */
+/* Free the destroyed records older than srv->destroyed_ttl_ms, then the
+** oldest ones past srv->destroyed_max (nothing holds them any more);
+** returns how many. A timer started by mp_sandbox_sweep_start
+** (mp_state_load does) calls it. */
 size_t mp_sandbox_sweep(mp_server *srv);
 void mp_sandbox_sweep_start(mp_server *srv);
 
 /* Load the records of <data>/state/sandboxes (at startup): a record whose
 ** fields are not valid is skipped (logged), one destroyed longer ago than
-** srv->destroyed_ttl_ms is removed. */
+** srv->destroyed_ttl_ms is removed, and so are the oldest destroyed ones
+** past srv->destroyed_max. */
 int mp_state_load(mp_server *srv);
 
 

@@ -67,6 +67,10 @@ struct mp_server {
   mp_sandbox *sandboxes;      /* live, and destroyed until they expire */
   mp_index sandbox_index;     /* the same records by id */
   int64_t destroyed_ttl_ms;   /* how long a destroyed record is kept */
+  size_t destroyed_max;       /* how many destroyed records are kept */
+  mp_sandbox *gone, *gone_tail; /* sandbox.c: the destroyed records, oldest
+                                ** first */
+  size_t ngone;
   mastra__timer record_sweep; /* sandbox.c: frees the expired records */
   struct mp_lease *leases, *leases_tail; /* lease.c: in mint order */
   mp_index lease_index;       /* lease.c: the same leases by token */
