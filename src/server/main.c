@@ -76,6 +76,10 @@ static void usage(FILE *f) {
           " DATA_DIR/base,\n"
           "                       built at the first start; env"
           " MASTRA_PLATFORM_BASE)\n"
+          "  --egress             PRIVATE sandboxes reach out through NAT"
+          " (namespaces;\n"
+          "                       default off: no traffic leaves the"
+          " platform's namespaces)\n"
           "  --sandbox-pids-max N processes per sandbox (namespaces;"
           " default 1024; 0: no limit)\n"
           "  --sandbox-memory-max SIZE\n"
@@ -246,7 +250,7 @@ int main(int argc, char **argv) {
   const char *listen = "127.0.0.1:0", *token_file = NULL;
   mp_driver_opts dopts = {getenv("MASTRA_PLATFORM_DRIVER"),
                           getenv("MASTRA_PLATFORM_BASE"), MP_DEFAULT_PIDS_MAX,
-                          MP_DEFAULT_MEMORY_MAX};
+                          MP_DEFAULT_MEMORY_MAX, 0};
   char *data_dir = NULL, *token_path = NULL;
   char err[1024], path[4200];
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
@@ -274,6 +278,10 @@ int main(int argc, char **argv) {
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
+    }
+    if (strcmp(a, "--egress") == 0) {
+      dopts.egress = 1;
+      continue;
     }
     if (v == NULL) {
       fprintf(stderr, "mastra-platform: %s needs a value\n", a);
