@@ -21,8 +21,7 @@ first=$(printf '%s\n' "$out" | sed -n 1p)
 second=$(printf '%s\n' "$out" | sed -n 2p)
 lines=$(printf '%s\n' "$out" | wc -l)
 # the working directory: /workspace in a namespaces sandbox (the default
-# as root: the first start builds a minimal base), the sandbox's directory
-# on the host under the process driver
+# as root), the sandbox's directory on the host under the process driver
 if [ "$(id -u)" = 0 ]; then cwd=/workspace
 else cwd="$state/platform-data/sandboxes/sbx_*/workspace"; fi
 case "$first|$second|$lines" in
