@@ -25,12 +25,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "bucket.h"
 #include "exec_legacy.h"
 #include "exec_ws.h"
 #include "httpd.h"
 #include "lease.h"
 #include "sandbox.h"
+#include "startup.h"
 #include "util.h"
 
 static mp_server g_srv;
@@ -139,6 +139,7 @@ static void cleanup(void) {
   mp_exec_legacy_shutdown_all(&g_srv);
   mp_sandbox_shutdown_all(&g_srv);
   mp_http_stop(&g_srv);
+  mp_server_close(&g_srv);
   mastra__remove_tree(g_dir);
 }
 
@@ -166,7 +167,7 @@ static void new_sandbox(void) {
 }
 
 static void start(void) {
-  char err[512], path[4200];
+  char err[512];
   signal(SIGPIPE, SIG_IGN);
   if (mkdtemp(g_dir) == NULL) abort();
   memset(&g_srv, 0, sizeof g_srv);
@@ -177,16 +178,9 @@ static void start(void) {
   g_srv.data_dir = g_dir;
   strcpy(g_srv.token, "fuzz-token");
   g_srv.token_len = strlen(g_srv.token);
-  snprintf(path, sizeof path, "%s/sandboxes", g_dir);
-  mastra__mkdirs(path, 0755, NULL);
-  snprintf(path, sizeof path, "%s/checkpoints", g_dir);
-  mastra__mkdirs(path, 0755, NULL);
-  snprintf(path, sizeof path, "%s/state", g_dir);
-  mastra__mkdirs(path, 0755, NULL);
-  snprintf(path, sizeof path, "%s/buckets", g_dir);
-  g_srv.buckets = mp_bucket_open(path, err, sizeof err);
-  g_srv.loop = mastra__loop_new();
-  if (g_srv.buckets == NULL || g_srv.loop == NULL || mp_state_load(&g_srv) < 0
+  g_srv.destroyed_ttl_ms = (int64_t)600 * 1000;
+  g_srv.header_timeout_s = 30;
+  if (mp_server_open(&g_srv, err, sizeof err) < 0
       || mp_http_start(&g_srv, "127.0.0.1:0", err, sizeof err) < 0) {
     fprintf(stderr, "fuzz_server: cannot start: %s\n", err);
     abort();

@@ -434,22 +434,25 @@ describe("fault injection", function()
     end)
 
   it("b: WebSocket close 1006 mid-output", function()
-    -- the first 40 sockets drop after 4 of 10 frames, the next 35 after
-    -- all 10 frames but before the exit frame; the rest answer in full
+    -- the first 20 sockets drop after 4 of 10 frames, the next 15 after
+    -- all 10 frames but before the exit frame; the rest answer in full.
+    -- Output reached onStdout before each drop, so none is retried: 35
+    -- SandboxExecInterruptedError (a SandboxExecTransportError), 15 full
     local srv = fault.start{ routes = routes(
       (function()
         local c = {}
         for k = 1, FLEET do c[k] = created(k) end
         return c
       end)(),
-      { { afterMessages = 2, frames = frames(4), drop = true, times = 40 },
-        { afterMessages = 2, frames = frames(#FRAMES), drop = true, times = 35 },
+      { { afterMessages = 2, frames = frames(4), drop = true, times = 20 },
+        { afterMessages = 2, frames = frames(#FRAMES), drop = true, times = 15 },
         FULL_SESSION }) }
     local t = fault_run("WebSocket 1006 mid-output", srv, 0)
     t.note = ("%d exec sockets"):format(#srv:sessions())
     finish(t)
     assert.is_true(t.full >= 1 and (t.typed.SandboxExecTransportError or 0) >= 1,
       "both outcomes should occur: " .. typed_text(t))
+    assert.are.equal(0, t.replayed, "a command was run again after onStdout saw its output")
   end)
 
   it("c: a storm of 503 answers to create", function()

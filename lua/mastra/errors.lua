@@ -54,7 +54,10 @@ class("PlatformApiError")
 class("NetworkError")
 class("SandboxNotReadyError", nil, { code = "NOT_READY" })
 class("SandboxDestroyedError")
-class("SandboxExecTransportError")
+local ExecTransport = class("SandboxExecTransportError")
+-- the socket dropped after output reached onStdout/onStderr: the command
+-- is not run again (the caller saw part of it); `delivered` is the bytes
+class("SandboxExecInterruptedError", ExecTransport)
 -- the process ran out of file descriptors (EMFILE, ENFILE): `limit` is
 -- the soft RLIMIT_NOFILE, `inUse` the descriptors open when it was seen
 class("ResourceLimitError")

@@ -139,7 +139,9 @@ local function transport(spec)
 end
 
 --- Send a request under the project prefix. opts: json (a table, encoded
--- with its __jsonorder), query (a list of {name, value}), timeout.
+-- with its __jsonorder), query (a list of {name, value}), timeout,
+-- freshConnection (a new connection, never a kept-alive one that libcurl
+-- would silently send the request on again if it dropped: for a create).
 -- Returns {status, headers, body, json}; a non-2xx answer raises
 -- PlatformApiError.
 function client.request(cfg, method, path, opts)
@@ -175,7 +177,7 @@ function client.request(cfg, method, path, opts)
     res.body = res.body or ""
   else
     res = transport{ method = method, url = url, headers = headers, body = body,
-      timeout = opts.timeout or cfg.requestTimeout }
+      timeout = opts.timeout or cfg.requestTimeout, freshConnection = opts.freshConnection }
   end
   if res.status < 200 or res.status > 299 then
     error(client.apiError(res.status, res.body), 2)

@@ -205,7 +205,9 @@ local function create(self)
     "networkIsolation", "env" } })
   local res
   for attempt = 1, CREATE_ATTEMPTS do
-    local ok, r = pcall(client.request, self._cfg, "POST", "/sandbox", { json = body })
+    -- a fresh connection: never sent twice by libcurl (docs/platform.md)
+    local ok, r = pcall(client.request, self._cfg, "POST", "/sandbox",
+      { json = body, freshConnection = true })
     if ok then
       res = r
       break
@@ -465,9 +467,19 @@ function PlatformSandbox:_ensureLease(command, attempt)
   return coalesce(self, "_minting", function() return fetch_lease(self, command, attempt) end)
 end
 
+-- Bytes of r's output that reached the caller's onStdout/onStderr.
+local function delivered(r, opts)
+  local n = 0
+  if opts.onStdout then n = n + #(r.stdout or "") + (r.stdoutDroppedBytes or 0) end
+  if opts.onStderr then n = n + #(r.stderr or "") + (r.stderrDroppedBytes or 0) end
+  return n
+end
+
 --- The DirectExecResult of `command`, with upstream's retry policy: a
 -- transport failure (no exit code, not timed out) is retried once, with a
--- fresh lease unless another exec cached one meanwhile.
+-- fresh lease unless another exec cached one meanwhile. The retry runs the
+-- command again (at-least-once, docs/api.md), so it is not made once
+-- output reached onStdout/onStderr: SandboxExecInterruptedError instead.
 function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
   local last, last_lease
   local attempts = 0
@@ -484,6 +496,17 @@ function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
     if r.exitCode ~= nil or r.timedOut then return r end
     last, last_lease = r, lease
     if self._lease == lease then self._lease = nil end
+    local seen = delivered(r, opts)
+    if seen > 0 then
+      errors.SandboxExecInterruptedError:raise({
+        message = ("Direct-exec transport failed for sandbox %s after %d byte(s) of output"
+          .. " reached onStdout/onStderr; the command was not run again (it may still have"
+          .. " run to its end)"):format(self.sandboxId or "(unknown)", seen),
+        sandboxId = self.sandboxId, command = command, attempts = attempt,
+        delivered = seen, opened = r.opened, closeCode = r.closeCode,
+        closeReason = r.closeReason, wsEndpoint = lease.wsEndpoint,
+      }, 0)
+    end
     -- a stdin function already read from cannot be sent again
     if r.stdinStarted and type(opts.stdin) == "function" then break end
   end

@@ -124,7 +124,8 @@ local function next_name(self, what)
 end
 
 --- Start mastra-platform. opts: dataDir, tokenFile (defaults: in a
--- scratch directory of this server), args (extra command-line words).
+-- scratch directory of this server), driver (default: the one CTest chose),
+-- args (extra command-line words).
 function platform.start(opts)
   opts = opts or {}
   local bin = platform.binary()
@@ -145,6 +146,7 @@ function platform.start(opts)
   -- sandbox runs with PATH only, so they go on the command line
   for var, flag in pairs{ MASTRA_PLATFORM_DRIVER = "--driver", MASTRA_PLATFORM_BASE = "--base" } do
     local v = os.getenv(var)
+    if var == "MASTRA_PLATFORM_DRIVER" and opts.driver then v = opts.driver end
     if v ~= nil and v ~= "" then
       words[#words + 1] = flag
       words[#words + 1] = v

@@ -521,6 +521,10 @@ int mastra__http_start(mastra__loop *loop, const mastra__http_opts *o,
   if (o->ca_file != NULL) curl_easy_setopt(e, CURLOPT_CAINFO, o->ca_file);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, o->no_follow ? 0L : 1L);
+  if (o->fresh_connection) {
+    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+  }
   curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)MASTRA__HTTP_MAX_REDIRECTS);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, r);

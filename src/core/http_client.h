@@ -89,6 +89,10 @@ typedef struct mastra__http_opts {
   size_t body_len;
   uint64_t timeout_ms;         /* 0: none */
   int no_follow;               /* 1: do not follow redirects */
+  /* 1: a new connection, closed after: libcurl silently sends a request
+  ** again when a kept-alive connection it reused drops before the answer,
+  ** which a request that must not run twice (a create) cannot afford */
+  int fresh_connection;
   const char *ca_file;         /* PEM bundle to trust; NULL: the system's */
 } mastra__http_opts;
 

@@ -231,7 +231,7 @@ static int req_result(lua_State *L) {
 
 static const char *const http_keys[] = {
   "method", "url", "headers", "body", "timeout", "followRedirects", "caFile",
-  NULL
+  "freshConnection", NULL
 };
 
 static int core_http(lua_State *L) {
@@ -257,6 +257,11 @@ static int core_http(lua_State *L) {
   if (t != LUA_TNIL && t != LUA_TBOOLEAN)
     luaL_error(L, "http: option 'followRedirects' must be a boolean");
   o.no_follow = t == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  t = lua_getfield(L, 1, "freshConnection");
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+    luaL_error(L, "http: option 'freshConnection' must be a boolean");
+  o.fresh_connection = t == LUA_TBOOLEAN && lua_toboolean(L, -1);
   lua_pop(L, 1);
   o.headers = opt_headers(L, 1, "http", NULL, 1, &o.nheaders);
   box = (mastra__http_req **)lua_newuserdatauv(L, sizeof *box, 0);

@@ -237,7 +237,7 @@ int mp_bucket_delete(mp_bucket_store *st, const char *project,
       int fd;
       if (!mp_disk_is_object_name(e->d_name))
         continue;
-      fd = openat(bfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      fd = mp_disk_open_file(bfd, e->d_name);
       if (fd < 0)
         continue;
       if (mp_disk_read_hdr(fd, &h) == 0 && under(h.key, key, plen)) {
@@ -437,7 +437,7 @@ int mp_bucket_list(mp_bucket_store *st, const char *project,
     int fd, ok;
     if (!mp_disk_is_object_name(e->d_name))
       continue;
-    fd = openat(bfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    fd = mp_disk_open_file(bfd, e->d_name);
     if (fd < 0)
       continue;
     ok = mp_disk_read_hdr(fd, &h) == 0;

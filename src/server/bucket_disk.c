@@ -235,6 +235,24 @@ bad:
   return -1;
 }
 
+int mp_disk_open_file(int dfd, const char *name) {
+  struct stat sb;
+  /* O_NONBLOCK: opening a FIFO for reading would wait for a writer, and
+  ** the only thread with it; on a regular file it changes nothing */
+  int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return -1;
+  if (fstat(fd, &sb) < 0) {
+    mp_disk_close_keep_errno(fd);
+    return -1;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  return fd;
+}
+
 /* open the object `key` in bucket directory bfd and read its header:
 ** MP_BUCKET_OK (*fdout open), NOT_FOUND or IO */
 int mp_disk_open(int bfd, const char *key, mp_disk_hdr *h, int *fdout) {
@@ -242,7 +260,7 @@ int mp_disk_open(int bfd, const char *key, mp_disk_hdr *h, int *fdout) {
   struct stat sb;
   int fd;
   mp_disk_filename(key, fname);
-  fd = openat(bfd, fname, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  fd = mp_disk_open_file(bfd, fname);
   if (fd < 0)
     return errno == ENOENT ? MP_BUCKET_NOT_FOUND : MP_BUCKET_IO;
   if (mp_disk_read_hdr(fd, h) < 0 || fstat(fd, &sb) < 0) {

@@ -65,6 +65,9 @@ int mp_disk_read_hdr(int fd, mp_disk_hdr *h);
 /* open the object `key` in bucket directory bfd and read its header:
 ** MP_BUCKET_OK (*fdout open), NOT_FOUND or IO */
 int mp_disk_open(int bfd, const char *key, mp_disk_hdr *h, int *fdout);
+/* open name in directory dfd for reading, never blocking and never
+** following a symlink: -1 (errno) unless it is a regular file (EINVAL) */
+int mp_disk_open_file(int dfd, const char *name);
 /* size, time and content type of info from a header */
 void mp_disk_fill_info(mp_object_info *info, const mp_disk_hdr *h);
 /* write object `key` atomically and durably into bfd: MP_BUCKET_OK,

@@ -30,6 +30,7 @@
 #include "hash.h"
 #include "log.h"
 #include "record.h"
+#include "trash.h"
 #include "util.h"
 
 #define PATH_LEN 4400
@@ -131,7 +132,7 @@ static int remove_checkpoint(mp_server *srv, int seed, const char *name) {
   char path[PATH_LEN];
   int had;
   file_path(srv, seed, name, ".tar", path, sizeof path);
-  had = unlink(path) == 0;
+  had = mp_trash(srv, path) == 0; /* a big archive: unlinked off the loop */
   file_path(srv, seed, name, ".json", path, sizeof path);
   unlink(path);
   return had;
@@ -275,7 +276,7 @@ static void fail(struct mp_tar_run *run, const char *fmt, const char *arg) {
   snprintf(msg, sizeof msg, fmt, arg);
   mp_log("%s %s: %s", run->restore ? "restoring a checkpoint into"
          : "capturing the checkpoint of", run->sb->id, msg);
-  if (!run->restore && run->path[0] != '\0') unlink(run->path);
+  if (!run->restore && run->path[0] != '\0') mp_trash(run->sb->srv, run->path);
   if (run->seed[0] != '\0') remove_checkpoint(run->sb->srv, 1, run->seed);
   complete(run, -1, NULL, msg);
 }
@@ -530,14 +531,15 @@ int mp_checkpoint_busy(const mp_sandbox *sb) {
 
 /* {====== delete ====== */
 
-int mp_checkpoint_drop(mp_server *srv, const mp_sandbox *sb, const char *key) {
+static int drop_key(mp_server *srv, const char *project,
+                    const char *environment, const char *key) {
   char name[MP_CHECKPOINT_NAME_MAX];
   mp_sandbox *s;
-  key_name(sb->project, sb->environment, key, name);
+  key_name(project, environment, key, name);
   for (s = srv->sandboxes; s != NULL; s = s->next) {
     if (s->destroyed_ms || strcmp(s->recovery_key, key) != 0
-        || strcmp(s->project, sb->project) != 0
-        || strcmp(s->environment, sb->environment) != 0)
+        || strcmp(s->project, project) != 0
+        || strcmp(s->environment, environment) != 0)
       continue;
     s->checkpoint_deleted = 1;
     s->checkpoint_gen++; /* a capture running now is thrown away */
@@ -545,6 +547,10 @@ int mp_checkpoint_drop(mp_server *srv, const mp_sandbox *sb, const char *key) {
     mp_record_save(srv, s);
   }
   return remove_checkpoint(srv, 0, name) ? 0 : 1;
+}
+
+int mp_checkpoint_drop(mp_server *srv, const mp_sandbox *sb, const char *key) {
+  return drop_key(srv, sb->project, sb->environment, key);
 }
 
 /* }====== */
@@ -626,6 +632,91 @@ static size_t sweep_dir(mp_server *srv, int seed, int64_t cutoff,
 static int64_t retention_ms(const mp_server *srv) {
   return (int64_t)(srv->checkpoint_retention_days * 86400000.0);
 }
+
+/* {------ the inspector's view ------ */
+
+static void list_dir(mp_server *srv, int seed, const char *project,
+                     const char *environment, cJSON *out) {
+  char dir[PATH_LEN], path[PATH_LEN + 320], name[MP_CHECKPOINT_NAME_MAX];
+  int64_t keep = retention_ms(srv);
+  DIR *d;
+  struct dirent *e;
+  snprintf(dir, sizeof dir, "%s/checkpoints%s", srv->data_dir,
+           seed ? "/seeds" : "");
+  if ((d = opendir(dir)) == NULL) return;
+  while ((e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    const cJSON *used;
+    cJSON *rec, *o;
+    struct stat st;
+    if (!has_suffix(e->d_name, ".json") || n - 5 >= MP_CHECKPOINT_NAME_MAX)
+      continue;
+    snprintf(path, sizeof path, "%s/%.*s.tar", dir, (int)(n - 5), e->d_name);
+    if (stat(path, &st) < 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if ((rec = read_record(path)) == NULL) continue;
+    if (project != NULL
+        && (strcmp(rec_str(rec, "projectId"), project) != 0
+            || strcmp(rec_str(rec, "environmentId"), environment) != 0)) {
+      cJSON_Delete(rec);
+      continue;
+    }
+    used = cJSON_GetObjectItemCaseSensitive(rec, "lastUsedMs");
+    o = cJSON_CreateObject();
+    memcpy(name, e->d_name, n - 5);
+    name[n - 5] = '\0';
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddStringToObject(o, "key", rec_str(rec, "key"));
+    cJSON_AddBoolToObject(o, "named", seed);
+    cJSON_AddStringToObject(o, "projectId", rec_str(rec, "projectId"));
+    cJSON_AddStringToObject(o, "environmentId", rec_str(rec, "environmentId"));
+    cJSON_AddNumberToObject(o, "size", (double)st.st_size);
+    cJSON_AddNumberToObject(o, "capturedAt", (double)st.st_mtime * 1000);
+    if (cJSON_IsNumber(used)) {
+      cJSON_AddNumberToObject(o, "lastUsedAt", used->valuedouble);
+      if (keep > 0 && (seed || !key_in_use(srv, rec)))
+        cJSON_AddNumberToObject(o, "removeAt",
+                                used->valuedouble + (double)keep);
+      else
+        cJSON_AddNullToObject(o, "removeAt");
+    } else {
+      cJSON_AddNullToObject(o, "lastUsedAt");
+      cJSON_AddNullToObject(o, "removeAt");
+    }
+    cJSON_Delete(rec);
+    cJSON_AddItemToArray(out, o);
+  }
+  closedir(d);
+}
+
+cJSON *mp_checkpoint_list(mp_server *srv, const char *project,
+                          const char *environment) {
+  cJSON *out = cJSON_CreateArray();
+  list_dir(srv, 0, project, environment, out);
+  list_dir(srv, 1, project, environment, out);
+  return out;
+}
+
+int mp_checkpoint_remove(mp_server *srv, const char *project,
+                         const char *environment, const char *name) {
+  char path[PATH_LEN];
+  cJSON *rec;
+  int seed, rc = 1;
+  if (strchr(name, '/') != NULL || name[0] == '.') return 1;
+  for (seed = 0; seed <= 1 && rc == 1; seed++) {
+    file_path(srv, seed, name, ".json", path, sizeof path);
+    if ((rec = read_record(path)) == NULL) continue;
+    if (strcmp(rec_str(rec, "projectId"), project) == 0
+        && strcmp(rec_str(rec, "environmentId"), environment) == 0) {
+      if (seed) rc = remove_checkpoint(srv, 1, name) ? 0 : 1;
+      else rc = drop_key(srv, project, environment, rec_str(rec, "key"));
+    }
+    cJSON_Delete(rec);
+  }
+  return rc;
+}
+
+/* }------ */
 
 static void sweep(mp_server *srv, int temporaries_too) {
   int64_t keep = retention_ms(srv);

@@ -50,6 +50,18 @@ int mp_checkpoint_busy(const mp_sandbox *sb);
 ** 1: there was none (the sandboxes are marked all the same). */
 int mp_checkpoint_drop(mp_server *srv, const mp_sandbox *sb, const char *key);
 
+/* For the inspector: the checkpoints (key and named ones) of (project,
+** environment), or of all when project is NULL: [{name, key, named,
+** projectId, environmentId, size, capturedAt, lastUsedAt, removeAt}]
+** (removeAt null: kept while a live sandbox has the key, or forever). */
+cJSON *mp_checkpoint_list(mp_server *srv, const char *project,
+                          const char *environment);
+/* Remove checkpoint name of (project, environment): a key's checkpoint as
+** DELETE /checkpoint does (mp_checkpoint_drop), a named one on its own. 0:
+** removed, 1: no such checkpoint. */
+int mp_checkpoint_remove(mp_server *srv, const char *project,
+                         const char *environment, const char *name);
+
 /* the name of sb's key checkpoint */
 void mp_checkpoint_key_name(const mp_sandbox *sb,
                             char name[MP_CHECKPOINT_NAME_MAX]);

@@ -65,6 +65,7 @@
 #include "net.h"
 #include "ns_init.h"
 #include "sha256.h"
+#include "trash.h"
 #include "util.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
@@ -466,7 +467,18 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  snprintf(sb->dir, sizeof sb->dir, "%s/upper", sb->root);
+  {
+    /* the checkpoint's tree is the upper layer */
+    size_t n = strlen(sb->root) + sizeof "/upper";
+    char *dir = malloc(n);
+    if (dir == NULL) {
+      snprintf(err, errlen, "out of memory");
+      return -1;
+    }
+    snprintf(dir, n, "%s/upper", sb->root);
+    free(sb->dir);
+    sb->dir = dir;
+  }
   /* a sandbox loaded at startup has its tree: its init starts at its
   ** first command */
   fresh = access(sb->dir, F_OK) < 0;
@@ -657,7 +669,7 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
       mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
     }
   }
-  mastra__remove_tree(sb->root);
+  mp_trash(srv, sb->root); /* removed off the loop */
 }
 
 /* the server exits: nothing of the sandbox outlives it */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "trash.h"
 #include "util.h"
 
 static int proc_prepare(mp_server *srv, mp_sandbox *sb, char *err,
@@ -71,8 +72,7 @@ static int proc_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
 }
 
 static void proc_teardown(mp_server *srv, mp_sandbox *sb) {
-  (void)srv;
-  mastra__remove_tree(sb->root);
+  mp_trash(srv, sb->root); /* removed off the loop */
 }
 
 const mp_driver mp_process_driver = {

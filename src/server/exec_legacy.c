@@ -3,7 +3,8 @@
 ** {"command","cwd"?,"env"?,"timeoutSec"?} runs the command, with the
 ** connection suspended meanwhile, and answers {"exitCode","stdout",
 ** "stderr","truncated","timedOut","sessionName"} once it finished. Output
-** past 64 MiB a stream is dropped (truncated: true). The state of a run
+** past 8 MiB a stream is dropped (truncated: true); the exec WebSocket
+** streams output of any length. The state of a run
 ** hangs on the request (mp_request.state), so that a request that ends
 ** however it ends lets go of the command.
 **
@@ -27,7 +28,9 @@
 #include "respond.h"
 #include "sandbox.h"
 
-#define LEGACY_OUTPUT_MAX (64u << 20)
+/* output kept a stream: the answer holds it escaped as JSON, up to six
+** bytes a byte (docs/platform.md, Limits) */
+#define LEGACY_OUTPUT_MAX (8u << 20)
 
 typedef struct mp_legacy_run legacy_run;
 
@@ -140,6 +143,7 @@ static void legacy_free(void *state) {
   mp_server *srv = run->sb->srv;
   mastra__io_stop(&run->sock_io);
   let_go(run);
+  run->sb->refs--;
   if (run->prev != NULL) run->prev->next = run->next;
   else srv->legacy_runs = run->next;
   if (run->next != NULL) run->next->prev = run->prev;
@@ -230,6 +234,7 @@ enum MHD_Result mp_exec_legacy(mp_server *srv, struct MHD_Connection *conn,
   cJSON_Delete(body);
   r->state = run;
   r->state_free = legacy_free;
+  sb->refs++; /* its record stays while the run does */
   run->next = srv->legacy_runs;
   if (run->next != NULL) run->next->prev = run;
   srv->legacy_runs = run;

@@ -56,11 +56,15 @@
 #include "hash.h"
 #include "http_tokens.h"
 #include "json.h"
+#include "request.h"
 #include "respond.h"
 #include "sandbox.h"
 
 #define WS_MAX_RECV_MSG (1u << 20)     /* the largest client message */
-#define WS_SEND_HIGH (4u << 20)        /* stop taking output past this */
+/* stop taking output past this much queued for the socket: a client that
+** does not read holds this plus what proc.c reads ahead of us
+** (MASTRA__PROC_PENDING_MAX a stream), then the command's pipes fill */
+#define WS_SEND_HIGH (1u << 20)
 #define WS_FRAME_MAX 65536             /* an output frame, tag included */
 #define WS_INIT_TIMEOUT_MS 30000       /* for init_exec to arrive */
 #define WS_CLOSE_WAIT_MS 5000          /* to finish the closing handshake */
@@ -95,6 +99,7 @@ struct mp_ws_session {
   unsigned linked : 1;       /* in srv->ws_sessions, counted in sb->sockets */
   unsigned close_wait : 1;   /* the timer now bounds the closing handshake */
   unsigned close_pending : 1; /* our close waits for the queue to drain */
+  unsigned holds_sb : 1;     /* counted in sb->refs (its record stays) */
   unsigned in_eof : 1;       /* stdin_close came: close after the bytes */
   unsigned in_done : 1;      /* stdin is closed (or gone): drop bytes */
   char *in_buf;              /* stdin bytes waiting for the pipe */
@@ -125,6 +130,8 @@ static void link_session(ws_session *s) {
   s->next = s->srv->ws_sessions;
   if (s->next != NULL) s->next->prev = s;
   s->srv->ws_sessions = s;
+  s->sb->refs++;
+  s->holds_sb = 1;
 }
 
 static void unlink_session(ws_session *s) {
@@ -136,6 +143,10 @@ static void unlink_session(ws_session *s) {
     s->srv->ws_sessions = s->next;
   if (s->next != NULL) s->next->prev = s->prev;
   s->prev = s->next = NULL;
+  if (s->holds_sb) {
+    s->holds_sb = 0;
+    s->sb->refs--;
+  }
 }
 
 /* Let go of the command, killing it first if it still runs. */
@@ -459,6 +470,11 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
   cJSON *j;
   const cJSON *type;
   if (s->closing || s->failed) return;
+  if (mp_json_has_nul(msg, len)) { /* as the HTTP routes answer 400 */
+    queue_close(s, 1008, "strings in a message may not contain NUL"
+                         " (\\u0000)");
+    return;
+  }
   j = mastra__json_parse(msg, len, NULL, NULL);
   type = cJSON_GetObjectItemCaseSensitive(j, "type");
   if (!cJSON_IsString(type)) {

@@ -8,11 +8,14 @@
 **                         [--idle-exit SECONDS] [--lease-ttl SECONDS]
 **                         [--checkpoint-retention DAYS]
 **                         [--default-idle-minutes M]
+**                         [--inspector HOST:PORT|off] [--session-history N]
 **   mastra-platform base build [--data-dir DIR | --base DIR] [--minimal]
+**   mastra-platform inspect [--data-dir DIR]
 **   mastra-platform --version
 **
 ** Once listening it prints one JSON line on stdout:
-**   {"url":"http://127.0.0.1:PORT","pid":N,"dataDir":"...","tokenFile":"..."}
+**   {"url":"http://127.0.0.1:PORT","pid":N,"dataDir":"...","tokenFile":"...",
+**    "inspector":"http://127.0.0.1:PORT2/","inspectorLogin":"...login?code=..."}
 ** and logs on stderr. SIGTERM (or SIGINT, SIGHUP) stops every command,
 ** captures the checkpoints, writes the state and exits with status 0;
 ** nothing it started runs after it exited.
@@ -43,11 +46,16 @@
 #include "drivers.h"
 #include "ns_init.h"
 #include "exec_legacy.h"
+#include "activity.h"
+#include "diskuse.h"
 #include "exec_ws.h"
 #include "httpd.h"
+#include "inspector.h"
 #include "lease.h"
 #include "log.h"
 #include "sandbox.h"
+#include "startup.h"
+#include "trash.h"
 #include "util.h"
 
 #define DEFAULT_LEASE_TTL_S 900
@@ -55,6 +63,7 @@
 #define DEFAULT_MAX_BODY (1u << 20)
 #define DEFAULT_MAX_OBJECT ((size_t)256 << 20)
 #define DEFAULT_IDLE_MINUTES 30.0
+#define DEFAULT_SESSION_HISTORY 200
 /* shutdown: commands get SIGTERM, then SIGKILL after their grace period
 ** (MASTRA__PROC_KILL_GRACE_MS); the server waits this long in all */
 #define SHUTDOWN_WAIT_MS 5000
@@ -100,13 +109,30 @@ static void usage(FILE *f) {
           " (fractions allowed;\n"
           "                       default 30; 0: never); its checkpoint"
           " is kept\n"
+          "  --destroyed-ttl SECONDS\n"
+          "                       keep the record of a destroyed sandbox"
+          " (GET shows\n"
+          "                       destroyedAt) this long (default 600)\n"
+          "  --header-timeout SECONDS\n"
+          "                       a request's head must arrive within"
+          " SECONDS (default 30)\n"
           "  --exec-stdin on|off  stream stdin to exec WebSocket commands and"
           " advertise it\n"
           "                       in exec leases (default on; off: stdin is"
           " /dev/null,\n"
           "                       as on the hosted platform)\n"
+          "  --inspector HOST:PORT|off\n"
+          "                       the inspector's address (default: the"
+          " --listen host,\n"
+          "                       a free port); off: no inspector\n"
+          "  --session-history N  exec sessions kept per environment for the"
+          " inspector\n"
+          "                       (default 200)\n"
           "       mastra-platform base build [--data-dir DIR | --base DIR]"
           " [--minimal]\n"
+          "       mastra-platform inspect [--data-dir DIR]\n"
+          "                       print a one-time login link to the running"
+          " platform's inspector\n"
           "       mastra-platform --version\n");
 }
 
@@ -251,9 +277,14 @@ int main(int argc, char **argv) {
   mp_driver_opts dopts = {getenv("MASTRA_PLATFORM_DRIVER"),
                           getenv("MASTRA_PLATFORM_BASE"), MP_DEFAULT_PIDS_MAX,
                           MP_DEFAULT_MEMORY_MAX, 0};
+  const char *inspector = NULL;
+  char inspector_listen[80], login[256] = "";
+  long history = DEFAULT_SESSION_HISTORY;
   char *data_dir = NULL, *token_path = NULL;
   char err[1024], path[4200];
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
+  long destroyed_ttl = MP_DESTROYED_TTL_DEFAULT_S;
+  long header_timeout = MP_HEADER_TIMEOUT_DEFAULT_S;
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
   int exec_stdin = 1;
   double default_idle = DEFAULT_IDLE_MINUTES;
@@ -268,6 +299,12 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
     printf("mastra-platform %s\n", MASTRA_VERSION_STRING);
     return 0;
+  }
+  if (argc >= 2 && strcmp(argv[1], "inspect") == 0) {
+    char *dir = default_data_dir();
+    int rc = mp_inspect_main(argc, argv, dir);
+    free(dir);
+    return rc;
   }
   if (argc < 2 || strcmp(argv[1], "serve") != 0) {
     usage(stderr);
@@ -310,6 +347,20 @@ int main(int argc, char **argv) {
       if (parse_minutes(a, v, &default_idle) < 0) return 2;
     } else if (strcmp(a, "--lease-ttl") == 0) {
       if (parse_seconds(a, v, &lease_ttl) < 0 || lease_ttl == 0) return 2;
+    } else if (strcmp(a, "--inspector") == 0) {
+      inspector = v;
+    } else if (strcmp(a, "--session-history") == 0) {
+      if (parse_seconds(a, v, &history) < 0 || history < 1
+          || history > 100000) {
+        fprintf(stderr, "mastra-platform: --session-history wants a count"
+                " between 1 and 100000\n");
+        return 2;
+      }
+    } else if (strcmp(a, "--destroyed-ttl") == 0) {
+      if (parse_seconds(a, v, &destroyed_ttl) < 0) return 2;
+    } else if (strcmp(a, "--header-timeout") == 0) {
+      if (parse_seconds(a, v, &header_timeout) < 0 || header_timeout == 0)
+        return 2;
     } else if (strcmp(a, "--checkpoint-retention") == 0) {
       if (parse_days(a, v, &retention) < 0) return 2;
     } else if (strcmp(a, "--exec-stdin") == 0) {
@@ -333,6 +384,8 @@ int main(int argc, char **argv) {
   srv.max_body = DEFAULT_MAX_BODY;
   srv.max_object = DEFAULT_MAX_OBJECT;
   srv.lease_ttl_ms = (uint64_t)lease_ttl * 1000;
+  srv.destroyed_ttl_ms = (int64_t)destroyed_ttl * 1000;
+  srv.header_timeout_s = (unsigned)header_timeout;
   srv.idle_exit_s = (int)idle_exit;
   srv.checkpoint_retention_days = retention;
   srv.default_idle_min = default_idle;
@@ -341,11 +394,7 @@ int main(int argc, char **argv) {
   mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);
 
-  snprintf(path, sizeof path, "%s/state", srv.data_dir);
-  if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
-  snprintf(path, sizeof path, "%s/checkpoints", srv.data_dir);
-  if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
-  snprintf(path, sizeof path, "%s/sandboxes", srv.data_dir);
+  snprintf(path, sizeof path, "%s", srv.data_dir);
   if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
   if (token_file == NULL) {
     snprintf(path, sizeof path, "%s/token", srv.data_dir);
@@ -354,18 +403,16 @@ int main(int argc, char **argv) {
     token_path = strdup(token_file);
   }
   if (load_token(&srv, token_path) < 0) return 1;
-  snprintf(path, sizeof path, "%s/buckets", srv.data_dir);
-  srv.buckets = mp_bucket_open(path, err, sizeof err);
-  if (srv.buckets == NULL) {
+  if (mp_driver_pick(&srv, &dopts) < 0) return 2;
+  if (mp_server_open(&srv, err, sizeof err) < 0) {
     fprintf(stderr, "mastra-platform: %s\n", err);
+    mp_driver_finish(&srv);
     return 1;
   }
-  srv.loop = mastra__loop_new();
-  if (srv.loop == NULL) return 1;
-  if (mp_driver_pick(&srv, &dopts) < 0) return 2;
-  mp_state_load(&srv);
   kill_previous(&srv);
+  mp_trash_empty(&srv);
   if (mp_checkpoint_start(&srv) < 0) return 1;
+  if (mp_activity_start(&srv, (size_t)history) < 0) return 1;
 
   /* SIGTERM, SIGINT and SIGHUP (a closed terminal) arrive through the loop */
   sigemptyset(&sigs);
@@ -381,19 +428,39 @@ int main(int argc, char **argv) {
     fprintf(stderr, "mastra-platform: %s\n", err);
     return 1;
   }
-  printf("{\"url\":\"%s\",\"pid\":%d,\"dataDir\":\"%s\",\"tokenFile\":\"%s\"}\n",
+  if (inspector == NULL) { /* the --listen host, a free port */
+    snprintf(inspector_listen, sizeof inspector_listen, "%.*s:0",
+             (int)(strrchr(listen, ':') - listen), listen);
+    inspector = inspector_listen;
+  }
+  if (strcmp(inspector, "off") != 0
+      && (mp_inspector_start(&srv, inspector, token_path, err, sizeof err) < 0
+          || mp_inspector_login_link(&srv, login, sizeof login) < 0)) {
+    fprintf(stderr, "mastra-platform: %s\n", err);
+    return 1;
+  }
+  printf("{\"url\":\"%s\",\"pid\":%d,\"dataDir\":\"%s\",\"tokenFile\":\"%s\"",
          srv.base_url, (int)getpid(), srv.data_dir, token_path);
+  if (srv.inspector != NULL)
+    printf(",\"inspector\":\"%s\",\"inspectorLogin\":\"%s\"",
+           mp_inspector_url(&srv), login);
+  printf("}\n");
   fflush(stdout);
   mp_log("listening on %s (data %s, driver %s)", srv.base_url, srv.data_dir,
          srv.driver->name);
+  if (srv.inspector != NULL)
+    mp_log("inspector on %s (log in: mastra-platform inspect)",
+           mp_inspector_url(&srv));
   srv.last_request_ms = mastra__wall_ms();
 
   while (!srv.stopping) {
-    int t = mp_http_timeout(&srv);
+    int t = mp_http_timeout(&srv), ti = mp_inspector_timeout(&srv);
     const uint64_t *ids;
+    if (ti >= 0 && (t < 0 || ti < t)) t = ti;
     if (srv.idle_exit_s > 0 && (t < 0 || t > 1000)) t = 1000;
     mastra__loop_run_once(srv.loop, t);
     mp_http_run(&srv);
+    mp_inspector_run(&srv);
     mastra__loop_take_signals(srv.loop, &ids); /* unused: C callbacks here */
     if (srv.idle_exit_s > 0 && mp_sandbox_live_count(&srv) == 0
         && mp_ws_exec_count(&srv) == 0
@@ -403,17 +470,16 @@ int main(int argc, char **argv) {
     }
   }
 
+  mp_inspector_stop(&srv);
   shut_down(&srv);
   mp_checkpoint_stop(&srv);
   mp_http_stop(&srv);
+  mp_diskuse_free(srv.diskuse);
   mastra__io_stop(&sig_io);
   close(sfd);
-  mastra__loop_close(srv.loop); /* kills and reaps what is left */
-  mp_sandbox_free_all(&srv);
+  mp_server_close(&srv);
   mp_driver_finish(&srv);
-  mp_lease_free_all(&srv);
-  mastra__loop_unref(srv.loop);
-  mp_bucket_close(srv.buckets);
+  mp_activity_stop(&srv);
   mp_log("stopped");
   free(srv.data_dir);
   free(token_path);

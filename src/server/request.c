@@ -12,6 +12,81 @@
 #include "json.h"
 #include "respond.h"
 
+int mp_request_feed(struct MHD_Connection *conn, mp_request *r,
+                    const char *upload, size_t *upload_size,
+                    size_t *in_flight, size_t max_in_flight,
+                    enum MHD_Result *result) {
+  *result = MHD_YES;
+  if (r->responded) {
+    *upload_size = 0;
+    return 1;
+  }
+  if (*upload_size > 0) {
+    size_t n = *upload_size;
+    *upload_size = 0;
+    if (r->too_large || r->len + n > r->limit) {
+      r->too_large = 1;
+      return 1;
+    }
+    if (r->len + n > r->reserved && !r->busy) {
+      /* a body longer than announced, or chunked: reserve as it comes */
+      size_t more = r->len + n - r->reserved;
+      if (*in_flight + more > max_in_flight) {
+        r->busy = 1;
+        return 1;
+      }
+      r->reserved += more;
+      r->in_flight = in_flight;
+      *in_flight += more;
+    }
+    if (r->busy) return 1;
+    if (r->len + n > r->cap) {
+      size_t cap = r->cap ? r->cap : 4096;
+      char *b;
+      if (cap < r->reserved) cap = r->reserved; /* one allocation */
+      while (cap < r->len + n) cap *= 2;
+      b = realloc(r->body, cap);
+      if (b == NULL) {
+        *result = MHD_NO;
+        return 1;
+      }
+      r->body = b;
+      r->cap = cap;
+    }
+    memcpy(r->body + r->len, upload, n);
+    r->len += n;
+    return 1;
+  }
+  if (r->too_large) {
+    *result = mp_send_error(conn, 413, "invalid_request",
+                            "the body is larger than %zu bytes", r->limit);
+    return 1;
+  }
+  if (r->busy) {
+    *result = mp_send_error(conn, 503, "unavailable",
+                            "the platform is reading too many bodies at once"
+                            " (its bound is %zu bytes): retry later",
+                            max_in_flight);
+    return 1;
+  }
+  return 0;
+}
+
+void mp_request_completed(void *cls, struct MHD_Connection *conn,
+                          void **req_cls,
+                          enum MHD_RequestTerminationCode why) {
+  mp_request *r = *req_cls;
+  (void)cls;
+  (void)conn;
+  (void)why;
+  if (r == NULL) return;
+  if (r->in_flight != NULL) *r->in_flight -= r->reserved;
+  if (r->state_free != NULL) r->state_free(r->state);
+  free(r->body);
+  free(r);
+  *req_cls = NULL;
+}
+
 static int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -66,9 +141,7 @@ int mp_query_true(struct MHD_Connection *conn, const char *name) {
   return raw != NULL && strcmp(raw, "true") == 0;
 }
 
-/* Whether the JSON text has a \u0000 escape inside a string: cJSON would
-** silently cut the string there, so such bodies are refused. */
-static int has_nul_escape(const char *s, size_t n) {
+int mp_json_has_nul(const char *s, size_t n) {
   size_t i;
   int in_string = 0;
   for (i = 0; i < n; i++) {
@@ -89,7 +162,7 @@ cJSON *mp_request_json(struct MHD_Connection *conn, mp_request *r,
                        int required) {
   cJSON *json;
   if (r->len == 0 && !required) return cJSON_CreateObject();
-  if (r->body != NULL && has_nul_escape(r->body, r->len)) {
+  if (r->body != NULL && mp_json_has_nul(r->body, r->len)) {
     mp_send_error(conn, 400, "invalid_request",
                   "strings in the body may not contain NUL (\\u0000)");
     return NULL;

@@ -15,12 +15,35 @@ typedef struct mp_request {
   char *body;
   size_t len, cap, limit;
   int too_large;
+  int busy;             /* the body would pass srv->max_uploads: 503 */
+  size_t reserved;      /* bytes of srv->uploads_in_flight it holds */
+  size_t *in_flight;    /* where they are counted (released at the end) */
   int responded;        /* a response was queued early (401, 413) */
   /* a route's state across a suspension of the connection (the legacy
   ** exec): state_free(state) runs when the request ends, however it ends */
   void *state;
   void (*state_free)(void *state);
 } mp_request;
+
+/* A request handler's calls after the first: take the body as it comes
+** (past r->limit nothing more is kept; bytes past what the request reserved
+** are counted in *in_flight, up to max_in_flight). 1: this call is done,
+** return *result (more body is welcome, an early answer was queued, a 413
+** for a body over the limit or a 503 past max_in_flight); 0: the body is
+** complete, answer the request. */
+int mp_request_feed(struct MHD_Connection *conn, mp_request *r,
+                    const char *upload, size_t *upload_size,
+                    size_t *in_flight, size_t max_in_flight,
+                    enum MHD_Result *result);
+/* The end of a request, however it ended (MHD_OPTION_NOTIFY_COMPLETED):
+** its reservation is given back, state_free runs, the request is freed. */
+void mp_request_completed(void *cls, struct MHD_Connection *conn,
+                          void **req_cls,
+                          enum MHD_RequestTerminationCode why);
+/* Whether the JSON text has a \u0000 escape inside a string: cJSON would
+** silently cut the string there, so such bodies (and exec WebSocket
+** messages) are refused. */
+int mp_json_has_nul(const char *s, size_t n);
 
 /* The body as a JSON object (an empty body is {} unless required); NULL
 ** after answering 400. */

@@ -1,7 +1,7 @@
 /*
 ** Responses of mastra-platform (see respond.h): every answer of the HTTP
 ** routes, the errors of the exec WebSocket handshake included, is queued
-** here.
+** here. An error answer (4xx, 5xx) closes its connection.
 */
 #include "respond.h"
 
@@ -20,6 +20,10 @@ static enum MHD_Result send_buffer(struct MHD_Connection *conn, int status,
     return MHD_NO;
   }
   if (type != NULL) MHD_add_response_header(resp, "Content-Type", type);
+  /* an error ends its connection: a client refused (401, a bad head) keeps
+  ** nothing open, and whatever followed a bad request is not read as the
+  ** next one */
+  if (status >= 400) MHD_add_response_header(resp, "Connection", "close");
   rc = MHD_queue_response(conn, (unsigned)status, resp);
   MHD_destroy_response(resp);
   return rc;

@@ -1,6 +1,7 @@
 /*
 ** The router of mastra-platform: who may ask (the bearer token, compared
-** in constant time; /ws/exec is admitted by its lease instead), which
+** in constant time; /ws/exec is admitted by its lease instead, checked as
+** soon as the request's head is in: httpd.c routes it then), which
 ** paths exist, and which part answers them:
 **
 **   /ws/exec                                   exec_ws.c (after the lease)
@@ -42,6 +43,7 @@ int mp_router_authorized(mp_server *srv, struct MHD_Connection *conn,
 
 size_t mp_router_body_limit(mp_server *srv, const char *url,
                              const char *method) {
+  if (strcmp(url, "/ws/exec") == 0) return 0; /* an upgrade has no body */
   if (strcmp(method, "PUT") == 0 && strstr(url, "/fs/") != NULL)
     return srv->max_object;
   return srv->max_body;
@@ -93,12 +95,20 @@ enum MHD_Result mp_route(mp_server *srv, struct MHD_Connection *conn,
     return mp_send_error(conn, 404, "not_found", "no route for %s %.200s",
                          method, url);
   plen = strcspn(rest, "/");
-  if (plen == 0 || plen >= MP_NAME_MAX)
+  if (plen == 0)
     return mp_send_error(conn, 404, "not_found", "missing project id");
+  if (plen >= 3 * MP_NAME_MAX) /* longer than any escaped valid id */
+    return mp_send_error(conn, 400, "invalid_request",
+                         "bad project id: longer than %d bytes",
+                         MP_NAME_MAX - 1);
   pdec = mp_pct_decode(rest, plen, 0, &plen);
   if (pdec == NULL || strlen(pdec) != plen || mp_bucket_name_check(pdec)) {
+    const char *why = pdec == NULL ? "bad percent-escape"
+                      : strlen(pdec) != plen ? "NUL byte"
+                                             : mp_bucket_name_check(pdec);
     free(pdec);
-    return mp_send_error(conn, 400, "invalid_request", "bad project id");
+    return mp_send_error(conn, 400, "invalid_request", "bad project id: %s",
+                         why);
   }
   project = pdec;
   rest += strcspn(rest, "/");

@@ -3,8 +3,8 @@
 ** reaping, shutdown), the record files, and the commands run in a sandbox
 ** through its driver (srv->driver: driver_process.c).
 **
-** A record outlives its sandbox: a destroyed sandbox keeps its record with
-** destroyedAt (GET shows it; exec-lease answers 410). Each record is
+** A record outlives its sandbox by --destroyed-ttl (GET shows destroyedAt,
+** exec-lease answers 410), then mp_sandbox_sweep frees it. Each record is
 ** written to <data>/state/sandboxes/<id>.json when it changes (atomically).
 ** Checkpoints (checkpoint.c) are captured when a sandbox is destroyed or
 ** reaped, two seconds after the last command of a burst and at shutdown
@@ -23,6 +23,12 @@
 ** kills the groups of the run files left behind (when the leader is gone
 ** or is still the same process: a pid that was reused is never signalled)
 ** and the marked processes, before it serves.
+**
+** Over 800 lines for now: the records, their lifecycle, the orphan run
+** files and the command bookkeeping all work on the sandbox's private
+** fields (its waiters, idle timer and command list). The run files and the
+** /proc scan are the part to move out next, behind callbacks, so that the
+** two files do not call each other.
 */
 #define _GNU_SOURCE
 #include "sandbox.h"
@@ -30,15 +36,17 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "activity.h"
 #include "checkpoint.h"
-#include "envp.h"
-#include "json.h"
+#include "env.h"
+#include "lease.h"
 #include "log.h"
 #include "record.h"
 #include "util.h"
@@ -78,22 +86,66 @@ static mp_sandbox *sandbox_alloc(mp_server *srv) {
   return sb;
 }
 
-static void set_dirs(mp_server *srv, mp_sandbox *sb) {
-  snprintf(sb->root, sizeof sb->root, "%s/sandboxes/%s", srv->data_dir, sb->id);
-  snprintf(sb->dir, sizeof sb->dir, "%s/workspace", sb->root);
+/* A record that never made it into the list: its memory goes. */
+static void sandbox_discard(mp_sandbox *sb) {
+  if (sb->driver_data != NULL && sb->srv->driver->release != NULL)
+    sb->srv->driver->release(sb->srv, sb);
+  cJSON_Delete(sb->env);
+  free(sb->root);
+  free(sb->dir);
+  free(sb);
+}
+
+static char *path_of(const char *a, const char *b, const char *c) {
+  size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
+  char *p = malloc(n);
+  if (p != NULL) snprintf(p, n, "%s%s%s", a, b, c);
+  return p;
+}
+
+/* its tree's paths, as long as they are (a record is about 1 KiB, not
+** two PATH_MAX buffers); -1 out of memory */
+static int set_dirs(mp_server *srv, mp_sandbox *sb) {
+  sb->root = path_of(srv->data_dir, "/sandboxes/", sb->id);
+  sb->dir = sb->root ? path_of(sb->root, "/workspace", "") : NULL;
+  return sb->dir != NULL ? 0 : -1;
 }
 
 static void arm_idle(mp_sandbox *sb);
 
-static void load_record(mp_server *srv, const cJSON *o) {
+/* A record file named file: its fields are checked as if they came from
+** the network (mp_record_read), and its id must be its file's name. */
+static void load_record(mp_server *srv, const cJSON *o, const char *file) {
   char err[256];
   mp_sandbox *sb = sandbox_alloc(srv);
+  size_t n = strlen(file) - 5; /* without .json */
   if (sb == NULL) return;
-  if (mp_record_read(sb, o) < 0) {
-    free(sb);
+  int bad = mp_record_read(sb, o, err, sizeof err) < 0;
+  if (!bad && mp_env_check(sb->env, "env", err, sizeof err) < 0) bad = 1;
+  if (!bad && (strlen(sb->id) != n || strncmp(sb->id, file, n) != 0)) {
+    snprintf(err, sizeof err, "its id is not its file's name");
+    bad = 1;
+  }
+  if (!bad && mp_index_get(&srv->sandbox_index, sb->id) != NULL) {
+    snprintf(err, sizeof err, "another record has its id");
+    bad = 1;
+  }
+  if (bad) {
+    mp_log("%s/state/sandboxes/%s is not a valid sandbox record (%s);"
+           " skipped", srv->data_dir, file, err);
+    sandbox_discard(sb);
     return;
   }
-  set_dirs(srv, sb);
+  if (mp_record_expired(srv, sb, mastra__wall_ms())) {
+    mp_record_remove(srv, sb->id); /* kept long enough: forgotten */
+    sandbox_discard(sb);
+    return;
+  }
+  if (set_dirs(srv, sb) < 0
+      || mp_index_put(&srv->sandbox_index, sb->id, sb) < 0) {
+    sandbox_discard(sb);
+    return;
+  }
   if (!sb->destroyed_ms && sb->restoring) {
     /* the server stopped while tar extracted its checkpoint: the tree is
     ** partial, and its create never answered */
@@ -112,32 +164,8 @@ static void load_record(mp_server *srv, const cJSON *o) {
 }
 
 int mp_state_load(mp_server *srv) {
-  char dir[4200], path[4600];
-  DIR *d;
-  struct dirent *e;
-  snprintf(dir, sizeof dir, "%s/state/sandboxes", srv->data_dir);
-  if (mastra__mkdirs(dir, 0755, NULL) < 0 || (d = opendir(dir)) == NULL) {
-    mp_log("cannot open %s: %s", dir, strerror(errno));
-    return -1;
-  }
-  while ((e = readdir(d)) != NULL) {
-    size_t n = strlen(e->d_name), len;
-    char *text;
-    cJSON *o;
-    /* records only: leftovers of an interrupted write are not *.json */
-    if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (mastra__read_file(path, &text, &len) < 0) continue;
-    o = mastra__json_parse(text, len, NULL, NULL);
-    free(text);
-    if (cJSON_IsObject(o))
-      load_record(srv, o);
-    else
-      mp_log("%s is not a sandbox record; skipped", path);
-    cJSON_Delete(o);
-  }
-  closedir(d);
-  return 0;
+  mp_sandbox_sweep_start(srv);
+  return mp_record_load_all(srv, load_record);
 }
 
 /* }====== */
@@ -146,12 +174,10 @@ int mp_state_load(mp_server *srv) {
 
 mp_sandbox *mp_sandbox_lookup(mp_server *srv, const char *project,
                               const char *id) {
-  mp_sandbox *sb;
-  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
-    if (strcmp(sb->id, id) == 0
-        && (project == NULL || strcmp(sb->project, project) == 0))
-      return sb;
-  return NULL;
+  mp_sandbox *sb = mp_index_get(&srv->sandbox_index, id);
+  if (sb != NULL && project != NULL && strcmp(sb->project, project) != 0)
+    return NULL;
+  return sb;
 }
 
 mp_sandbox *mp_sandbox_find(mp_server *srv, const char *id) {
@@ -227,10 +253,20 @@ void mp_sandbox_forget(mp_sandbox *sb, mp_waiter *w) {
 
 static void teardown(mp_server *srv, mp_sandbox *sb) {
   sb->destroyed_ms = mastra__wall_ms();
+  mp_lease_drop_sandbox(srv, sb);
   mastra__timer_stop(&sb->idle_timer);
   mastra__timer_stop(&sb->checkpoint_timer);
   srv->driver->teardown(srv, sb);
   mp_record_save(srv, sb);
+}
+
+/* a provisioning failure (activity.h) is retried by creating again */
+static int retry_create(mp_server *srv, const cJSON *args, char *err,
+                        size_t errlen) {
+  mp_create_spec spec;
+  mp_sandbox *sb;
+  if (mp_failure_create_spec(args, &spec, err, errlen) < 0) return -1;
+  return mp_sandbox_create(srv, &spec, &sb, NULL, err, errlen) < 0 ? -1 : 0;
 }
 
 static void on_restored(mp_waiter *w, mp_sandbox *sb, int rc,
@@ -240,6 +276,7 @@ static void on_restored(mp_waiter *w, mp_sandbox *sb, int rc,
   sb->restoring = 0;
   if (rc < 0) {
     mp_log("%s is destroyed: its checkpoint could not be restored", sb->id);
+    mp_failure_record_restore(sb->srv, sb, message, retry_create);
     teardown(sb->srv, sb);
   } else {
     mp_record_save(sb->srv, sb);
@@ -275,12 +312,16 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   sb->idle_timeout_min = spec->idle_timeout_min;
   sb->env = spec->env ? cJSON_Duplicate(spec->env, 1) : cJSON_CreateObject();
   sb->created_ms = mastra__wall_ms();
-  set_dirs(srv, sb);
+  if (set_dirs(srv, sb) < 0) {
+    snprintf(err, errlen, "out of memory");
+    sandbox_discard(sb);
+    return -1;
+  }
   sb->restoring = restore == 0; /* the driver's prepare looks */
   if (srv->driver->prepare(srv, sb, err, errlen) < 0) {
-    if (srv->driver->release != NULL) srv->driver->release(srv, sb);
-    cJSON_Delete(sb->env);
-    free(sb);
+    mp_failure_record_create(srv, "create", spec->recovery_key, spec, err,
+                             retry_create);
+    sandbox_discard(sb);
     return -1;
   }
   /* no record, no sandbox: one the platform cannot write down would be
@@ -288,11 +329,18 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   if (mp_record_save(srv, sb) < 0) {
     int e = errno;
     snprintf(err, errlen, "cannot write its record: %s", strerror(e));
+    mp_failure_record_create(srv, "create", spec->recovery_key, spec, err,
+                             retry_create);
     srv->driver->teardown(srv, sb);
-    if (srv->driver->release != NULL) srv->driver->release(srv, sb);
-    cJSON_Delete(sb->env);
-    free(sb);
+    sandbox_discard(sb);
     return e == ENOSPC || e == EDQUOT ? -3 : -1;
+  }
+  if (mp_index_put(&srv->sandbox_index, sb->id, sb) < 0) {
+    snprintf(err, errlen, "out of memory");
+    srv->driver->teardown(srv, sb);
+    mp_record_remove(srv, sb->id);
+    sandbox_discard(sb);
+    return -1;
   }
   sb->next = srv->sandboxes;
   srv->sandboxes = sb;
@@ -380,18 +428,56 @@ void mp_sandbox_shutdown_all(mp_server *srv) {
     if (!sb->destroyed_ms) mp_record_save(srv, sb);
 }
 
+static void sandbox_free(mp_sandbox *sb) {
+  mastra__timer_stop(&sb->idle_timer);
+  mastra__timer_stop(&sb->checkpoint_timer);
+  mp_lease_drop_sandbox(sb->srv, sb);
+  mp_index_del(&sb->srv->sandbox_index, sb->id, sb);
+  free(sb->procs);
+  free(sb->proc_starts);
+  sandbox_discard(sb);
+}
+
 void mp_sandbox_free_all(mp_server *srv) {
+  mastra__timer_stop(&srv->record_sweep);
   while (srv->sandboxes != NULL) {
     mp_sandbox *sb = srv->sandboxes;
     srv->sandboxes = sb->next;
-    if (srv->driver->release != NULL) srv->driver->release(srv, sb);
-    mastra__timer_stop(&sb->idle_timer);
-    mastra__timer_stop(&sb->checkpoint_timer);
-    cJSON_Delete(sb->env);
-    free(sb->procs);
-    free(sb->proc_starts);
-    free(sb);
+    sandbox_free(sb);
   }
+  mp_index_free(&srv->sandbox_index);
+}
+
+/* Free the destroyed records past srv->destroyed_ttl_ms (and their files)
+** that nothing holds (a command, a tar, a waiter, a session, a run). */
+size_t mp_sandbox_sweep(mp_server *srv) {
+  mp_sandbox **p = &srv->sandboxes;
+  int64_t now = mastra__wall_ms();
+  size_t n = 0;
+  while (*p != NULL) {
+    mp_sandbox *sb = *p;
+    if (mp_record_expired(srv, sb, now) && sb->nprocs == 0 && sb->refs == 0
+        && sb->waiters == NULL && !mp_checkpoint_busy(sb)) {
+      *p = sb->next;
+      mp_record_remove(srv, sb->id);
+      sandbox_free(sb);
+      n++;
+    } else {
+      p = &sb->next;
+    }
+  }
+  return n;
+}
+
+static void on_sweep(mastra__timer *t) {
+  /* records freed: glibc gives their pages back, so that RSS stays flat */
+  if (mp_sandbox_sweep(t->data) > 0) malloc_trim(0);
+  mastra__timer_start(t, mp_record_sweep_ms(t->data));
+}
+
+void mp_sandbox_sweep_start(mp_server *srv) {
+  mastra__timer_init(srv->loop, &srv->record_sweep, on_sweep, srv);
+  mastra__timer_start(&srv->record_sweep, mp_record_sweep_ms(srv));
 }
 
 /* }====== */
@@ -676,51 +762,6 @@ size_t mp_sandbox_kill_previous(mp_server *srv) {
 
 /* {====== commands ====== */
 
-int mp_env_check(const cJSON *env, const char *field, char *why,
-                 size_t n) {
-  const cJSON *it;
-  if (env == NULL || cJSON_IsNull(env)) return 0;
-  if (!cJSON_IsObject(env)) {
-    snprintf(why, n, "field '%s' must be an object of strings", field);
-    return -1;
-  }
-  cJSON_ArrayForEach(it, env) {
-    if (!cJSON_IsString(it)
-        || mastra__env_name_check(it->string, strlen(it->string)) != NULL) {
-      snprintf(why, n, "field '%s.%s' must be a string (and the name must"
-               " be non-empty without '=')", field, it->string);
-      return -1;
-    }
-  }
-  return 0;
-}
-
-/* PATH, then the sandbox's creation env, then the command's env (a later
-** value of a name replaces the earlier one). */
-static int build_envp(mastra__envp *e, const mp_sandbox *sb,
-                      const cJSON *extra) {
-  const cJSON *maps[2];
-  const cJSON *it;
-  size_t m;
-  maps[0] = sb->env;
-  maps[1] = extra;
-  /* the marker comes first (where a scan of /proc/PID/environ looks) and
-  ** is set again last, so that no env replaces it */
-  if (mastra__envp_set(e, MP_MARKER_VAR, sb->id) < 0
-      || mastra__envp_set(e, "PATH", MP_DEFAULT_PATH) < 0)
-    return -1;
-  for (m = 0; m < 2; m++) {
-    if (maps[m] == NULL) continue;
-    cJSON_ArrayForEach(it, maps[m]) {
-      if (!cJSON_IsString(it) || it->string == NULL) continue;
-      if (mastra__envp_set(e, it->string, it->valuestring) < 0
-          && errno != EINVAL)
-        return -1;
-    }
-  }
-  return mastra__envp_set(e, MP_MARKER_VAR, sb->id);
-}
-
 int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     mastra__proc_notify notify, void *data,
                     mastra__proc **out, char *err, size_t errlen) {
@@ -744,7 +785,7 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   starts = realloc(sb->proc_starts, (sb->nprocs + 1) * sizeof *starts);
   if (starts != NULL) sb->proc_starts = starts;
   if (procs == NULL || starts == NULL
-      || build_envp(&envp, sb, spec->env) < 0) {
+      || mp_env_build(&envp, sb->id, sb->env, spec->env) < 0) {
     mastra__envp_free(&envp);
     snprintf(err, errlen, "out of memory");
     return -1;
@@ -752,7 +793,11 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   rc = srv->driver->spawn(srv, sb, spec, mastra__envp_list(&envp), out, err,
                          errlen);
   mastra__envp_free(&envp);
-  if (rc < 0) return -1;
+  if (rc < 0) {
+    mp_session_refused(srv, sb, spec->command, err);
+    return -1;
+  }
+  mp_session_begin(srv, sb, spec->command, *out);
   (*out)->notify = notify;
   (*out)->notify_data = data;
   sb->proc_starts[sb->nprocs] = run_file_add(srv, sb, (*out)->pid);
@@ -774,6 +819,7 @@ void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
       break;
     }
   }
+  mp_session_end(srv, sb, p);
   mastra__proc_release(p); /* kills it if it still runs */
   if (sb->running > 0) sb->running--;
   sb->last_exec_ms = mastra__wall_ms();

@@ -11,14 +11,12 @@
 
 #include <cjson/cJSON.h>
 
+#include "env.h"
 #include "proc.h"
 #include "server.h"
 
-/* the PATH of sandbox commands (before their env) and of tar */
-#define MP_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
-/* Every command's environment has MP_MARKER_VAR=<sandbox id>: the
-** processes it leaves behind are found by it (destroy, shutdown, restart). */
-#define MP_MARKER_VAR "MASTRA_SANDBOX_ID"
+/* how long a destroyed record is kept by default (GET shows destroyedAt) */
+#define MP_DESTROYED_TTL_DEFAULT_S 600
 
 typedef struct mp_exec_spec {
   const char *command; /* shell text */
@@ -90,12 +88,14 @@ struct mp_sandbox {
   mastra__proc **procs;           /* its running commands */
   unsigned long long *proc_starts; /* their start times (/proc/PID/stat) */
   size_t nprocs;
-  char root[4096];                /* <data>/sandboxes/<id> */
-  char dir[4200];                 /* working tree on the host (the
-                                  ** checkpoint's tree) */
+  char *root;                     /* <data>/sandboxes/<id> */
+  char *dir;                      /* working tree on the host */
   void *driver_data;              /* the driver's, or NULL */
   mastra__timer idle_timer;
   mastra__timer checkpoint_timer; /* debounced capture after commands */
+  struct mp_lease *leases;        /* lease.c: its live leases, newest first */
+  unsigned nleases;
+  unsigned refs;                  /* exec sessions and legacy runs holding it */
   mp_server *srv;
 };
 
@@ -151,14 +151,17 @@ size_t mp_sandbox_kill_all(mp_server *srv);
 ** processes were still alive (call again until 0). */
 size_t mp_sandbox_kill_previous(mp_server *srv);
 void mp_sandbox_free_all(mp_server *srv);
+/* Free the destroyed records older than srv->destroyed_ttl_ms (nothing
+** holds them any more); returns how many. A timer started by
+** mp_sandbox_sweep_start (mp_state_load does) calls it. */
+size_t mp_sandbox_sweep(mp_server *srv);
+void mp_sandbox_sweep_start(mp_server *srv);
 
-/* Load the records of <data>/state/sandboxes (at startup). */
+/* Load the records of <data>/state/sandboxes (at startup): a record whose
+** fields are not valid is skipped (logged), one destroyed longer ago than
+** srv->destroyed_ttl_ms is removed. */
 int mp_state_load(mp_server *srv);
 
-/* 0 if env (the body's field `field`) is NULL, JSON null, or an object
-** that maps variable names (mastra__env_name_check) to strings; else -1
-** and why says what is wrong. */
-int mp_env_check(const cJSON *env, const char *field, char *why, size_t n);
 
 /* Start a command in sb (marks activity, counts it as running). notify is
 ** called for every event of the process; the caller must call

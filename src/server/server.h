@@ -26,6 +26,10 @@
 **   lease.h           exec leases
 **   bucket.h          the bucket store
 **   log.h             the log on stderr
+**   activity.h        exec sessions and provisioning failures (in memory)
+**   inspector.h       the inspector: a web page on its own port
+**   inspector_api.h   the inspector's JSON endpoints
+**   diskuse.h         the data directory's disk use, off the loop thread
 */
 #ifndef MP_SERVER_H
 #define MP_SERVER_H
@@ -33,11 +37,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "index.h"
 #include "loop.h"
 
 struct MHD_Daemon;
 struct mp_lease;
 struct mp_ws_session;
+struct mp_trash_run;
 
 typedef struct mp_server mp_server;
 typedef struct mp_sandbox mp_sandbox;
@@ -58,8 +64,19 @@ struct mp_server {
   char ws_url[160];    /* ws://127.0.0.1:PORT/ws/exec */
   const mp_driver *driver;
   mp_bucket_store *buckets;
-  mp_sandbox *sandboxes;      /* live and destroyed (records are kept) */
-  struct mp_lease *leases;    /* lease.c */
+  mp_sandbox *sandboxes;      /* live, and destroyed until they expire */
+  mp_index sandbox_index;     /* the same records by id */
+  int64_t destroyed_ttl_ms;   /* how long a destroyed record is kept */
+  mastra__timer record_sweep; /* sandbox.c: frees the expired records */
+  struct mp_lease *leases, *leases_tail; /* lease.c: in mint order */
+  mp_index lease_index;       /* lease.c: the same leases by token */
+  size_t uploads_in_flight;   /* httpd.c: bytes of bodies being read */
+  size_t max_uploads;         /* the bound of uploads_in_flight */
+  unsigned max_connections;   /* httpd.c: libmicrohttpd's limit */
+  unsigned header_timeout_s;  /* httpd.c: a request's head must arrive */
+  struct mp_conn *conns, *conns_tail; /* httpd.c: waiting for a head */
+  struct mp_trash_run *trash_runs; /* trash.c: the rm -rf children */
+  mastra__timer header_timer; /* httpd.c: closes the overdue ones */
   struct mp_ws_session *ws_sessions; /* exec_ws.c: the open sessions */
   size_t max_body;            /* JSON bodies */
   size_t max_object;          /* bucket PUT bodies */
@@ -71,6 +88,9 @@ struct mp_server {
   double default_idle_min;    /* idle timeout of sandboxes without one; 0: never */
   struct mp_legacy_run *legacy_runs; /* exec_legacy.c: the runs in flight */
   int64_t last_request_ms;
+  struct mp_activity *activity;   /* activity.c */
+  struct mp_inspector *inspector; /* inspector.c; NULL: not served */
+  struct mp_diskuse *diskuse;     /* diskuse.c: made on first use */
   volatile int stopping;
 };
 

@@ -1,0 +1,221 @@
+-- mastra-platform's bounds (issue 14; docs/platform.md "Limits"), each
+-- against the real server:
+--
+--   3  env: at most 4096 names and 256 KiB an object, 400 past it; the
+--      merge of the creation env and the exec env keeps its rules
+--   4  leases: at most 64 live a sandbox (a mint past that drops the
+--      oldest), dropped when they expire or their sandbox is destroyed
+--   6  a DELETE removes the tree off the loop (DATA/trash)
+--   10 a destroyed record is kept --destroyed-ttl seconds, then freed and
+--      its file removed; an expired record is not loaded at start
+--   11 legacy exec output is kept up to 8 MiB a stream (truncated: true);
+--      the bodies read at once are bounded (503 past the bound)
+--
+-- Needs MASTRA_PLATFORM and MASTRA_WS_EXEC (set by CTest). Timings are
+-- printed with MASTRA_SPEC_FIGURES=1; bench/soak.lua measures them at
+-- scale.
+local lfs = require "lfs"
+local mastra = require "mastra"
+local platform = require "spec.support.platform"
+
+local P = "/v1/railway/projects/proj-limits"
+
+local function figure(fmt, ...)
+  if os.getenv("MASTRA_SPEC_FIGURES") then io.stderr:write(fmt:format(...), "\n") end
+end
+
+local function create(srv, body)
+  local r = srv:json("POST", P .. "/sandbox", body or { environmentId = "env" })
+  assert.are.equal(201, r.status, r.body)
+  return r.json
+end
+
+local function legacy(srv, id, body)
+  return srv:json("POST", P .. "/sandbox/" .. id .. "/exec", body)
+end
+
+local function env_of(n, prefix, value)
+  local e = platform.object()
+  for i = 1, n do e[(prefix or "V") .. i] = value or tostring(i) end
+  return e
+end
+
+describe("mastra-platform limits", function()
+  local srv
+
+  after_each(function()
+    if srv then srv:close() end
+    srv = nil
+  end)
+
+  describe("3: env", function()
+    it("refuses more than 4096 names or 256 KiB with a 400 that says so", function()
+      srv = platform.start()
+      local r = srv:json("POST", P .. "/sandbox", { environmentId = "e", env = env_of(4097) })
+      assert.are.equal(400, r.status)
+      assert.matches("more than 4096 variables", r.json.error.message)
+      r = srv:json("POST", P .. "/sandbox", { environmentId = "e",
+        env = env_of(3, "BIG", ("x"):rep(100 * 1024)) })
+      assert.are.equal(400, r.status)
+      assert.matches("larger than 262144 bytes", r.json.error.message)
+      local sb = create(srv)
+      r = legacy(srv, sb.id, { command = "true", env = env_of(5000) })
+      assert.are.equal(400, r.status)
+      assert.matches("more than 4096", r.json.error.message)
+      local w = srv:wsExec(srv:lease(P, sb.id), "true", { env = env_of(4097) })
+      assert.are.equal(1008, w.summary.close)
+      assert.is_nil(w.exitCode)
+    end)
+
+    it("merges 4096 creation names with 4095 exec names: the exec's win, PATH may change,"
+      .. " the marker may not", function()
+      srv = platform.start()
+      local cenv = env_of(4095, "N")
+      cenv.PATH = "/nowhere:/usr/bin:/bin"
+      local sb = create(srv, { environmentId = "e", env = cenv })
+      local xenv = env_of(4094, "N", "exec")
+      xenv.MASTRA_SANDBOX_ID = "forged"
+      local t0 = mastra.now()
+      local r = legacy(srv, sb.id, { command = "env", env = xenv })
+      figure("an exec merging 4096 + 4095 names: %.0f ms", mastra.now() - t0)
+      assert.are.equal(200, r.status, r.body)
+      local seen = {}
+      for k, v in r.json.stdout:gmatch("([%w_]+)=([^\n]*)") do seen[k] = v end
+      assert.are.equal("exec", seen.N1)
+      assert.are.equal("exec", seen.N4094)
+      assert.are.equal("4095", seen.N4095)
+      assert.are.equal("/nowhere:/usr/bin:/bin", seen.PATH)
+      assert.are.equal(sb.id, seen.MASTRA_SANDBOX_ID)
+      local n = 0
+      for _ in r.json.stdout:gmatch("\nN%d+=") do n = n + 1 end
+      assert.is_true(n >= 4094, "names lost in the merge: " .. n)
+    end)
+  end)
+
+  describe("4: leases", function()
+    it("keeps 64 live leases a sandbox: the oldest goes, the newest work", function()
+      srv = platform.start()
+      local sb = create(srv)
+      local leases = {}
+      for i = 1, 70 do leases[i] = srv:lease(P, sb.id) end
+      local w = srv:wsExec(leases[1], "echo old")
+      assert.are.equal(401, w.summary.httpStatus)
+      w = srv:wsExec(leases[6], "echo old")
+      assert.are.equal(401, w.summary.httpStatus)
+      w = srv:wsExec(leases[7], "echo kept")
+      assert.are.equal("kept\n", w.stdout)
+      w = srv:wsExec(leases[70], "echo newest")
+      assert.are.equal("newest\n", w.stdout)
+      -- a destroy drops its leases
+      assert.are.equal(204, srv:curl("DELETE", P .. "/sandbox/" .. sb.id).status)
+      w = srv:wsExec(leases[70], "echo gone")
+      assert.are.equal(401, w.summary.httpStatus)
+    end)
+
+    it("drops a lease once it expires (--lease-ttl)", function()
+      srv = platform.start{ args = { "--lease-ttl", "1" } }
+      local sb = create(srv)
+      local lease = srv:lease(P, sb.id)
+      assert.are.equal("ok\n", srv:wsExec(lease, "echo ok").stdout)
+      mastra.sleep(1300)
+      assert.are.equal(401, srv:wsExec(lease, "echo late").summary.httpStatus)
+      assert.are.equal("fresh\n", srv:wsExec(srv:lease(P, sb.id), "echo fresh").stdout)
+    end)
+  end)
+
+  it("6: a DELETE moves the tree away at once and removes it off the loop", function()
+    srv = platform.start()
+    local sb = create(srv)
+    local r = legacy(srv, sb.id, { command = "mkdir -p d && cd d && seq 1 20000 | xargs touch"
+      .. " && head -c 50000000 /dev/zero > big && ls | wc -l" })
+    assert.are.equal(200, r.status, r.body)
+    assert.are.equal("20001", r.json.stdout:match("%d+"))
+    local t0 = mastra.now()
+    assert.are.equal(204, srv:curl("DELETE", P .. "/sandbox/" .. sb.id).status)
+    figure("DELETE of a tree of 20,001 files and 50 MB: %.0f ms (curl included)",
+      mastra.now() - t0)
+    assert.is_nil(lfs.attributes(srv.dataDir .. "/sandboxes/" .. sb.id))
+    assert.is_true(platform.waitUntil(function()
+      for f in lfs.dir(srv.dataDir .. "/trash") do
+        if f ~= "." and f ~= ".." then return false end
+      end
+      return true
+    end, 60000, 100), "the trash was not emptied")
+    -- a GET of the destroyed record still answers
+    assert.is_string(srv:curl("GET", P .. "/sandbox/" .. sb.id).json.destroyedAt)
+  end)
+
+  it("10: a destroyed record is kept --destroyed-ttl, then freed and not reloaded", function()
+    local dir = platform.tmpdir()
+    srv = platform.start{ dataDir = dir .. "/data", args = { "--destroyed-ttl", "2" } }
+    local a, b = create(srv), create(srv)
+    assert.are.equal(204, srv:curl("DELETE", P .. "/sandbox/" .. a.id).status)
+    local r = srv:curl("GET", P .. "/sandbox/" .. a.id)
+    assert.are.equal(200, r.status)
+    assert.is_string(r.json.destroyedAt)
+    local file = srv.dataDir .. "/state/sandboxes/" .. a.id .. ".json"
+    assert.is_not_nil(lfs.attributes(file))
+    assert.is_true(platform.waitUntil(function()
+      return srv:curl("GET", P .. "/sandbox/" .. a.id).status == 404
+    end, 10000, 250), "the destroyed record was not freed")
+    assert.is_nil(lfs.attributes(file), "its file is still there")
+    assert.are.equal(200, srv:curl("GET", P .. "/sandbox/" .. b.id).status)
+    assert.are.equal(0, srv:stop())
+    -- a record destroyed long ago is removed at start, a live one is loaded
+    local old = srv.dataDir .. "/state/sandboxes/sbx_0123456789abcdef01234567.json"
+    platform.writeFile(old, platform.encode{ id = "sbx_0123456789abcdef01234567",
+      projectId = "proj-limits", environmentId = "e", createdMs = 1000, destroyedMs = 2000 })
+    srv = platform.start{ dataDir = dir .. "/data", args = { "--destroyed-ttl", "2" } }
+    assert.are.equal(404, srv:curl("GET", P .. "/sandbox/sbx_0123456789abcdef01234567").status)
+    assert.is_nil(lfs.attributes(old))
+    assert.are.equal(200, srv:curl("GET", P .. "/sandbox/" .. b.id).status)
+    assert.are.equal(0, srv:stop())
+    srv = nil
+    platform.rm_rf(dir)
+  end)
+
+  describe("11: memory", function()
+    it("keeps 8 MiB of legacy exec output a stream and says it truncated", function()
+      srv = platform.start()
+      local sb = create(srv)
+      local r = legacy(srv, sb.id, { command = "head -c 20000000 /dev/zero | tr '\\0' a;"
+        .. " echo err >&2" })
+      assert.are.equal(200, r.status)
+      assert.is_true(r.json.truncated)
+      assert.are.equal(8 * 1024 * 1024, #r.json.stdout)
+      assert.are.equal("err\n", r.json.stderr)
+      assert.are.equal(0, r.json.exitCode)
+    end)
+
+    it("bounds the bodies read at once: past 512 MiB announced, 503", function()
+      srv = platform.start()
+      local B = P .. "/fs/bkt/"
+      local head = ("PUT %s%%s HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer %s\r\n"
+        .. "Content-Length: %d\r\n\r\n"):format(B, srv.token, 200 * 1024 * 1024)
+      local holders = {}
+      for i = 1, 2 do -- two 200 MiB uploads that send nothing of their bodies yet
+        local req = srv.scratch .. "/head" .. i
+        platform.writeFile(req, head:format("big" .. i))
+        holders[i] = srv.sandbox.processes:spawn("exec bash -c " .. mastra.quote(
+          ("exec 3<>/dev/tcp/127.0.0.1/%d; cat %s >&3; echo sent; cat <&3")
+            :format(srv.port, mastra.quote(req))))
+      end
+      assert.is_true(platform.waitUntil(function()
+        return holders[1].stdout == "sent\n" and holders[2].stdout == "sent\n"
+      end, 10000))
+      mastra.sleep(200)
+      local r = srv:curl("PUT", B .. "third", { body = "x",
+        headers = { ["Content-Length"] = tostring(200 * 1024 * 1024) },
+        maxTime = 10, allowFail = true })
+      assert.are.equal(503, r.status, r.body)
+      assert.matches("retry later", r.json.error.message)
+      -- a small one still fits
+      assert.are.equal(200, srv:curl("PUT", B .. "small", { body = "x" }).status)
+      for _, h in ipairs(holders) do h:kill() end
+      -- once they are gone, the room is back
+      assert.is_true(platform.waitUntil(function()
+        return srv:curl("PUT", B .. "again", { body = ("y"):rep(1000) }).status == 200
+      end, 10000, 200))
+    end)
+  end)
+end)
