@@ -3,7 +3,7 @@
 **
 **   mastra-platform serve [--listen HOST:PORT] [--data-dir DIR]
 **                         [--token-file FILE]
-**                         [--driver process|namespaces] [--base DIR]
+**                         [--driver process|namespaces] [--base DIR] [--egress]
 **                         [--sandbox-pids-max N] [--sandbox-memory-max SIZE]
 **                         [--idle-exit SECONDS] [--lease-ttl SECONDS]
 **                         [--checkpoint-retention DAYS]
