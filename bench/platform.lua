@@ -87,6 +87,27 @@ for _, conc in ipairs{ 1, 16, 100 } do
   lib.emit(K .. "fleet_c" .. conc, "ms", walls)
 end
 
+-- 4b. the same fleet through mastra.fleet (lua/mastra/fleet.lua), as a
+-- user runs one: 100 members cloned from sb, each started, runs `true` and
+-- is destroyed, 16 at a time. The member ids are recovery keys: fresh ones
+-- each repetition, so that every member is a create, not a restore.
+do
+  local walls = {}
+  for r = 1, q(2, 1) do
+    local members = {}
+    for i = 1, q(100, 10) do members[i] = ("f%d-%d-%d"):format(os.time(), r, i) end
+    local summary
+    walls[r] = lib.time(function()
+      summary = mastra.fleet(sb, members, function(s) must(s:executeCommand("true")) end,
+        { concurrency = 16, quiet = true })
+    end)
+    assert(summary.failed == 0 and summary.succeeded == #members,
+      ("mastra.fleet: %d of %d members failed: %s"):format(summary.failed, #members,
+        summary.errors[1] and tostring(summary.errors[1].error) or "?"))
+  end
+  lib.emit(K .. "fleet_api_c16", "ms", walls)
+end
+
 -- 5. bucket PUT and GET of 4 KB and 4 MB objects, as a user makes them:
 -- PlatformFilesystem's writeFile and readFile
 local fs = mastra.PlatformFilesystem.new{ bucketName = "b", accessToken = token,

@@ -96,6 +96,9 @@ for driver in drivers_arg:gmatch("[^,]+") do
       fig(D .. "fleet_c" .. c), fig("spawn.fleet_c" .. c .. ".wall"),
       ("100 × " .. SPAWN .. ", %d in flight"):format(c))
   end
+  row("fleet of 100 through mastra.fleet (clone, start, exec, destroy), concurrency 16:"
+    .. " wall", fig(D .. "fleet_api_c16"), fig("spawn.fleet_c16.wall"),
+    "100 × " .. SPAWN .. ", 16 in flight")
   row("stdout through the exec WebSocket (256 MB), kept in the result",
     fig(D .. "stdout_mbps", "rate"), fig("pipe.cat_mbps", "rate"),
     "head -c 256M /dev/zero, piped to cat")

@@ -31,15 +31,26 @@ local function main()
 
   local client <close> = mastra.PlatformSandbox.new{ networkIsolation = "PRIVATE" }
   client:start()
-  local addr = server:executeCommand("sh", { "-c",
-    "hostname -I 2>/dev/null | cut -d' ' -f1" }).stdout:gsub("%s+$", "")
-  if addr == "" then return skip("the server sandbox has no address on its private network") end
-  print(("server sandbox %s listens on %s:8080"):format(server.sandboxId, addr))
-  local listener = server.processes:spawn("sh", { "-c",
-    "printf 'hello from the other sandbox\\n' | nc -l -p 8080 || printf 'hello from the other"
-    .. " sandbox\\n' | nc -l 8080" })
-  mastra.sleep(300)
-  local r = client:executeCommand("nc", { "-w", "3", addr, "8080" }, { timeout = 10000 })
+  -- the server sandbox serves its working directory; the client finds it by
+  -- its sandbox id (a hosts entry of their environment's network)
+  local page = server:executeCommand("sh",
+    { "-c", "printf 'hello from the other sandbox\\n' > hello.txt" })
+  if not page.success then error("cannot write hello.txt: " .. page.stderr) end
+  local listener = server.processes:spawn("exec python3 -m http.server 8080")
+  print(("server sandbox %s serves http://%s:8080/hello.txt"):format(server.sandboxId,
+    server.sandboxId))
+  -- the server takes a moment to listen: the client tries for up to 10 s
+  local r = client:executeCommand("python3", { "-c", [[
+import sys, time, urllib.request
+for i in range(50):
+    try:
+        sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=3).read().decode())
+        sys.exit(0)
+    except Exception as e:
+        err = e
+        time.sleep(0.2)
+sys.exit("fetch failed: %s" % err)
+]], ("http://%s:8080/hello.txt"):format(server.sandboxId) }, { timeout = 30000 })
   listener:kill()
   if not r.success then error("the client could not reach the server: " .. r.stderr) end
   print(("client sandbox %s received: %s"):format(client.sandboxId, r.stdout:gsub("%s+$", "")))

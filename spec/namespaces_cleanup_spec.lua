@@ -1,6 +1,7 @@
 -- The namespaces driver leaves nothing on the host (docs/platform.md,
--- "Drivers"): no mount, cgroup or process of a sandbox after a destroy,
--- after the server's exit, and after a kill -9 of the server followed by a
+-- "Drivers"): no mount, cgroup or process of a sandbox, nor a bridge, veth
+-- or hosts file of a PRIVATE network ("Networks"), after a destroy, after
+-- the server's exit, and after a kill -9 of the server followed by a
 -- restart on the same data directory. Skipped, saying why, where the
 -- driver cannot run (not root).
 local lfs = require "lfs"
@@ -60,6 +61,31 @@ local function mounts(dir)
   return found
 end
 
+-- the PRIVATE networks' tag of data directory dir (net.c's state file)
+local function net_tag(dir)
+  local tag = (util.read_file(dir .. "/net/state") or ""):match("\ntag (%x+)\n")
+  assert(tag, "no tag in " .. dir .. "/net/state")
+  return tag
+end
+
+-- the host's links named after tag (bridges mpb-<tag>N, veths mpv-<tag>N),
+-- and the hosts files of dir's environments
+local function net_left(dir, tag)
+  local p = io.popen("ip -o link show 2>&1")
+  local out = p:read("a")
+  p:close()
+  local left = {}
+  for name in out:gmatch("%d+: (mp[bv]%-[^:@%s]+)") do
+    if name:sub(5, 4 + #tag) == tag then left[#left + 1] = name end
+  end
+  if lfs.attributes(dir .. "/net/hosts") then
+    for f in lfs.dir(dir .. "/net/hosts") do
+      if f ~= "." and f ~= ".." then left[#left + 1] = "hosts/" .. f end
+    end
+  end
+  return left
+end
+
 local DETACHED = "setsid sleep 300 >/dev/null 2>&1 < /dev/null &"
 
 local last_alive
@@ -92,7 +118,7 @@ describe("the namespaces driver's cleanup", function()
   it("leaves nothing after a destroy and after the server's exit", function()
     local srv = platform.start{ args = { "--driver", "namespaces" } }
     local ok, err = pcall(function()
-      local a, b = new(srv), new(srv)
+      local a, b = new(srv), new(srv, { networkIsolation = "PRIVATE" })
       -- a setsid'd child escapes the command's group, not the sandbox
       assert.are.equal(0, a:executeCommand(DETACHED).exitCode)
       assert.are.equal(0, b:executeCommand(DETACHED).exitCode)
@@ -106,10 +132,14 @@ describe("the namespaces driver's cleanup", function()
         "still alive: " .. tostring(last_alive))
       assert.is_true(util.wait_until(function() return cgroups(aid) == "" end, 5000))
       assert.is_true(all_gone(apids))
+      local tag = net_tag(srv.dataDir)
+      -- b is a member of its environment's network
+      assert.matches("\nveth mpv%-" .. tag, util.read_file(srv.dataDir .. "/net/state"))
       srv:stop() -- b is still live: its processes, cgroups go with the server
       assert.is_true(all_gone(bpids))
       assert.are.equal("", cgroups(bid))
       assert.are.same({}, mounts(srv.dataDir))
+      assert.are.same({}, net_left(srv.dataDir, tag))
       -- and the data directory's own cgroup (mastra-platform/<12 hex>)
       local p = io.popen("printf %s " .. mastra.quote(srv.dataDir) .. " | sha256sum | cut -c1-12")
       local hex = trim(p:read("a"))
@@ -127,8 +157,11 @@ describe("the namespaces driver's cleanup", function()
     local dir = platform.tmpdir() -- outlives the first server's scratch
     local srv = platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token",
       args = { "--driver", "namespaces" } }
-    local sb = new(srv)
+    local sb = new(srv, { networkIsolation = "PRIVATE" })
     assert.are.equal(0, sb:executeCommand(DETACHED).exitCode)
+    -- it is on its environment's network
+    assert.matches("10%.231%.", sb:executeCommand("cat /etc/hosts").stdout)
+    local tag = net_tag(srv.dataDir)
     local id = sb.sandboxId
     local pids = host_pids(srv, id)
     assert.is_true(#pids >= 3)
@@ -142,14 +175,17 @@ describe("the namespaces driver's cleanup", function()
       args = { "--driver", "namespaces" } }
     local ok, err = pcall(function()
       assert.are.equal("", cgroups(id))
+      assert.are.same({}, net_left(again.dataDir, tag))
       -- the sandbox is still live, and runs commands again
       local back = new(again, { sandboxId = id })
       assert.are.equal("again\n", back:executeCommand("echo again").stdout)
       local newpids = host_pids(again, id)
+      local tag2 = net_tag(again.dataDir)
       again:stop()
       assert.is_true(all_gone(newpids))
       assert.are.equal("", cgroups(id))
       assert.are.same({}, mounts(again.dataDir))
+      assert.are.same({}, net_left(again.dataDir, tag2))
     end)
     again:close()
     srv:close()

@@ -1,6 +1,7 @@
 #!/bin/sh
 # examples/hello.lua end to end on the embedded local platform: it prints
-# the greeting and the sandbox's working directory. The platform it starts
+# the greeting and the sandbox's working directory, /workspace as root
+# (the namespaces driver). The platform it starts
 # lives in a temporary state directory and is stopped here.
 set -u
 runner="$1"
@@ -19,8 +20,12 @@ fi
 first=$(printf '%s\n' "$out" | sed -n 1p)
 second=$(printf '%s\n' "$out" | sed -n 2p)
 lines=$(printf '%s\n' "$out" | wc -l)
+# the working directory: /workspace in a namespaces sandbox (the default
+# as root), the sandbox's directory on the host under the process driver
+if [ "$(id -u)" = 0 ]; then cwd=/workspace
+else cwd="$state/platform-data/sandboxes/sbx_*/workspace"; fi
 case "$first|$second|$lines" in
-  "Hello, world!|$state/platform-data/sandboxes/sbx_"*"/workspace|2") ;;
+  "Hello, world!|"$cwd"|2") ;;
   *)
     echo "example-hello: unexpected output:" >&2
     printf '%s\n' "$out" >&2

@@ -25,6 +25,14 @@
 ** SHA-256>/<id>: pids.max, the memory limit, and one cpu share for the
 ** whole sandbox. At start, what a previous server of this data directory
 ** left there is killed and removed.
+**
+** PRIVATE networks (net.c): mp_ns_setup opens the net module (which sweeps
+** what a previous server left) and mp_ns_finish closes it. A PRIVATE
+** sandbox's keeper bind-mounts its environment's hosts file and says "N
+** <init>" before "R": on_ready attaches the init's network namespace
+** (mp_net_join, on the loop: a few rtnetlink round trips) and answers "j",
+** so its commands, which wait for "R", find eth0 in place. Destroy, reap
+** and an init that exits leave the network (mp_net_leave).
 */
 #define _GNU_SOURCE
 #include "driver_ns.h"
@@ -54,6 +62,7 @@
 
 #include "driver_process.h"
 #include "log.h"
+#include "net.h"
 #include "ns_init.h"
 #include "sha256.h"
 #include "trash.h"
@@ -79,6 +88,8 @@ static struct {
   int v2;                      /* cgroup2 at CG_ROOT */
   int ncg;                     /* controllers in use (v1) or 1 (v2) */
   char cg[MAX_CG][4300];       /* the data directory's cgroup per tree */
+  mp_net *net;                 /* PRIVATE networks, or NULL */
+  char net_err[512];           /* why net is NULL */
 } cfg;
 
 typedef struct ns_box {
@@ -87,6 +98,7 @@ typedef struct ns_box {
   int init_fd;                 /* pidfd of the init, once ready */
   int ready_fd;                /* our end of the ready socket */
   int started, ready, cg_made;
+  int joined;                  /* a member of its environment's network */
   unsigned rmdir_tries;
   mastra__io keeper_io, ready_io;
   mastra__timer rmdir_timer;
@@ -251,6 +263,16 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
+static int is_private(const mp_sandbox *sb) {
+  return strcmp(sb->network, "PRIVATE") == 0;
+}
+
+static void net_leave(mp_sandbox *sb, ns_box *b) {
+  if (!b->joined) return;
+  mp_net_leave(cfg.net, sb->environment, sb->id);
+  b->joined = 0;
+}
+
 static void on_keeper_exit(mastra__io *io, uint32_t revents) {
   mp_sandbox *sb = io->data;
   ns_box *b = sb->driver_data;
@@ -270,7 +292,41 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
   close_fd(&b->keeper_fd);
   close_fd(&b->ready_fd);
   close_fd(&b->init_fd);
+  net_leave(sb, b);
   b->started = b->ready = 0;
+}
+
+/* "N <init>" from a PRIVATE sandbox's keeper: join, then answer (the
+** keeper says "R" after "j"; an "x <why>" makes it fail with why) */
+static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
+                         size_t len) {
+  char path[64], addr[32], err[600], answer[700];
+  int fd, rc = -1;
+  if (recv(b->ready_fd, answer, len, MSG_DONTWAIT) != (ssize_t)len) return;
+  snprintf(path, sizeof path, "/proc/%ld/ns/net", atol(line + 2));
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (cfg.net == NULL)
+    snprintf(err, sizeof err, "PRIVATE networks are not available: %s",
+             cfg.net_err);
+  else if (fd < 0)
+    snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
+  else
+    rc = mp_net_join(cfg.net, sb->environment, sb->id, fd, addr, sizeof addr,
+                     err, sizeof err);
+  if (fd >= 0) close(fd);
+  if (rc == 0) {
+    b->joined = 1;
+    snprintf(answer, sizeof answer, "j\n");
+  } else {
+    mp_log("sandbox %s: cannot join the private network of %s: %s", sb->id,
+           sb->environment, err);
+    snprintf(answer, sizeof answer, "x cannot join the private network: %s\n",
+             err);
+  }
+  /* a few bytes into an empty socket: never blocks */
+  if (send(b->ready_fd, answer, strlen(answer), MSG_DONTWAIT | MSG_NOSIGNAL)
+      < 0)
+    mp_log("sandbox %s: cannot answer its init: %s", sb->id, strerror(errno));
 }
 
 static void on_ready(mastra__io *io, uint32_t revents) {
@@ -283,14 +339,15 @@ static void on_ready(mastra__io *io, uint32_t revents) {
   n = recv(b->ready_fd, buf, sizeof buf - 1, MSG_PEEK | MSG_DONTWAIT);
   if (n <= 0) return;
   buf[n] = '\0';
-  if (buf[0] == 'R') {
+  if (buf[0] == 'R' || buf[0] == 'N') {
+    char *nl = strchr(buf, '\n');
+    if (nl == NULL) { /* the rest of the line is on its way */
+      mastra__io_start(&b->ready_io, EPOLLIN);
+      return;
+    }
     b->init_fd = pidfd_open((pid_t)atol(buf + 2), 0);
     b->ready = 1;
-    /* PRIVATE networks (net.c, not wired in yet): the sandbox's network
-    ** namespace is /proc/<init>/ns/net from here on. Commands start as soon
-    ** as the keeper says "R", so an attach that must precede them belongs
-    ** in the keeper before that line (ns_init.c, before "R"), or the "R"
-    ** moves here, written by the server once the veth is in place. */
+    if (buf[0] == 'N') join_network(sb, b, buf, (size_t)(nl - buf + 1));
   } else {
     buf[strcspn(buf, "\n")] = '\0';
     mp_log("sandbox %s did not start: %s", sb->id, buf + 2);
@@ -300,10 +357,20 @@ static void on_ready(mastra__io *io, uint32_t revents) {
 static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
                       size_t errlen) {
   ns_box *b = sb->driver_data;
-  char spid[24], cgp[MAX_CG][4500], *argv[8 + MAX_CG];
+  char spid[24], cgp[MAX_CG][4500], *argv[9 + MAX_CG];
+  const char *hosts = "-";
   posix_spawn_file_actions_t fa;
   int sv[2], i, rc;
   if (b->started) return 0;
+  if (is_private(sb)) {
+    hosts = cfg.net ? mp_net_hosts_path(cfg.net, sb->environment) : NULL;
+    if (hosts == NULL) {
+      snprintf(err, errlen, "PRIVATE networks are not available: %s",
+               cfg.net ? "cannot create the environment's hosts file"
+               : cfg.net_err);
+      return -1;
+    }
+  }
   if (!b->cg_made) {
     if (cg_make(sb, err, errlen) < 0) return -1;
     b->cg_made = 1;
@@ -321,12 +388,13 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
   argv[4] = cfg.base;
   argv[5] = sb->root;
   argv[6] = "3";
+  argv[7] = (char *)hosts;
   for (i = 0; i < cfg.ncg; i++) {
     cg_dir(sb, i, cgp[i], sizeof cgp[i]);
     strcat(cgp[i], "/cgroup.procs");
-    argv[7 + i] = cgp[i];
+    argv[8 + i] = cgp[i];
   }
-  argv[7 + cfg.ncg] = NULL;
+  argv[8 + cfg.ncg] = NULL;
   /* the keeper resets its signals and sets its own process group */
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
@@ -476,6 +544,7 @@ static int ns_enter(void *arg, int report) {
   ns_exec *x = arg;
   struct pollfd pfd;
   char buf[1100];
+  struct timespec t0, t1;
   ssize_t n;
   int i, pidfd;
   pid_t g;
@@ -483,14 +552,29 @@ static int ns_enter(void *arg, int report) {
                               SIGUSR2, SIGPIPE, SIGALRM};
   pfd.fd = x->ready_fd;
   pfd.events = POLLIN;
-  if (poll(&pfd, 1, 0) != 1) {
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    long waited;
+    n = -1;
+    if (poll(&pfd, 1, 0) == 1) {
+      n = recv(x->ready_fd, buf, 1, MSG_PEEK | MSG_DONTWAIT);
+      /* "N": the server attaches its network; "R" follows */
+      if (n <= 0 || buf[0] != 'N') break;
+    }
     /* the init is starting: the server does not wait for it */
-    close(report);
+    if (report >= 0) close(report);
     report = -1;
-    if (poll(&pfd, 1, START_WAIT_MS) != 1) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    waited = (t1.tv_sec - t0.tv_sec) * 1000
+             + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    if (waited >= START_WAIT_MS) {
       say("the sandbox did not start in time", NULL);
       _exit(127);
     }
+    if (n > 0)
+      sleep_ms(1);
+    else
+      poll(&pfd, 1, (int)(START_WAIT_MS - waited));
   }
   n = recv(x->ready_fd, buf, sizeof buf - 1, MSG_PEEK | MSG_DONTWAIT);
   buf[n > 0 ? n : 0] = '\0';
@@ -579,6 +663,7 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
   ns_box *b = box_of(srv, sb);
   if (b != NULL) {
     stop_init(b);
+    net_leave(sb, b);
     if (b->cg_made) {
       b->rmdir_tries = 0;
       mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
@@ -654,16 +739,28 @@ void mp_ns_finish(void) {
     }
   }
   cfg.ncg = 0;
+  if (cfg.net != NULL) mp_net_close(cfg.net);
+  cfg.net = NULL;
 }
 
 int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
-                long long memory_max) {
+                long long memory_max, int egress) {
+  char dir[4200];
   snprintf(cfg.base, sizeof cfg.base, "%s", base);
   cfg.pids_max = pids_max;
   cfg.memory_max = memory_max;
   cg_setup(srv->data_dir);
-  /* the net module's sweep of a previous server's bridges and veths goes
-  ** here, once it exists (net.c) */
+  /* sweeps what a previous server of this data directory left (bridges,
+  ** veths, NAT rules, hosts files), then makes the switch namespace */
+  snprintf(dir, sizeof dir, "%s/net", srv->data_dir);
+  cfg.net = mp_net_open(dir, egress, cfg.net_err, sizeof cfg.net_err);
+  if (cfg.net == NULL) {
+    if (egress) {
+      fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);
+      return -1;
+    }
+    mp_log("PRIVATE networks are not available: %s", cfg.net_err);
+  }
   return 0;
 }
 

@@ -14,12 +14,14 @@ extern const mp_driver mp_ns_driver;
 int mp_ns_available(char *why, size_t n);
 /* At startup, before the records are loaded: the base directory, the
 ** limits of each sandbox (0: none), and the sweep of what a previous
-** server of this data directory left (cgroups). */
+** server of this data directory left (cgroups; the net module's bridges,
+** veths and hosts files); egress: --egress (net.h). -1 after saying why
+** on stderr. */
 int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
-                long long memory_max);
+                long long memory_max, int egress);
 
 /* At exit, after every sandbox was released: remove this data directory's
-** cgroups. */
+** cgroups, close the PRIVATE networks. */
 void mp_ns_finish(void);
 
 #endif

@@ -5,9 +5,11 @@
 #define _GNU_SOURCE
 #include "drivers.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base.h"
 #include "driver_ns.h"
@@ -33,8 +35,31 @@ static void base_path(const char *data_dir, const char *base, char *out,
     snprintf(out, n, "%s/base", data_dir);
 }
 
+/* 1 if a base built at `base` can hard-link /usr: the nearest existing
+** directory on its path is on /usr's file system; else 0 and why */
+static int links_work(const char *base, char *why, size_t n) {
+  char dir[4096], *slash;
+  struct stat usr, st;
+  snprintf(dir, sizeof dir, "%s", base);
+  while (stat(dir, &st) < 0) {
+    slash = strrchr(dir, '/');
+    if (errno != ENOENT || slash == NULL || slash == dir) {
+      snprintf(why, n, "%.4000s: %s", dir, strerror(errno));
+      return 0;
+    }
+    *slash = '\0';
+  }
+  if (stat("/usr", &usr) < 0 || usr.st_dev != st.st_dev) {
+    snprintf(why, n, "%.4000s is not on the file system of /usr (a base there is"
+             " a copy, not hard links, and takes too long to build at"
+             " startup)", dir);
+    return 0;
+  }
+  return 1;
+}
+
 int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
-  char why[256], base[4096], err[1024];
+  char why[4400], base[4096], err[1024];
   int forced = o->requested != NULL;
   if (forced && strcmp(o->requested, "process") == 0) {
     srv->driver = &mp_process_driver;
@@ -58,24 +83,39 @@ int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
   }
   base_path(srv->data_dir, o->base, base, sizeof base);
   if (!mp_base_ready(base)) {
-    /* a first start that builds the base takes a minute (npm): only when
-    ** asked for; a default start says how and runs `process` */
-    if (!forced) {
+    /* a full base takes a minute (npm): only when asked for. A default
+    ** start builds the host's tools alone, as hard links (seconds), where
+    ** it can; else it says how and runs `process` */
+    if (!forced && !links_work(base, why, sizeof why)) {
       fprintf(stderr, "mastra-platform: driver process (no isolation): there"
-              " is no base in %s yet; `mastra-platform base build%s%s` (once)"
-              " or `--driver namespaces` makes the next start isolated\n",
-              base, o->base ? " --base " : " --data-dir ",
+              " is no base in %s yet and the default start cannot build one"
+              " quickly (%s); `mastra-platform base build%s%s` (once) or"
+              " `--driver namespaces` makes the next start isolated\n",
+              base, why, o->base ? " --base " : " --data-dir ",
               o->base ? o->base : srv->data_dir);
       srv->driver = &mp_process_driver;
       return 0;
     }
-    mp_log("building the base of the sandboxes in %s (once)", base);
-    if (mp_base_build(base, 0, err, sizeof err) < 0) {
-      fprintf(stderr, "mastra-platform: %s\n", err);
-      return -1;
+    mp_log("building the %sbase of the sandboxes in %s (once)",
+           forced ? "" : "minimal ", base);
+    if (mp_base_build(base, !forced, err, sizeof err) < 0) {
+      if (forced) {
+        fprintf(stderr, "mastra-platform: %s\n", err);
+        return -1;
+      }
+      fprintf(stderr, "mastra-platform: driver process (no isolation): %s\n",
+              err);
+      srv->driver = &mp_process_driver;
+      return 0;
     }
+    if (!forced)
+      mp_log("the base has the host's tools but not TypeScript and tsx:"
+             " `mastra-platform base build%s%s` adds them (while no server"
+             " uses it)", o->base ? " --base " : " --data-dir ",
+             o->base ? o->base : srv->data_dir);
   }
-  if (mp_ns_setup(srv, base, o->pids_max, o->memory_max) < 0) return -1;
+  if (mp_ns_setup(srv, base, o->pids_max, o->memory_max, o->egress) < 0)
+    return -1;
   srv->driver = &mp_ns_driver;
   return 0;
 }

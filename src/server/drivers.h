@@ -11,16 +11,19 @@ typedef struct mp_driver_opts {
   const char *base;      /* the base directory, or NULL: DATA/base */
   long long pids_max;    /* per sandbox (namespaces) */
   long long memory_max;  /* bytes per sandbox (namespaces) */
+  int egress;            /* --egress: NAT out of PRIVATE networks (net.h) */
 } mp_driver_opts;
 
 #define MP_DEFAULT_PIDS_MAX 1024
 #define MP_DEFAULT_MEMORY_MAX (2LL << 30)
 
 /* Sets srv->driver, before the records are loaded: `namespaces` where it
-** can run and its base exists, else `process` with one line on stderr
-** (saying how to build the base); a requested `namespaces` builds a
-** missing base first, and is an error where it cannot run. 0, or -1 after
-** saying why on stderr. */
+** can run, after building a missing base (a minimal one, host tools as
+** hard links, when the default start finds none and the base shares a file
+** system with /usr; a full one when `namespaces` was requested), else
+** `process` with one line on stderr saying why (and how to build the
+** base); a requested `namespaces` is an error where it cannot run. 0, or
+** -1 after saying why on stderr. */
 int mp_driver_pick(mp_server *srv, const mp_driver_opts *o);
 /* At exit, after mp_sandbox_free_all: what the driver keeps for the whole
 ** server (the namespaces driver's cgroups) */

@@ -7,6 +7,7 @@
 
 #include <net/if.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -61,7 +62,16 @@ mp_linkdel *mp_linkdel_start(int nl) {
   pthread_mutex_init(&d->mu, NULL);
   pthread_cond_init(&d->more, NULL);
   pthread_cond_init(&d->idle, NULL);
-  if (pthread_create(&d->thread, NULL, run, d) != 0) {
+  /* the thread takes no signal: the server's loop reads SIGTERM, SIGINT
+  ** and SIGHUP from a signalfd, which works only while every thread
+  ** blocks them */
+  sigset_t all, old;
+  int rc;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  rc = pthread_create(&d->thread, NULL, run, d);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
     pthread_cond_destroy(&d->idle), pthread_cond_destroy(&d->more);
     pthread_mutex_destroy(&d->mu);
     close(nl);

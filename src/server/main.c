@@ -3,7 +3,7 @@
 **
 **   mastra-platform serve [--listen HOST:PORT] [--data-dir DIR]
 **                         [--token-file FILE]
-**                         [--driver process|namespaces] [--base DIR]
+**                         [--driver process|namespaces] [--base DIR] [--egress]
 **                         [--sandbox-pids-max N] [--sandbox-memory-max SIZE]
 **                         [--idle-exit SECONDS] [--lease-ttl SECONDS]
 **                         [--checkpoint-retention DAYS]
@@ -85,6 +85,10 @@ static void usage(FILE *f) {
           " DATA_DIR/base,\n"
           "                       built at the first start; env"
           " MASTRA_PLATFORM_BASE)\n"
+          "  --egress             PRIVATE sandboxes reach out through NAT"
+          " (namespaces;\n"
+          "                       default off: no traffic leaves the"
+          " platform's namespaces)\n"
           "  --sandbox-pids-max N processes per sandbox (namespaces;"
           " default 1024; 0: no limit)\n"
           "  --sandbox-memory-max SIZE\n"
@@ -275,7 +279,7 @@ int main(int argc, char **argv) {
   const char *listen = "127.0.0.1:0", *token_file = NULL;
   mp_driver_opts dopts = {getenv("MASTRA_PLATFORM_DRIVER"),
                           getenv("MASTRA_PLATFORM_BASE"), MP_DEFAULT_PIDS_MAX,
-                          MP_DEFAULT_MEMORY_MAX};
+                          MP_DEFAULT_MEMORY_MAX, 0};
   const char *inspector = NULL;
   char inspector_listen[80], login[256] = "";
   long history = DEFAULT_SESSION_HISTORY;
@@ -315,6 +319,10 @@ int main(int argc, char **argv) {
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
+    }
+    if (strcmp(a, "--egress") == 0) {
+      dopts.egress = 1;
+      continue;
     }
     if (v == NULL) {
       fprintf(stderr, "mastra-platform: %s needs a value\n", a);

@@ -12,6 +12,11 @@
 **     loopback up, forks the init, writes the init's uid and gid maps
 **     (0 -> MP_NS_UID_BASE, MP_NS_UID_COUNT ids), tells the server "R
 **     <init pid>" on the ready socket, and waits for the init;
+**     a PRIVATE sandbox's keeper also bind-mounts its environment's hosts
+**     file read-only at /etc/hosts, and says "N <init pid>" first: the
+**     server attaches the init's network namespace to the environment's
+**     network (net.c) and answers "j" (or "x <message>"), and only then
+**     comes "R" (commands wait for it);
 **   the init (pid 1 of the sandbox's pid namespace): mounts /proc,
 **     pivot_roots into the overlay (the host's tree is unmounted from the
 **     sandbox's view), unshares a user namespace (whose maps the keeper
@@ -126,8 +131,8 @@ static void make_dir(const char *root, const char *name, int mode) {
 }
 
 /* the root's mounts below the overlay (all in the new mount namespace) */
-static void mount_root(const char *base, const char *root, char *merged,
-                       size_t n) {
+static void mount_root(const char *base, const char *root, const char *hosts,
+                       char *merged, size_t n) {
   char opts[13000], dev[4400];
   snprintf(merged, n, "%s/merged", root);
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -152,6 +157,35 @@ static void mount_root(const char *base, const char *root, char *merged,
   link_or_die("/proc/self/fd/0", dev, "stdin");
   link_or_die("/proc/self/fd/1", dev, "stdout");
   link_or_die("/proc/self/fd/2", dev, "stderr");
+  if (hosts != NULL) {
+    /* the environment's hosts file, read-only; the server rewrites it in
+    ** place as members come and go */
+    snprintf(dev, sizeof dev, "%s/etc/hosts", merged);
+    if (access(dev, F_OK) < 0) {
+      int fd = open(dev, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) die("create %s: %s", dev, strerror(errno));
+      close(fd);
+    }
+    mount_or_die(hosts, dev, NULL, MS_BIND, NULL);
+    mount_or_die(hosts, dev, NULL,
+                 MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
+                     | MS_NOEXEC, NULL);
+  }
+}
+
+/* a PRIVATE sandbox: "N <init>", then the server's answer */
+static void await_network(pid_t init) {
+  char msg[1100];
+  ssize_t n;
+  snprintf(msg, sizeof msg, "N %d\n", (int)init);
+  if (write(ready_fd, msg, strlen(msg)) < 0) _exit(1);
+  do n = read(ready_fd, msg, sizeof msg - 1); while (n < 0 && errno == EINTR);
+  if (n <= 0) _exit(1);
+  msg[n] = '\0';
+  msg[strcspn(msg, "\n")] = '\0';
+  if (msg[0] != 'j')
+    die("%s", msg[0] == 'x' && msg[1] != '\0' ? msg + 2
+        : "the private network did not answer");
 }
 
 static void loopback_up(void) {
@@ -257,27 +291,31 @@ static void write_map(int dir, const char *name) {
 }
 
 int mp_ns_init_main(int argc, char **argv) {
-  /* argv: __ns-init SERVER_PID ID BASE ROOT READY_FD [CGROUP_PROCS...] */
+  /* argv: __ns-init SERVER_PID ID BASE ROOT READY_FD HOSTS
+  **       [CGROUP_PROCS...]; HOSTS: the environment's hosts file
+  **       (PRIVATE), or "-" */
   char merged[4200], msg[64];
   int to_keeper[2], from_keeper[2], i, status, procdir;
   pid_t init;
-  if (argc < 7) return 2;
+  const char *hosts;
+  if (argc < 8) return 2;
   argv++; /* argv[0]: the program's name */
   argc--;
   ready_fd = atoi(argv[5]);
+  hosts = strcmp(argv[6], "-") == 0 ? NULL : argv[6];
   reset_signals();
   setpgid(0, 0); /* out of the server's process group */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0
       || getppid() != (pid_t)atol(argv[1]))
     die("the server is gone");
   mp_ns_write_text("/proc/self/oom_score_adj", "-1000");
-  for (i = 6; i < argc; i++)
+  for (i = 7; i < argc; i++)
     if (mp_ns_write_text(argv[i], "0") < 0)
       die("cannot join %s: %s", argv[i], strerror(errno));
   if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC
               | CLONE_NEWNET) < 0)
     die("unshare: %s", strerror(errno));
-  mount_root(argv[3], argv[4], merged, sizeof merged);
+  mount_root(argv[3], argv[4], hosts, merged, sizeof merged);
   if (sethostname(argv[2], strlen(argv[2])) < 0)
     die("sethostname: %s", strerror(errno));
   loopback_up();
@@ -301,6 +339,7 @@ int mp_ns_init_main(int argc, char **argv) {
   write_map(procdir, "gid_map");
   close(procdir);
   write_byte(from_keeper[1], 'm');
+  if (hosts != NULL) await_network(init);
   snprintf(msg, sizeof msg, "R %d\n", (int)init);
   if (write(ready_fd, msg, strlen(msg)) < 0) _exit(1);
   close_range(0, ~0u, 0);
