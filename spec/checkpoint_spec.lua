@@ -149,10 +149,12 @@ describe("checkpoints: an explicit delete is final", function()
           return type(g.json.destroyedAt) == "string"
         end, 20000, 200)
       end
+      -- 6 s: long enough for the first command to arrive on a slow build
+      -- (ASan, the namespaces driver), short enough to wait for
       local kept = create(srv, { id = "k-reap-kept", environmentId = "env",
-        idleTimeoutMinutes = 0.02 })
+        idleTimeoutMinutes = 0.1 })
       local gone = create(srv, { id = "k-reap-gone", environmentId = "env",
-        idleTimeoutMinutes = 0.02 })
+        idleTimeoutMinutes = 0.1 })
       run(srv, kept, "echo kept > f.txt")
       run(srv, gone, "echo gone > f.txt")
       capture(srv, gone, "k-reap-gone")
@@ -419,7 +421,7 @@ describe("checkpoints: a capture that fails", function()
   it("idle reaping that cannot capture keeps the sandbox", function()
     if not srv then return pending(why) end
     local sb = create(srv, { id = "k-full-reap", environmentId = "env",
-      idleTimeoutMinutes = 0.01 })
+      idleTimeoutMinutes = 0.05 })
     run(srv, sb, "head -c 3000000 /dev/urandom > big.bin")
     assert.is_true(platform.waitUntil(function()
       return srv.stderrTail:find("capturing the checkpoint of " .. sb.id .. " failed", 1,
