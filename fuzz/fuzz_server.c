@@ -69,8 +69,12 @@ static void safe_teardown(mp_server *srv, mp_sandbox *sb) {
   mastra__remove_tree(sb->root);
 }
 
-static const mp_driver safe_driver = {"fuzz", safe_prepare, safe_spawn,
-                                      safe_teardown};
+static const mp_driver safe_driver = {
+    .name = "fuzz",
+    .prepare = safe_prepare,
+    .spawn = safe_spawn,
+    .teardown = safe_teardown,
+};
 
 /* }====== */
 
