@@ -614,6 +614,26 @@ describe("mastra tasks", function()
       mastra.sleep(50)
       assert.is_true(mastra.now() - t0 >= 50)
     end)
+
+    -- direct_exec waits on one timer for its deadline: a timer that fired
+    -- before it (the loop counted its due time from the truncated clock)
+    -- left it waiting again on a timer that would never fire again
+    it("a core timer never fires before its delay as mastra.now() measures it", function()
+      local core = require "mastra.core"
+      local task = require "mastra.task"
+      for _ = 1, 20 do
+        -- start late in a millisecond, poll just after its end: a due time
+        -- of floor(now) + 1 is reached then, 0.8 ms before the deadline
+        local t0 = mastra.now()
+        while t0 % 1 < 0.8 do t0 = mastra.now() end
+        local timer <close> = core.timer(1)
+        local boundary = math.floor(t0) + 1
+        while mastra.now() < boundary do end
+        task.wait(timer:id())
+        local now = mastra.now()
+        assert.is_true(now >= t0 + 1, ("fired %.3f ms early"):format(t0 + 1 - now))
+      end
+    end)
   end)
 
   describe("blocking calls outside any task", function()

@@ -707,9 +707,9 @@ function task.sleep(ms)
       .. " 2^53 (got %s)"):format(got), 2)
   end
   current("mastra.sleep")
-  -- the loop's timers count whole milliseconds from a truncated clock, so
-  -- one can fire up to 1 ms before the delay as mastra.now() measures it:
-  -- wait again for what is left, and a sleep never ends early
+  -- a loop timer never fires before its delay as mastra.now() measures it
+  -- (loop.c counts it on the untruncated clock); the loop waits again for
+  -- what is left all the same: a sleep never ends early
   local deadline = core.now() + ms
   repeat
     local timer <close> = core.timer(math.ceil(deadline - core.now()))

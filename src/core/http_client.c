@@ -83,7 +83,16 @@ static void on_sock_io(mastra__io *io, uint32_t revents) {
 }
 
 static void on_timeout(mastra__timer *t) {
-  action(t->data, CURL_SOCKET_TIMEOUT, 0);
+  mastra__multi *m = t->data;
+  long ms = -1;
+  action(m, CURL_SOCKET_TIMEOUT, 0);
+  /* libcurl calls CURLMOPT_TIMERFUNCTION only when its next expiry
+  ** changes: had the timer fired before libcurl's clock reached that
+  ** expiry, none would be armed, and its transfers (their timeouts too)
+  ** would wait forever. Ask it what remains. */
+  if (m->multi != NULL && m->timer.slot == 0
+      && curl_multi_timeout(m->multi, &ms) == CURLM_OK && ms >= 0)
+    mastra__timer_start(&m->timer, (uint64_t)ms);
 }
 
 /* CURLMOPT_SOCKETFUNCTION: watch, re-watch or forget one socket. */

@@ -42,6 +42,13 @@ uint64_t mastra__now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* The timers' clock: CLOCK_MONOTONIC in nanoseconds, untruncated. */
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void list_init(mastra__handle *s) { s->prev = s->next = s; }
 
 static void list_push(mastra__handle *s, mastra__handle *h) {
@@ -187,7 +194,7 @@ int mastra__loop_take_interrupt(mastra__loop *loop) {
 /* {====== timers (binary min-heap on (due, seq)) ====== */
 
 static int timer_less(const mastra__timer *a, const mastra__timer *b) {
-  if (a->due_ms != b->due_ms) return a->due_ms < b->due_ms;
+  if (a->due_ns != b->due_ns) return a->due_ns < b->due_ns;
   return a->seq < b->seq;
 }
 
@@ -253,7 +260,11 @@ int mastra__timer_start(mastra__timer *t, uint64_t ms) {
     loop->heap = p;
     loop->capheap = cap;
   }
-  t->due_ms = mastra__now_ms() + ms;
+  /* from the untruncated clock: a due time counted in whole milliseconds
+  ** from a truncated clock came up to 1 ms before the delay had passed as
+  ** core.now() measures it, and direct_exec.lua, woken by its one-shot
+  ** deadline timer before its deadline, waited again on that timer */
+  t->due_ns = now_ns() + (ms > UINT64_MAX / 2000000u ? UINT64_MAX / 2 : ms * 1000000u);
   t->seq = loop->timer_seq++;
   heap_set(loop, loop->nheap++, t);
   heap_up(loop, loop->nheap - 1);
@@ -261,8 +272,8 @@ int mastra__timer_start(mastra__timer *t, uint64_t ms) {
 }
 
 static void run_timers(mastra__loop *loop) {
-  uint64_t now = mastra__now_ms();
-  while (loop->nheap > 0 && loop->heap[0]->due_ms <= now) {
+  uint64_t now = now_ns();
+  while (loop->nheap > 0 && loop->heap[0]->due_ns <= now) {
     mastra__timer *t = loop->heap[0];
     mastra__timer_stop(t);
     t->cb(t);
@@ -310,10 +321,12 @@ int mastra__loop_next_timeout(const mastra__loop *loop) {
   uint64_t now, due;
   if (loop->nsig > 0 || loop->interrupted) return 0;
   if (loop->nheap == 0) return -1;
-  now = mastra__now_ms();
-  due = loop->heap[0]->due_ms;
+  now = now_ns();
+  due = loop->heap[0]->due_ns;
   if (due <= now) return 0;
-  return due - now > INT32_MAX ? INT32_MAX : (int)(due - now);
+  /* rounded up: epoll_wait sleeps past the due time, not short of it */
+  due = (due - now + 999999u) / 1000000u;
+  return due > INT32_MAX ? INT32_MAX : (int)due;
 }
 
 size_t mastra__loop_alive(const mastra__loop *loop) {

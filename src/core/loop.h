@@ -35,10 +35,13 @@ struct mastra__io {
   void *data;
 };
 
-/* A one-shot timer. `slot` is its heap index + 1, 0 when not armed. */
+/* A one-shot timer. `slot` is its heap index + 1, 0 when not armed.
+** due_ns is on CLOCK_MONOTONIC in nanoseconds, the clock core.now() reads:
+** a timer fires when its delay has passed as core.now() measures it, never
+** before (whole milliseconds from a truncated clock came up to 1 ms early). */
 struct mastra__timer {
   mastra__loop *loop;
-  uint64_t due_ms;
+  uint64_t due_ns;
   uint64_t seq;
   size_t slot;
   mastra__timer_cb cb;
@@ -92,6 +95,9 @@ void mastra__io_stop(mastra__io *io);
 
 void mastra__timer_init(mastra__loop *loop, mastra__timer *t,
                         mastra__timer_cb cb, void *data);
+/* Due when ms have passed on CLOCK_MONOTONIC, never earlier: a caller that
+** compares core.now() with its deadline after the timer fired finds the
+** deadline passed. */
 int mastra__timer_start(mastra__timer *t, uint64_t ms);
 void mastra__timer_stop(mastra__timer *t);
 

@@ -239,7 +239,7 @@ typedef struct tslot {
   int idx;
   int armed;  /* what the test expects */
   int fired;
-  uint64_t fired_at;
+  uint64_t fired_at; /* ns on CLOCK_MONOTONIC, the timers' clock */
 } tslot;
 
 static tslot slots[NTIMERS];
@@ -249,12 +249,16 @@ static int nfired;
 static void on_slot(mastra__timer *t) {
   tslot *s = t->data;
   s->fired++;
-  s->fired_at = mastra__now_ms();
+  {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    s->fired_at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  }
   if (nfired < NTIMERS * 2) fired_order[nfired++] = s->idx;
 }
 
 static int timer_before(const mastra__timer *a, const mastra__timer *b) {
-  if (a->due_ms != b->due_ms) return a->due_ms < b->due_ms;
+  if (a->due_ns != b->due_ns) return a->due_ns < b->due_ns;
   return a->seq < b->seq;
 }
 
@@ -327,7 +331,7 @@ static void test_timer_heap(void) {
   for (i = 0; i < NTIMERS; i++) {
     const tslot *s = &slots[i];
     if (s->fired != s->armed) wrong++;
-    if (s->fired && s->fired_at < s->t.due_ms) early++;
+    if (s->fired && s->fired_at < s->t.due_ns) early++;
   }
   for (i = 1; i < nfired; i++)
     if (!timer_before(&slots[fired_order[i - 1]].t, &slots[fired_order[i]].t))
