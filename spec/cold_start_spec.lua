@@ -118,4 +118,62 @@ io.stderr:write(tostring(err), "\n")
     assert.matches("held by pid " .. holder.pid, r.stderr, 1, true)
     assert.is_nil(platform.readFile(state .. "/platform.state"))
   end)
+
+  -- A stand-in for the first start of a data directory: a script that says
+  -- what the server says when it builds its base, waits 1.5 s, then execs
+  -- the real server (so the pid it records is the server's).
+  local function slow_binary(name, says)
+    local bin = dir .. "/" .. name
+    platform.writeFile(bin, ("#!/bin/sh\nif [ \"$1\" = serve ]; then\necho $$ > %s\n%s\n"
+      .. "sleep 1.5\nfi\nexec %s \"$@\"\n")
+      :format(quote(bin .. ".pid"), says and "echo 'mastra-platform: building the base of"
+        .. " the sandboxes in X (once)' >&2" or ":", quote(platform.binary())))
+    assert(os.execute("chmod +x " .. quote(bin)))
+    return bin
+  end
+
+  local START = [[
+local mastra = require "mastra"
+require("mastra.local_platform").startMs = 500
+local ok, err = pcall(mastra.localPlatform)
+print(ok)
+io.stderr:write(tostring(err), "\n")
+]]
+
+  it("waits past its start time for a server that says it builds its base", function()
+    local state = dir .. "/state-base"
+    local script = dir .. "/base.lua"
+    platform.writeFile(script, START)
+    finally(function() stop_server(state) end)
+    local e = env(state)
+    e.MASTRA_PLATFORM_BIN = slow_binary("building", true)
+    local r = sb:executeCommand(quote(MASTRA_LUA) .. " " .. quote(script), nil,
+      { env = e, timeout = 20000 })
+    assert.are.equal(0, r.exitCode, r.stderr)
+    assert.are.equal("true\n", r.stdout, r.stderr)
+    assert.matches("pid=" .. platform.readFile(dir .. "/building.pid"):gsub("%s+$", ""),
+      platform.readFile(state .. "/platform.state"), 1, true)
+  end)
+
+  it("gives up on a server that is slow to start and says nothing of a base", function()
+    local state = dir .. "/state-slow"
+    local script = dir .. "/slow.lua"
+    platform.writeFile(script, START)
+    local e = env(state)
+    e.MASTRA_PLATFORM_BIN = slow_binary("slow", false)
+    finally(function()
+      -- the server it gave up on starts anyway: a daemon, stopped here
+      local pid = (platform.readFile(dir .. "/slow.pid") or ""):match("%d+")
+      if pid then sb:executeCommand("kill " .. pid .. " 2>/dev/null; true") end
+      platform.waitUntil(function()
+        return pid == nil or sb:executeCommand("kill -0 " .. pid .. " 2>/dev/null").exitCode ~= 0
+      end, 10000)
+    end)
+    local r = sb:executeCommand(quote(MASTRA_LUA) .. " " .. quote(script), nil,
+      { env = e, timeout = 20000 })
+    assert.are.equal(0, r.exitCode, r.stderr)
+    assert.are.equal("false\n", r.stdout, r.stderr)
+    assert.matches("did not start within 0.5 s; see " .. state .. "/platform.log", r.stderr,
+      1, true)
+  end)
 end)

@@ -68,10 +68,13 @@ for page in mastra-lua.1 mastra-platform.1; do
   }
 done
 
-# hello.lua under plain lua5.4: HOME fresh, only the tree's Lua paths
+# hello.lua under plain lua5.4: HOME fresh, only the tree's Lua paths (and
+# the tests' base of the namespaces driver, when CTest names one: a server
+# never builds a base inside a test)
 hello() { # tree home
   mkdir -p "$2"
   out=$(cd "$2" && env -i HOME="$2" PATH=/usr/bin:/bin \
+    ${MASTRA_PLATFORM_BASE:+MASTRA_PLATFORM_BASE="$MASTRA_PLATFORM_BASE"} \
     LUA_PATH_5_4="$1/share/lua/5.4/?.lua;$1/share/lua/5.4/?/init.lua" \
     LUA_CPATH_5_4="$1/lib/lua/5.4/?.so" \
     lua5.4 "$src/examples/hello.lua" 2>"$2/stderr") || {

@@ -159,15 +159,39 @@ local function binary_version(bin)
   return (p.stdout or ""):match("^mastra%-platform (%S+)")
 end
 
-local function wait_for_url(out_path, deadline)
+-- The size of a file, or 0.
+local function file_size(path)
+  local f = io.open(path, "rb")
+  if not f then return 0 end
+  local n = f:seek("end")
+  f:close()
+  return n or 0
+end
+
+-- A server's start takes startMs, or up to baseBuildMs on the first start
+-- of a data directory, while its log (from log_from on) says that it
+-- builds the namespaces driver's base (the host's tools and npm's
+-- TypeScript and tsx: about 10 s here, the npm part bounded at 120 s).
+local_platform.startMs = 15000
+local_platform.baseBuildMs = 180000
+
+local function wait_for_url(out_path, log_path, log_from)
+  local started = core.now()
+  local deadline, building = started + local_platform.startMs, false
   while core.now() < deadline do
     local line = read_file(out_path)
     local url = line and line:match('"url":"([^"]+)"')
     local pid = line and tonumber(line:match('"pid":(%d+)'))
     if url and pid then return url, pid end
+    if not building then
+      local log = read_file(log_path)
+      if log and log:find("building the base", log_from + 1, true) then
+        building, deadline = true, started + local_platform.baseBuildMs
+      end
+    end
     task.sleep(20)
   end
-  return nil
+  return nil, nil, deadline - started
 end
 
 local function start_server(dir)
@@ -176,7 +200,9 @@ local function start_server(dir)
   local data = dir .. "/platform-data"
   local token_file = dir .. "/platform.token"
   local out_path = dir .. "/platform.out"
+  local log_path = dir .. "/platform.log"
   os.remove(out_path)
+  local log_from = file_size(log_path)
   local idle = tonumber(os.getenv("MASTRA_PLATFORM_IDLE_EXIT") or "") or 900
   -- sh starts the server in a session of its own and exits at once; the
   -- wait for sh is a task's wait (never a blocking waitpid)
@@ -184,7 +210,7 @@ local function start_server(dir)
     command = ("setsid %s serve --listen 127.0.0.1:0 --data-dir %s --token-file %s"
       .. " --idle-exit %d </dev/null >%s 2>>%s &"):format(shell.quote(bin),
       shell.quote(data), shell.quote(token_file), idle, shell.quote(out_path),
-      shell.quote(dir .. "/platform.log")),
+      shell.quote(log_path)),
     env = true, -- the server gets this process's environment
     timeout = 10000,
   }
@@ -193,10 +219,10 @@ local function start_server(dir)
     return nil, ("cannot start mastra-platform: /bin/sh exited with %s: %s")
       :format(starter.exitCode, starter.stderr)
   end
-  local url, pid = wait_for_url(out_path, core.now() + 15000)
+  local url, pid, waited = wait_for_url(out_path, log_path, log_from)
   if url == nil then
-    return nil, ("mastra-platform did not start within 15 s; see %s/platform.log")
-      :format(dir)
+    return nil, ("mastra-platform did not start within %g s; see %s")
+      :format(waited / 1000, log_path)
   end
   local token = (read_file(token_file) or ""):gsub("%s+$", "")
   local version = binary_version(bin) or "unknown"
@@ -222,11 +248,11 @@ end
 
 -- The lock is taken without blocking the thread: EAGAIN is retried
 -- after a sleep that doubles from LOCK_FIRST_SLEEP_MS up to
--- LOCK_MAX_SLEEP_MS, for at most lockDeadlineMs (twice the 15 s a server's
--- start may take).
+-- LOCK_MAX_SLEEP_MS, for at most lockDeadlineMs (more than the longest
+-- start of a server: baseBuildMs).
 local LOCK_FIRST_SLEEP_MS = 10
 local LOCK_MAX_SLEEP_MS = 200
-local_platform.lockDeadlineMs = 30000
+local_platform.lockDeadlineMs = local_platform.baseBuildMs + 20000
 
 local function lock_state(dir)
   local path = dir .. "/platform.lock"

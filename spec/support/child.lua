@@ -35,8 +35,9 @@ function child.context(opts)
 end
 
 --- The environment of a child: the module of this build, the sanitizer
--- settings, the platform (if any) as project "proj", environment "env",
--- then `extra`.
+-- settings, the tests' base and driver for the local platforms it starts
+-- (a server never builds a base inside a test), the platform (if any) as
+-- project "proj", environment "env", then `extra`.
 function Context:env(extra)
   local e = {
     LUA_PATH_5_4 = os.getenv("LUA_PATH_5_4"),
@@ -48,7 +49,8 @@ function Context:env(extra)
     e.MASTRA_PROJECT_ID = "proj"
     e.MASTRA_ENVIRONMENT_ID = "env"
   end
-  for _, name in ipairs{ "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_PRELOAD" } do
+  for _, name in ipairs{ "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_PRELOAD",
+    "MASTRA_PLATFORM_BASE", "MASTRA_PLATFORM_DRIVER" } do
     e[name] = os.getenv(name)
   end
   for k, v in pairs(extra or {}) do e[k] = v end

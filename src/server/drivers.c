@@ -83,9 +83,11 @@ int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
   }
   base_path(srv->data_dir, o->base, base, sizeof base);
   if (!mp_base_ready(base)) {
-    /* a full base takes a minute (npm): only when asked for. A default
-    ** start builds the host's tools alone, as hard links (seconds), where
-    ** it can; else it says how and runs `process` */
+    /* the host's tools are hard links (seconds) where the base shares a
+    ** file system with /usr; a copy takes minutes, so a default start
+    ** says how to build one and runs `process` instead. TypeScript and
+    ** tsx come from the npm registry (about 10 s; bounded in base.c, and
+    ** the base is built without them where it cannot be reached) */
     if (!forced && !links_work(base, why, sizeof why)) {
       fprintf(stderr, "mastra-platform: driver process (no isolation): there"
               " is no base in %s yet and the default start cannot build one"
@@ -96,9 +98,9 @@ int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
       srv->driver = &mp_process_driver;
       return 0;
     }
-    mp_log("building the %sbase of the sandboxes in %s (once)",
-           forced ? "" : "minimal ", base);
-    if (mp_base_build(base, !forced, err, sizeof err) < 0) {
+    mp_log("building the base of the sandboxes in %s (once): the host's"
+           " tools, then TypeScript and tsx from the npm registry", base);
+    if (mp_base_build(base, 0, err, sizeof err) < 0) {
       if (forced) {
         fprintf(stderr, "mastra-platform: %s\n", err);
         return -1;
@@ -108,11 +110,6 @@ int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
       srv->driver = &mp_process_driver;
       return 0;
     }
-    if (!forced)
-      mp_log("the base has the host's tools but not TypeScript and tsx:"
-             " `mastra-platform base build%s%s` adds them (while no server"
-             " uses it)", o->base ? " --base " : " --data-dir ",
-             o->base ? o->base : srv->data_dir);
   }
   if (mp_ns_setup(srv, base, o->pids_max, o->memory_max, o->egress) < 0)
     return -1;
