@@ -64,6 +64,7 @@
 #include "log.h"
 #include "net.h"
 #include "ns_init.h"
+#include "ns_user.h"
 #include "sha256.h"
 #include "trash.h"
 #include "util.h"
@@ -88,6 +89,8 @@ static struct {
   int v2;                      /* cgroup2 at CG_ROOT */
   int ncg;                     /* controllers in use (v1) or 1 (v2) */
   char cg[MAX_CG][4300];       /* the data directory's cgroup per tree */
+  int unpriv;                  /* not root: ns_user.c */
+  char limits[300];            /* mp_ns_limits */
   mp_net *net;                 /* PRIVATE networks, or NULL */
   char net_err[512];           /* why net is NULL */
 } cfg;
@@ -223,6 +226,40 @@ static int mkdir_enable(const char *dir) {
   return 0;
 }
 
+/* Without root: the cgroups delegated to the server (its own cgroup's
+** directory is writable, as systemd makes a user's); v2: the server moves
+** itself to a leaf, mastra-server, so that its cgroup may enable the
+** controllers for its children. The data directory's cgroup is
+** <own>/mastra-platform/<hex>. */
+static void cg_setup_user(const char *hex) {
+  static const char *const v1[] = {"pids", "memory", "cpu"};
+  char own[4096], top[4200], mid[4300], path[4400];
+  int i;
+  if (cfg.v2) {
+    if (mp_ns_own_cgroup(NULL, own, sizeof own) < 0 || access(own, W_OK) < 0)
+      return;
+    snprintf(path, sizeof path, "%s/mastra-server", own);
+    if (mkdir(path, 0755) < 0 && errno != EEXIST) return;
+    snprintf(path, sizeof path, "%s/mastra-server/cgroup.procs", own);
+    if (mp_ns_write_text(path, "0") < 0) return;
+    snprintf(path, sizeof path, "%s/cgroup.subtree_control", own);
+    mp_ns_write_text(path, "+pids +memory +cpu");
+    snprintf(top, sizeof top, "%s/mastra-platform", own);
+    snprintf(mid, sizeof mid, "%s/%s", top, hex);
+    if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0)
+      snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
+    return;
+  }
+  for (i = 0; i < 3; i++) {
+    if (mp_ns_own_cgroup(v1[i], own, sizeof own) < 0 || access(own, W_OK) < 0)
+      continue;
+    snprintf(top, sizeof top, "%s/mastra-platform", own);
+    snprintf(mid, sizeof mid, "%s/%s", top, hex);
+    if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0)
+      snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
+  }
+}
+
 static void cg_setup(const char *data_dir) {
   static const char *const v1[] = {"pids", "memory", "cpu"};
   char hex[65], top[4200], mid[4300];
@@ -231,8 +268,10 @@ static void cg_setup(const char *data_dir) {
   mastra__sha256_hex(data_dir, strlen(data_dir), hex);
   hex[12] = '\0';
   cfg.ncg = 0;
-  if (statfs(CG_ROOT, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC) {
-    cfg.v2 = 1;
+  cfg.v2 = statfs(CG_ROOT, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC;
+  if (cfg.unpriv) {
+    cg_setup_user(hex);
+  } else if (cfg.v2) {
     mp_ns_write_text(CG_ROOT "/cgroup.subtree_control", "+pids +memory +cpu");
     snprintf(top, sizeof top, "%s/mastra-platform", CG_ROOT);
     snprintf(mid, sizeof mid, "%s/%s", top, hex);
@@ -248,9 +287,20 @@ static void cg_setup(const char *data_dir) {
         snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
     }
   }
-  if (cfg.ncg == 0)
-    mp_log("no writable cgroups: sandboxes run without pids and memory"
-           " limits");
+  if (cfg.ncg == 0) {
+    snprintf(cfg.limits, sizeof cfg.limits, "none: %s", cfg.unpriv
+             ? "cgroups not delegated" : "no writable cgroups");
+    if (cfg.unpriv)
+      mp_log("no limits: the cgroups of this server (uid %d) are not"
+             " delegated to it: sandboxes run without pids, memory and cpu"
+             " limits", (int)geteuid());
+    else
+      mp_log("no writable cgroups: sandboxes run without pids and memory"
+             " limits");
+  } else {
+    snprintf(cfg.limits, sizeof cfg.limits, "cgroup%s%s",
+             cfg.v2 ? " v2" : " v1", cfg.unpriv ? " (delegated)" : "");
+  }
   cg_sweep();
 }
 
@@ -453,7 +503,9 @@ static ns_box *box_of(mp_server *srv, mp_sandbox *sb) {
 
 static int make_owned(const char *path, int mode) {
   if (mkdir(path, (mode_t)mode) < 0 && errno != EEXIST) return -1;
-  if (chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0) return -1;
+  /* without root, the server's uid is root in the sandbox already */
+  if (!cfg.unpriv && chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0)
+    return -1;
   return chmod(path, (mode_t)mode);
 }
 
@@ -507,6 +559,7 @@ fail:
 /* what the forked child of a command needs (a copy on its stack) */
 typedef struct ns_exec {
   int ready_fd;
+  int unpriv;
   const char *cwd;
   int ncg;
   char cgp[MAX_CG][4500];
@@ -590,10 +643,14 @@ static int ns_enter(void *arg, int report) {
     }
   }
   pidfd = pidfd_open((pid_t)atol(buf + 2), 0);
+  /* without root, the user namespace first: its owner has the
+  ** capabilities the others need (and its setgroups is denied) */
   if (pidfd < 0
+      || (x->unpriv && setns(pidfd, CLONE_NEWUSER) < 0)
       || setns(pidfd, CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC
                           | CLONE_NEWNET | CLONE_NEWPID) < 0
-      || setns(pidfd, CLONE_NEWUSER) < 0 || setgroups(0, NULL) < 0
+      || (!x->unpriv && (setns(pidfd, CLONE_NEWUSER) < 0
+                         || setgroups(0, NULL) < 0))
       || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
     say("cannot enter the sandbox", strerror(errno));
     _exit(127);
@@ -647,6 +704,7 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   }
   memset(&x, 0, sizeof x);
   x.ready_fd = b->ready_fd;
+  x.unpriv = cfg.unpriv;
   x.cwd = cwd;
   x.ncg = cfg.ncg;
   for (i = 0; i < cfg.ncg; i++) {
@@ -707,23 +765,24 @@ const mp_driver mp_ns_driver = {
     .spawn = ns_spawn,
     .teardown = ns_teardown,
     .release = ns_release,
-    .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*",
+    /* trusted.overlay.* (root) or user.overlay.* (userxattr, without
+    ** root): overlayfs's opaque directories and redirects */
+    .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*"
+                 " --xattrs-include=user.overlay.*",
     .layer_tree = 1,
 };
 
 int mp_ns_available(char *why, size_t n) {
   struct stat st;
-  if (geteuid() != 0) {
-    snprintf(why, n, "it needs root (unprivileged user namespaces are not"
-             " supported yet)");
-    return 0;
-  }
   if (stat("/proc/self/ns/user", &st) < 0 || stat("/proc/self/ns/pid", &st) < 0) {
     snprintf(why, n, "this kernel has no user or pid namespaces");
     return 0;
   }
+  if (geteuid() != 0) return mp_ns_user_probe(why, n);
   return 1;
 }
+
+const char *mp_ns_limits(void) { return cfg.limits; }
 
 void mp_ns_finish(void) {
   int i;
@@ -749,7 +808,20 @@ int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
   snprintf(cfg.base, sizeof cfg.base, "%s", base);
   cfg.pids_max = pids_max;
   cfg.memory_max = memory_max;
+  cfg.unpriv = geteuid() != 0;
   cg_setup(srv->data_dir);
+  if (cfg.unpriv) {
+    /* the switch namespace and the veths need root on the host */
+    snprintf(cfg.net_err, sizeof cfg.net_err, "the server runs without root"
+             " (uid %d, in unprivileged user namespaces), and a PRIVATE"
+             " network needs a server run as root: use ISOLATED, or run"
+             " mastra-platform as root", (int)geteuid());
+    if (egress) {
+      fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);
+      return -1;
+    }
+    return 0;
+  }
   /* sweeps what a previous server of this data directory left (bridges,
   ** veths, NAT rules, hosts files), then makes the switch namespace */
   snprintf(dir, sizeof dir, "%s/net", srv->data_dir);

@@ -5,11 +5,9 @@
 #define _GNU_SOURCE
 #include "drivers.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base.h"
 #include "driver_ns.h"
@@ -33,29 +31,6 @@ static void base_path(const char *data_dir, const char *base, char *out,
     snprintf(out, n, "%s", base);
   else
     snprintf(out, n, "%s/base", data_dir);
-}
-
-/* 1 if a base built at `base` can hard-link /usr: the nearest existing
-** directory on its path is on /usr's file system; else 0 and why */
-static int links_work(const char *base, char *why, size_t n) {
-  char dir[4096], *slash;
-  struct stat usr, st;
-  snprintf(dir, sizeof dir, "%s", base);
-  while (stat(dir, &st) < 0) {
-    slash = strrchr(dir, '/');
-    if (errno != ENOENT || slash == NULL || slash == dir) {
-      snprintf(why, n, "%.4000s: %s", dir, strerror(errno));
-      return 0;
-    }
-    *slash = '\0';
-  }
-  if (stat("/usr", &usr) < 0 || usr.st_dev != st.st_dev) {
-    snprintf(why, n, "%.4000s is not on the file system of /usr (a base there is"
-             " a copy, not hard links, and takes too long to build at"
-             " startup)", dir);
-    return 0;
-  }
-  return 1;
 }
 
 int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
@@ -84,18 +59,8 @@ int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
   base_path(srv->data_dir, o->base, base, sizeof base);
   if (!mp_base_ready(base)) {
     /* a full base takes a minute (npm): only when asked for. A default
-    ** start builds the host's tools alone, as hard links (seconds), where
-    ** it can; else it says how and runs `process` */
-    if (!forced && !links_work(base, why, sizeof why)) {
-      fprintf(stderr, "mastra-platform: driver process (no isolation): there"
-              " is no base in %s yet and the default start cannot build one"
-              " quickly (%s); `mastra-platform base build%s%s` (once) or"
-              " `--driver namespaces` makes the next start isolated\n",
-              base, why, o->base ? " --base " : " --data-dir ",
-              o->base ? o->base : srv->data_dir);
-      srv->driver = &mp_process_driver;
-      return 0;
-    }
+    ** start builds the host's tools alone (a skeleton over the host's
+    ** /usr: a moment, without root) */
     mp_log("building the %sbase of the sandboxes in %s (once)",
            forced ? "" : "minimal ", base);
     if (mp_base_build(base, !forced, err, sizeof err) < 0) {

@@ -56,7 +56,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base.h"
+#include "ns_user.h"
+
 static int ready_fd = -1;
+/* the server is not root: the keeper's own user namespace (ns_user.c) */
+static int unpriv;
 
 static void die(const char *fmt, ...) {
   char msg[1024];
@@ -101,6 +106,17 @@ static void nodes(const char *dev) {
   size_t i;
   for (i = 0; i < sizeof all / sizeof all[0]; i++) {
     snprintf(path, sizeof path, "%s/%s", dev, all[i].name);
+    if (unpriv) {
+      /* no mknod in a user namespace: the host's nodes, bound */
+      char host[64];
+      int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+      if (fd < 0) die("create %s: %s", path, strerror(errno));
+      close(fd);
+      snprintf(host, sizeof host, "/dev/%s", all[i].name);
+      if (access(host, F_OK) == 0)
+        mount_or_die(host, path, NULL, MS_BIND, NULL);
+      continue;
+    }
     if (mknod(path, S_IFCHR | 0666, makedev(all[i].maj, all[i].min)) < 0)
       die("mknod %s: %s", path, strerror(errno));
     chmod(path, 0666); /* the umask */
@@ -130,16 +146,46 @@ static void make_dir(const char *root, const char *name, int mode) {
     die("mkdir %s: %s", path, strerror(errno));
 }
 
+/* A base with MP_BASE_HOST_USR (base.h) holds a small layer of /usr: the
+** sandbox's /usr is a second overlay, that layer over the host's /usr,
+** whose upper directory is upper/usr, inside the sandbox's upper layer
+** (a checkpoint has both), and its work directory work-usr. Their
+** directories are made before the root's overlay is mounted. */
+static int usr_dirs(const char *base, const char *root) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/" MP_BASE_HOST_USR, base);
+  if (access(path, F_OK) < 0) return 0;
+  snprintf(path, sizeof path, "%s/upper/usr", root);
+  if (mkdir(path, 0755) < 0 && errno != EEXIST)
+    die("mkdir %s: %s", path, strerror(errno));
+  snprintf(path, sizeof path, "%s/work-usr", root);
+  if (mkdir(path, 0700) < 0 && errno != EEXIST)
+    die("mkdir %s: %s", path, strerror(errno));
+  return 1;
+}
+
+static void mount_usr(const char *base, const char *root, const char *merged) {
+  char opts[13000], path[4400];
+  snprintf(opts, sizeof opts, "lowerdir=%s/usr:/usr,upperdir=%s/upper/usr,"
+           "workdir=%s/work-usr%s", base, root, root,
+           unpriv ? ",userxattr" : "");
+  snprintf(path, sizeof path, "%s/usr", merged);
+  mount_or_die("overlay", path, "overlay", MS_NOSUID, opts);
+}
+
 /* the root's mounts below the overlay (all in the new mount namespace) */
 static void mount_root(const char *base, const char *root, const char *hosts,
                        char *merged, size_t n) {
   char opts[13000], dev[4400];
+  int host_usr = usr_dirs(base, root);
   snprintf(merged, n, "%s/merged", root);
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     die("make / private: %s", strerror(errno));
-  snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work",
-           base, root, root);
+  /* without root, overlayfs keeps its xattrs in user.overlay.* */
+  snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work%s",
+           base, root, root, unpriv ? ",userxattr" : "");
   mount_or_die("overlay", merged, "overlay", MS_NOSUID, opts);
+  if (host_usr) mount_usr(base, root, merged);
   make_dir(merged, "tmp", 01777);
   make_dir(merged, "dev", 0755);
   make_dir(merged, "proc", 0555);
@@ -262,13 +308,18 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
     die("pivot_root: %s", strerror(errno));
   if (umount2(".", MNT_DETACH) < 0) die("umount the host: %s", strerror(errno));
   if (chdir("/") < 0) die("chdir /: %s", strerror(errno));
-  if (unshare(CLONE_NEWUSER) < 0) die("user namespace: %s", strerror(errno));
+  if (!unpriv && unshare(CLONE_NEWUSER) < 0)
+    die("user namespace: %s", strerror(errno));
   write_byte(to_keeper, 'u');
-  read_byte(from_keeper, 'm');
+  if (!unpriv) read_byte(from_keeper, 'm');
   close(to_keeper);
   close(from_keeper);
   if (ready_fd >= 0) close(ready_fd);
-  prctl(PR_SET_DUMPABLE, 0);
+  /* with root, nothing in the sandbox may ptrace or open the namespaces of
+  ** an init that was root on the host. Without root it is the server's
+  ** uid, as every process of the sandbox, and stays dumpable: commands
+  ** open its namespaces with the server's uid and no capability */
+  if (!unpriv) prctl(PR_SET_DUMPABLE, 0);
   /* ps in the sandbox shows "mastra-init", not the host's paths (the
   ** strings are contiguous: overwrite them all) */
   {
@@ -312,6 +363,15 @@ int mp_ns_init_main(int argc, char **argv) {
   for (i = 7; i < argc; i++)
     if (mp_ns_write_text(argv[i], "0") < 0)
       die("cannot join %s: %s", argv[i], strerror(errno));
+  unpriv = geteuid() != 0;
+  if (unpriv) {
+    /* the user namespace first: it owns the others */
+    unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
+    if (unshare(CLONE_NEWUSER) < 0)
+      die("user namespace: %s", strerror(errno));
+    if (mp_ns_map_self(uid, gid) < 0)
+      die("the user namespace's id maps: %s", strerror(errno));
+  }
   if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC
               | CLONE_NEWNET) < 0)
     die("unshare: %s", strerror(errno));
@@ -335,10 +395,12 @@ int mp_ns_init_main(int argc, char **argv) {
   if (procdir < 0) die("%s: %s", msg, strerror(errno));
   write_byte(from_keeper[1], 'g');
   read_byte(to_keeper[0], 'u');
-  write_map(procdir, "uid_map");
-  write_map(procdir, "gid_map");
+  if (!unpriv) {
+    write_map(procdir, "uid_map");
+    write_map(procdir, "gid_map");
+    write_byte(from_keeper[1], 'm');
+  }
   close(procdir);
-  write_byte(from_keeper[1], 'm');
   if (hosts != NULL) await_network(init);
   snprintf(msg, sizeof msg, "R %d\n", (int)init);
   if (write(ready_fd, msg, strlen(msg)) < 0) _exit(1);
