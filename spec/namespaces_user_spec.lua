@@ -130,6 +130,13 @@ describe("the namespaces driver without root", function()
     sb:destroy()
   end)
 
+  it("refuses a PRIVATE network, saying why and what to do", function()
+    local ok, err = pcall(new, srv, { networkIsolation = "PRIVATE" })
+    assert.is_false(ok)
+    assert.matches("a PRIVATE network needs a server run as root", tostring(err))
+    assert.matches("use ISOLATED, or run mastra%-platform as root", tostring(err))
+  end)
+
   it("hides the data directory and the token; ps shows only the sandbox", function()
     local a, b = new(srv), new(srv)
     assert.are.equal(0, run(a, "echo secret-a > mine.txt").exitCode)

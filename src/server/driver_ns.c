@@ -63,6 +63,7 @@
 #include "driver_process.h"
 #include "log.h"
 #include "net.h"
+#include "ns_idmap.h"
 #include "ns_init.h"
 #include "ns_user.h"
 #include "sha256.h"
@@ -91,6 +92,7 @@ static struct {
   char cg[MAX_CG][4300];       /* the data directory's cgroup per tree */
   int unpriv;                  /* not root: ns_user.c */
   char limits[300];            /* mp_ns_limits */
+  int idmap_fd;                /* with root: ns_idmap.c, or -1 */
   mp_net *net;                 /* PRIVATE networks, or NULL */
   char net_err[512];           /* why net is NULL */
 } cfg;
@@ -449,7 +451,10 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+  if (cfg.idmap_fd >= 0)
+    posix_spawn_file_actions_adddup2(&fa, cfg.idmap_fd, MP_NS_IDMAP_FD);
+  posix_spawn_file_actions_addclosefrom_np(&fa, cfg.idmap_fd >= 0
+                                                    ? MP_NS_IDMAP_FD + 1 : 4);
   rc = posix_spawn(&b->keeper, "/proc/self/exe", &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   close(sv[1]);
@@ -798,8 +803,26 @@ void mp_ns_finish(void) {
     }
   }
   cfg.ncg = 0;
+  if (cfg.idmap_fd >= 0) close(cfg.idmap_fd);
+  cfg.idmap_fd = -1;
   if (cfg.net != NULL) mp_net_close(cfg.net);
   cfg.net = NULL;
+}
+
+/* With root: the id map of the base's and /usr's mounts (ns_idmap.c),
+** where idmapped mounts work; else their files stay nobody's inside */
+static void idmap_setup(const char *base) {
+  char why[600];
+  int fd = mp_ns_idmap_userns(MP_NS_UID_BASE, MP_NS_UID_COUNT, why,
+                              sizeof why);
+  if (fd >= 0 && mp_ns_idmap_probe(fd, base, why, sizeof why)
+      && mp_ns_idmap_probe(fd, "/usr", why, sizeof why)) {
+    cfg.idmap_fd = fd;
+    return;
+  }
+  if (fd >= 0) close(fd);
+  mp_log("the base's files belong to nobody in the sandboxes (root there"
+         " cannot write /etc or /usr): %s", why);
 }
 
 int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
@@ -809,6 +832,8 @@ int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
   cfg.pids_max = pids_max;
   cfg.memory_max = memory_max;
   cfg.unpriv = geteuid() != 0;
+  cfg.idmap_fd = -1;
+  if (!cfg.unpriv) idmap_setup(base);
   cg_setup(srv->data_dir);
   if (cfg.unpriv) {
     /* the switch namespace and the veths need root on the host */

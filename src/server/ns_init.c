@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "ns_idmap.h"
 #include "ns_user.h"
 
 static int ready_fd = -1;
@@ -158,34 +159,59 @@ static int usr_dirs(const char *base, const char *root) {
   snprintf(path, sizeof path, "%s/upper/usr", root);
   if (mkdir(path, 0755) < 0 && errno != EEXIST)
     die("mkdir %s: %s", path, strerror(errno));
+  /* with root, it belongs to the sandbox's root, as /usr does */
+  if (!unpriv && chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0)
+    die("chown %s: %s", path, strerror(errno));
   snprintf(path, sizeof path, "%s/work-usr", root);
   if (mkdir(path, 0700) < 0 && errno != EEXIST)
     die("mkdir %s: %s", path, strerror(errno));
   return 1;
 }
 
-static void mount_usr(const char *base, const char *root, const char *merged) {
+static void mount_usr(const char *base, const char *usr, const char *root,
+                      const char *merged) {
   char opts[13000], path[4400];
-  snprintf(opts, sizeof opts, "lowerdir=%s/usr:/usr,upperdir=%s/upper/usr,"
-           "workdir=%s/work-usr%s", base, root, root,
+  snprintf(opts, sizeof opts, "lowerdir=%s/usr:%s,upperdir=%s/upper/usr,"
+           "workdir=%s/work-usr%s", base, usr, root, root,
            unpriv ? ",userxattr" : "");
   snprintf(path, sizeof path, "%s/usr", merged);
   mount_or_die("overlay", path, "overlay", MS_NOSUID, opts);
 }
 
+/* With root, where the server handed an id map (MP_NS_IDMAP_FD): the base
+** and /usr mounted idmapped on root/lower-base and root/lower-usr (in this
+** mount namespace only), the overlays' lower layers; else base and /usr */
+static void idmapped_lowers(const char *base, const char *root, char *lower,
+                            char *usr, size_t n) {
+  snprintf(lower, n, "%s", base);
+  snprintf(usr, n, "/usr");
+  if (unpriv || !mp_ns_is_userns(MP_NS_IDMAP_FD)) return;
+  snprintf(lower, n, "%s/lower-base", root);
+  snprintf(usr, n, "%s/lower-usr", root);
+  if ((mkdir(lower, 0700) < 0 && errno != EEXIST)
+      || (mkdir(usr, 0700) < 0 && errno != EEXIST))
+    die("mkdir %s: %s", lower, strerror(errno));
+  if (mp_ns_idmap_mount(MP_NS_IDMAP_FD, base, lower) < 0)
+    die("an idmapped mount of %s: %s", base, strerror(errno));
+  if (mp_ns_idmap_mount(MP_NS_IDMAP_FD, "/usr", usr) < 0)
+    die("an idmapped mount of /usr: %s", strerror(errno));
+  close(MP_NS_IDMAP_FD);
+}
+
 /* the root's mounts below the overlay (all in the new mount namespace) */
 static void mount_root(const char *base, const char *root, const char *hosts,
                        char *merged, size_t n) {
-  char opts[13000], dev[4400];
+  char opts[13000], dev[4400], lower[4400], usr[4400];
   int host_usr = usr_dirs(base, root);
   snprintf(merged, n, "%s/merged", root);
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     die("make / private: %s", strerror(errno));
+  idmapped_lowers(base, root, lower, usr, sizeof lower);
   /* without root, overlayfs keeps its xattrs in user.overlay.* */
   snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work%s",
-           base, root, root, unpriv ? ",userxattr" : "");
+           lower, root, root, unpriv ? ",userxattr" : "");
   mount_or_die("overlay", merged, "overlay", MS_NOSUID, opts);
-  if (host_usr) mount_usr(base, root, merged);
+  if (host_usr) mount_usr(lower, usr, root, merged);
   make_dir(merged, "tmp", 01777);
   make_dir(merged, "dev", 0755);
   make_dir(merged, "proc", 0555);
