@@ -5,7 +5,8 @@
 ** over the base (base.c), mounted as an overlay inside the sandbox's own
 ** mount namespace by its init (ns_init.c), which also owns its pid, uts,
 ** ipc and net namespaces and a user namespace where root is host uid
-** MP_NS_UID_BASE. The init starts when the sandbox is created (or, for a
+** MP_NS_UID_BASE (without root: the server's uid, ns_user.c; with root,
+** the base's files are idmapped to it, ns_idmap.c). The init starts when the sandbox is created (or, for a
 ** restored one and after a restart, at its first command), without
 ** waiting: the server watches its ready socket on the loop.
 **
@@ -228,40 +229,6 @@ static int mkdir_enable(const char *dir) {
   return 0;
 }
 
-/* Without root: the cgroups delegated to the server (its own cgroup's
-** directory is writable, as systemd makes a user's); v2: the server moves
-** itself to a leaf, mastra-server, so that its cgroup may enable the
-** controllers for its children. The data directory's cgroup is
-** <own>/mastra-platform/<hex>. */
-static void cg_setup_user(const char *hex) {
-  static const char *const v1[] = {"pids", "memory", "cpu"};
-  char own[4096], top[4200], mid[4300], path[4400];
-  int i;
-  if (cfg.v2) {
-    if (mp_ns_own_cgroup(NULL, own, sizeof own) < 0 || access(own, W_OK) < 0)
-      return;
-    snprintf(path, sizeof path, "%s/mastra-server", own);
-    if (mkdir(path, 0755) < 0 && errno != EEXIST) return;
-    snprintf(path, sizeof path, "%s/mastra-server/cgroup.procs", own);
-    if (mp_ns_write_text(path, "0") < 0) return;
-    snprintf(path, sizeof path, "%s/cgroup.subtree_control", own);
-    mp_ns_write_text(path, "+pids +memory +cpu");
-    snprintf(top, sizeof top, "%s/mastra-platform", own);
-    snprintf(mid, sizeof mid, "%s/%s", top, hex);
-    if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0)
-      snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
-    return;
-  }
-  for (i = 0; i < 3; i++) {
-    if (mp_ns_own_cgroup(v1[i], own, sizeof own) < 0 || access(own, W_OK) < 0)
-      continue;
-    snprintf(top, sizeof top, "%s/mastra-platform", own);
-    snprintf(mid, sizeof mid, "%s/%s", top, hex);
-    if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0)
-      snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
-  }
-}
-
 static void cg_setup(const char *data_dir) {
   static const char *const v1[] = {"pids", "memory", "cpu"};
   char hex[65], top[4200], mid[4300];
@@ -272,7 +239,7 @@ static void cg_setup(const char *data_dir) {
   cfg.ncg = 0;
   cfg.v2 = statfs(CG_ROOT, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC;
   if (cfg.unpriv) {
-    cg_setup_user(hex);
+    cfg.ncg = mp_ns_user_cgroups(cfg.v2, hex, cfg.cg, MAX_CG);
   } else if (cfg.v2) {
     mp_ns_write_text(CG_ROOT "/cgroup.subtree_control", "+pids +memory +cpu");
     snprintf(top, sizeof top, "%s/mastra-platform", CG_ROOT);
@@ -289,20 +256,8 @@ static void cg_setup(const char *data_dir) {
         snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
     }
   }
-  if (cfg.ncg == 0) {
-    snprintf(cfg.limits, sizeof cfg.limits, "none: %s", cfg.unpriv
-             ? "cgroups not delegated" : "no writable cgroups");
-    if (cfg.unpriv)
-      mp_log("no limits: the cgroups of this server (uid %d) are not"
-             " delegated to it: sandboxes run without pids, memory and cpu"
-             " limits", (int)geteuid());
-    else
-      mp_log("no writable cgroups: sandboxes run without pids and memory"
-             " limits");
-  } else {
-    snprintf(cfg.limits, sizeof cfg.limits, "cgroup%s%s",
-             cfg.v2 ? " v2" : " v1", cfg.unpriv ? " (delegated)" : "");
-  }
+  mp_ns_limits_say(cfg.ncg, cfg.v2, cfg.unpriv, cfg.limits,
+                   sizeof cfg.limits);
   cg_sweep();
 }
 
@@ -809,22 +764,6 @@ void mp_ns_finish(void) {
   cfg.net = NULL;
 }
 
-/* With root: the id map of the base's and /usr's mounts (ns_idmap.c),
-** where idmapped mounts work; else their files stay nobody's inside */
-static void idmap_setup(const char *base) {
-  char why[600];
-  int fd = mp_ns_idmap_userns(MP_NS_UID_BASE, MP_NS_UID_COUNT, why,
-                              sizeof why);
-  if (fd >= 0 && mp_ns_idmap_probe(fd, base, why, sizeof why)
-      && mp_ns_idmap_probe(fd, "/usr", why, sizeof why)) {
-    cfg.idmap_fd = fd;
-    return;
-  }
-  if (fd >= 0) close(fd);
-  mp_log("the base's files belong to nobody in the sandboxes (root there"
-         " cannot write /etc or /usr): %s", why);
-}
-
 int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
                 long long memory_max, int egress) {
   char dir[4200];
@@ -833,19 +772,13 @@ int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
   cfg.memory_max = memory_max;
   cfg.unpriv = geteuid() != 0;
   cfg.idmap_fd = -1;
-  if (!cfg.unpriv) idmap_setup(base);
+  if (!cfg.unpriv) cfg.idmap_fd = mp_ns_idmap_open(base);
   cg_setup(srv->data_dir);
   if (cfg.unpriv) {
-    /* the switch namespace and the veths need root on the host */
-    snprintf(cfg.net_err, sizeof cfg.net_err, "the server runs without root"
-             " (uid %d, in unprivileged user namespaces), and a PRIVATE"
-             " network needs a server run as root: use ISOLATED, or run"
-             " mastra-platform as root", (int)geteuid());
-    if (egress) {
-      fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);
-      return -1;
-    }
-    return 0;
+    mp_ns_user_no_net(cfg.net_err, sizeof cfg.net_err);
+    if (!egress) return 0;
+    fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);
+    return -1;
   }
   /* sweeps what a previous server of this data directory left (bridges,
   ** veths, NAT rules, hosts files), then makes the switch namespace */

@@ -26,6 +26,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "log.h"
+#include "ns_init.h"
+#include "ns_user.h"
+
 static int write_at(int dir, const char *name, const char *text) {
   int fd = openat(dir, name, O_WRONLY | O_CLOEXEC);
   ssize_t w;
@@ -102,42 +106,41 @@ int mp_ns_is_userns(int fd) {
   return ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWUSER;
 }
 
+typedef struct probe {
+  int userns_fd;
+  const char *dir;
+} probe;
+
+/* over dir itself, in a mount namespace that dies with the child */
+static int idmap_probe(void *arg, char *msg, size_t n) {
+  probe *p = arg;
+  if (unshare(CLONE_NEWNS) == 0
+      && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0
+      && mp_ns_idmap_mount(p->userns_fd, p->dir, p->dir) == 0)
+    return 0;
+  snprintf(msg, n, "%s", strerror(errno));
+  return -1;
+}
+
 int mp_ns_idmap_probe(int userns_fd, const char *dir, char *why, size_t n) {
-  int p[2], status;
-  char msg[300];
-  ssize_t got;
-  pid_t pid;
-  if (pipe2(p, O_CLOEXEC) < 0) {
-    snprintf(why, n, "pipe: %s", strerror(errno));
-    return 0;
-  }
-  pid = fork();
-  if (pid < 0) {
-    snprintf(why, n, "fork: %s", strerror(errno));
-    close(p[0]);
-    close(p[1]);
-    return 0;
-  }
-  if (pid == 0) {
-    /* over dir itself, in a mount namespace that dies with the child */
-    close(p[0]);
-    if (unshare(CLONE_NEWNS) < 0
-        || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0
-        || mp_ns_idmap_mount(userns_fd, dir, dir) < 0) {
-      snprintf(msg, sizeof msg, "%s", strerror(errno));
-      if (write(p[1], msg, strlen(msg)) < 0) _exit(2);
-      _exit(1);
-    }
-    _exit(0);
-  }
-  close(p[1]);
-  do got = read(p[0], msg, sizeof msg - 1); while (got < 0 && errno == EINTR);
-  close(p[0]);
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) break;
-  if (got <= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return 1;
-  msg[got > 0 ? got : 0] = '\0';
-  snprintf(why, n, "an idmapped mount of %s: %s", dir,
-           got > 0 ? msg : "the probe failed");
+  probe p;
+  char msg[400];
+  p.userns_fd = userns_fd;
+  p.dir = dir;
+  if (mp_ns_try(idmap_probe, &p, msg, sizeof msg)) return 1;
+  snprintf(why, n, "an idmapped mount of %s: %s", dir, msg);
   return 0;
+}
+
+int mp_ns_idmap_open(const char *base) {
+  char why[600];
+  int fd = mp_ns_idmap_userns(MP_NS_UID_BASE, MP_NS_UID_COUNT, why,
+                              sizeof why);
+  if (fd >= 0 && mp_ns_idmap_probe(fd, base, why, sizeof why)
+      && mp_ns_idmap_probe(fd, "/usr", why, sizeof why))
+    return fd;
+  if (fd >= 0) close(fd);
+  mp_log("the base's files belong to nobody in the sandboxes (root there"
+         " cannot write /etc or /usr): %s", why);
+  return -1;
 }

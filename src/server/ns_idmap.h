@@ -25,4 +25,9 @@ int mp_ns_is_userns(int fd);
 ** namespace of its own. 1, or 0 and why. */
 int mp_ns_idmap_probe(int userns_fd, const char *dir, char *why, size_t n);
 
+/* At the server's start, with root: the user namespace of the sandboxes'
+** id map, where the base and /usr can be mounted idmapped; else -1 after
+** saying so in the log (their files are nobody's in the sandboxes) */
+int mp_ns_idmap_open(const char *base);
+
 #endif

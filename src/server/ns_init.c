@@ -2,7 +2,8 @@
 ** The init of a `namespaces` sandbox (driver_ns.c): the program that
 ** `mastra-platform __ns-init ...` runs, exec'd by the server in a child.
 **
-** It runs as root on the host, in two processes:
+** It runs as root on the host (or without root, below), in two
+** processes:
 **
 **   the keeper (the server's child, host pid namespace): joins the
 **     sandbox's cgroups, unshares the mount, pid, uts, ipc and net
@@ -31,6 +32,20 @@
 ** Commands join the namespaces from the server's side (driver_ns.c):
 ** mount, uts, ipc, net and pid as host root, then the user namespace,
 ** where they are uid 0 (host uid MP_NS_UID_BASE).
+**
+** The root's lower layers: the base, and for a base with
+** MP_BASE_HOST_USR (base.h) a second overlay on /usr, the base's usr over
+** the host's /usr. With root, where the server hands an id map's user
+** namespace as descriptor MP_NS_IDMAP_FD (ns_idmap.c), they are idmapped
+** mounts: the host's root owns them inside too.
+**
+** Without root (the server is not root: ns_user.c), the keeper first
+** unshares a user namespace of its own, where root is the server's uid and
+** gid (a single id each, mapped by the keeper itself), then the others,
+** owned by it; /dev's nodes are the host's, bound (no mknod), overlayfs
+** keeps its xattrs in user.overlay.* (userxattr), and the init stays in
+** the keeper's user namespace, dumpable: commands join that user
+** namespace first, then the others (driver_ns.c).
 **
 ** A failure before "R" is told as "E <message>" on the ready socket.
 */
