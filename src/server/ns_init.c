@@ -196,19 +196,19 @@ static void mount_usr(const char *base, const char *usr, const char *root,
 /* With root, where the server handed an id map (MP_NS_IDMAP_FD): the base
 ** and /usr mounted idmapped on root/lower-base and root/lower-usr (in this
 ** mount namespace only), the overlays' lower layers; else base and /usr */
-static void idmapped_lowers(const char *base, const char *root, char *lower,
-                            char *usr, size_t n) {
+static void idmapped_lowers(const char *base, const char *root, int host_usr,
+                            char *lower, char *usr, size_t n) {
   snprintf(lower, n, "%s", base);
   snprintf(usr, n, "/usr");
   if (unpriv || !mp_ns_is_userns(MP_NS_IDMAP_FD)) return;
   snprintf(lower, n, "%s/lower-base", root);
   snprintf(usr, n, "%s/lower-usr", root);
   if ((mkdir(lower, 0700) < 0 && errno != EEXIST)
-      || (mkdir(usr, 0700) < 0 && errno != EEXIST))
+      || (host_usr && mkdir(usr, 0700) < 0 && errno != EEXIST))
     die("mkdir %s: %s", lower, strerror(errno));
   if (mp_ns_idmap_mount(MP_NS_IDMAP_FD, base, lower) < 0)
     die("an idmapped mount of %s: %s", base, strerror(errno));
-  if (mp_ns_idmap_mount(MP_NS_IDMAP_FD, "/usr", usr) < 0)
+  if (host_usr && mp_ns_idmap_mount(MP_NS_IDMAP_FD, "/usr", usr) < 0)
     die("an idmapped mount of /usr: %s", strerror(errno));
   close(MP_NS_IDMAP_FD);
 }
@@ -221,7 +221,7 @@ static void mount_root(const char *base, const char *root, const char *hosts,
   snprintf(merged, n, "%s/merged", root);
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     die("make / private: %s", strerror(errno));
-  idmapped_lowers(base, root, lower, usr, sizeof lower);
+  idmapped_lowers(base, root, host_usr, lower, usr, sizeof lower);
   /* without root, overlayfs keeps its xattrs in user.overlay.* */
   snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work%s",
            lower, root, root, unpriv ? ",userxattr" : "");
