@@ -171,7 +171,15 @@ describe("the namespaces driver without root", function()
     local sb = new(srv)
     local marker = "mastra-nsu-" .. sb.sandboxId
     local r = run(sb, ("touch /usr/bin/%s; echo x > /etc/%s && rm /etc/hostname;"
-      .. " echo ok > /tmp/%s"):format(marker, marker, marker))
+      .. " echo ok > /tmp/%s; touch /usr/local/bin/%s"):format(marker, marker, marker, marker))
+    -- the server's own base is root's inside: /usr/local/bin (the base's
+    -- layer of /usr) is writable; the host's /usr/bin is not
+    assert.are.equal(0, r.exitCode, r.stderr)
+    assert.is_truthy(r.stderr:find("/usr/bin/" .. marker .. "': Permission denied", 1, true),
+      r.stderr)
+    assert.is_not_nil(util.read_file(srv.dataDir .. "/sandboxes/" .. sb.sandboxId
+      .. "/upper/usr/local/bin/" .. marker))
+    assert.is_nil(util.read_file("/usr/local/bin/" .. marker))
     assert.is_nil(util.read_file("/usr/bin/" .. marker))
     assert.is_nil(util.read_file("/etc/" .. marker))
     assert.is_nil(util.read_file(srv.dataDir .. "/base/etc/" .. marker), r.stderr)
