@@ -709,7 +709,10 @@ function PlatformSandbox:getInfo()
       restoredCheckpointName = type(j.restoredCheckpointName) == "string"
         and j.restoredCheckpointName or nil,
       -- the local platform's driver (process | namespaces); nil elsewhere
-      driver = type(j.driver) == "string" and j.driver or nil },
+      driver = type(j.driver) == "string" and j.driver or nil,
+      -- the namespaces driver's limits: "cgroup v1", "cgroup v2" (with
+      -- " (delegated)" without root) or "none: <why>"; nil elsewhere
+      limits = type(j.limits) == "string" and j.limits or nil },
   }
 end
 

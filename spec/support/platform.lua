@@ -125,7 +125,11 @@ end
 
 --- Start mastra-platform. opts: dataDir, tokenFile (defaults: in a
 -- scratch directory of this server), driver (default: the one CTest chose),
--- args (extra command-line words).
+-- args (extra command-line words), user (a uid: the server runs as that
+-- uid and gid with no supplementary groups, through setpriv; the scratch
+-- directory is chowned to it, a dataDir given is the caller's to chown),
+-- cgroup (a cgroup directory the server starts in), base (false: not the
+-- base CTest chose: the server's own, in its data directory).
 function platform.start(opts)
   opts = opts or {}
   local bin = platform.binary()
@@ -147,12 +151,31 @@ function platform.start(opts)
   for var, flag in pairs{ MASTRA_PLATFORM_DRIVER = "--driver", MASTRA_PLATFORM_BASE = "--base" } do
     local v = os.getenv(var)
     if var == "MASTRA_PLATFORM_DRIVER" and opts.driver then v = opts.driver end
+    if var == "MASTRA_PLATFORM_BASE" and opts.base == false then v = nil end
     if v ~= nil and v ~= "" then
       words[#words + 1] = flag
       words[#words + 1] = v
     end
   end
   for _, a in ipairs(opts.args or {}) do words[#words + 1] = a end
+  if opts.user then
+    assert(math.type(opts.user) == "integer", "platform.start: user must be a uid")
+    local r = sb:executeCommand("chown", { tostring(opts.user) .. ":" .. tostring(opts.user),
+      scratch })
+    assert(r.exitCode == 0, "chown " .. scratch .. ": " .. r.stderr)
+    table.insert(words, 1, "setpriv")
+    table.insert(words, 2, "--reuid=" .. opts.user)
+    table.insert(words, 3, "--regid=" .. opts.user)
+    table.insert(words, 4, "--clear-groups")
+    table.insert(words, 5, "--")
+  end
+  if opts.cgroup then
+    -- the shell joins it, then execs the rest (same pid)
+    for i, w in ipairs{ "sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"',
+      opts.cgroup } do
+      table.insert(words, i, w)
+    end
+  end
   local quoted = {}
   for i, w in ipairs(words) do quoted[i] = mastra.quote(w) end
   self.command = table.concat(quoted, " ")

@@ -3,14 +3,16 @@
 ** per data directory (DATA/base) or given with --base, by a shell script
 ** run by /bin/sh in a child while the server waits (before it serves).
 **
-** Debian 12 is merged-usr: /bin, /lib, /lib64 and /sbin are symlinks into
-** /usr, so the base is /usr (hard links: 2.5 s for 158k files on ext4),
-** the same symlinks, a curated /etc (no shadow, gshadow, sudoers, ssh host
-** keys, private TLS keys or machine id), empty /tmp, /proc, /dev, /sys,
-** /root, /home, /run, /var, /workspace, and TypeScript and tsx installed by
-** npm under /opt/mastra-npm (linked from /usr/local/bin). Hard links are
-** safe: an overlay's lower layer is never written, and npm writes into a
-** directory of its own.
+** It is a skeleton, built in a moment without root, on any file system:
+** Debian 12 is merged-usr, so /bin, /lib, /lib64 and /sbin are the host's
+** symlinks into /usr; a curated /etc (no shadow, gshadow, sudoers, ssh
+** host keys, private TLS keys or machine id); empty /tmp, /proc, /dev,
+** /sys, /root, /home, /run, /var, /workspace; TypeScript and tsx installed
+** by npm under /opt/mastra-npm, linked from usr/local/bin. Its usr
+** directory is a small layer (those links) and the marker
+** MP_BASE_HOST_USR: a sandbox's /usr is an overlay of it over the host's
+** /usr (ns_init.c). No file of /usr is copied or hard-linked (a non-root
+** user may not hard-link root's files: fs.protected_hardlinks).
 */
 #define _GNU_SOURCE
 #include "base.h"
@@ -30,9 +32,8 @@ static const char script[] =
     "dst=$1; minimal=$2; tmp=$dst.tmp-$$\n"
     "fail() { echo \"$1\" >&2; rm -rf \"$tmp\"; exit 1; }\n"
     "rm -rf \"$dst\".tmp-* && mkdir -p \"$tmp\" || fail \"cannot create $tmp\"\n"
-    "if ! cp -al /usr \"$tmp/usr\" 2>/dev/null; then\n"
-    "  rm -rf \"$tmp/usr\"; cp -a /usr \"$tmp/usr\" || fail 'cannot copy /usr'\n"
-    "fi\n"
+    "mkdir -p \"$tmp/usr/local/bin\" && : > \"$tmp/" MP_BASE_HOST_USR "\" ||"
+    " fail \"cannot write $tmp\"\n"
     "for l in bin lib lib32 lib64 libx32 sbin; do\n"
     "  if [ -L /$l ]; then ln -s \"$(readlink /$l)\" \"$tmp/$l\";\n"
     "  elif [ -d /$l ]; then cp -a /$l \"$tmp/$l\" || fail \"cannot copy /$l\"; fi\n"
@@ -55,7 +56,6 @@ static const char script[] =
     "  if timeout 120 npm install -g --no-fund --no-audit --fetch-retries=1"
     " --fetch-timeout=30000 --loglevel=error --update-notifier=false --prefix"
     " \"$tmp/opt/mastra-npm\" typescript tsx </dev/null >&2; then\n"
-    "    mkdir -p \"$tmp/usr/local/bin\"\n"
     "    for b in \"$tmp\"/opt/mastra-npm/bin/*; do b=${b##*/}; ln -sfn"
     " /opt/mastra-npm/bin/$b \"$tmp/usr/local/bin/$b\"; done\n"
     "    note='typescript and tsx: installed from the npm registry'\n"

@@ -7,10 +7,14 @@
 
 #include <stddef.h>
 
+/* a base that holds this file layers its usr directory over the host's
+** /usr (ns_init.c); without it, its usr is a whole copy */
+#define MP_BASE_HOST_USR ".mastra-host-usr"
+
 /* 1 if dir holds a finished base */
 int mp_base_ready(const char *dir);
-/* Build dir from the host's tools (hard links of /usr where dir shares its
-** file system, else a copy; a curated /etc), plus TypeScript and tsx from
+/* Build dir from the host's tools (a layer of /usr over the host's, a
+** curated /etc: base.c), plus TypeScript and tsx from
 ** the npm registry unless minimal (without them, and saying so, when the
 ** registry cannot be reached). Blocks: run it before serving, never on the
 ** loop. Replaces an older base only once the new one is complete.

@@ -5,7 +5,8 @@
 ** over the base (base.c), mounted as an overlay inside the sandbox's own
 ** mount namespace by its init (ns_init.c), which also owns its pid, uts,
 ** ipc and net namespaces and a user namespace where root is host uid
-** MP_NS_UID_BASE. The init starts when the sandbox is created (or, for a
+** MP_NS_UID_BASE (without root: the server's uid, ns_user.c; with root,
+** the base's files are idmapped to it, ns_idmap.c). The init starts when the sandbox is created (or, for a
 ** restored one and after a restart, at its first command), without
 ** waiting: the server watches its ready socket on the loop.
 **
@@ -63,7 +64,9 @@
 #include "driver_process.h"
 #include "log.h"
 #include "net.h"
+#include "ns_idmap.h"
 #include "ns_init.h"
+#include "ns_user.h"
 #include "sha256.h"
 #include "trash.h"
 #include "util.h"
@@ -88,6 +91,9 @@ static struct {
   int v2;                      /* cgroup2 at CG_ROOT */
   int ncg;                     /* controllers in use (v1) or 1 (v2) */
   char cg[MAX_CG][4300];       /* the data directory's cgroup per tree */
+  int unpriv;                  /* not root: ns_user.c */
+  char limits[300];            /* mp_ns_limits */
+  int idmap_fd;                /* with root: ns_idmap.c, or -1 */
   mp_net *net;                 /* PRIVATE networks, or NULL */
   char net_err[512];           /* why net is NULL */
 } cfg;
@@ -231,8 +237,10 @@ static void cg_setup(const char *data_dir) {
   mastra__sha256_hex(data_dir, strlen(data_dir), hex);
   hex[12] = '\0';
   cfg.ncg = 0;
-  if (statfs(CG_ROOT, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC) {
-    cfg.v2 = 1;
+  cfg.v2 = statfs(CG_ROOT, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC;
+  if (cfg.unpriv) {
+    cfg.ncg = mp_ns_user_cgroups(cfg.v2, hex, cfg.cg, MAX_CG);
+  } else if (cfg.v2) {
     mp_ns_write_text(CG_ROOT "/cgroup.subtree_control", "+pids +memory +cpu");
     snprintf(top, sizeof top, "%s/mastra-platform", CG_ROOT);
     snprintf(mid, sizeof mid, "%s/%s", top, hex);
@@ -248,9 +256,8 @@ static void cg_setup(const char *data_dir) {
         snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
     }
   }
-  if (cfg.ncg == 0)
-    mp_log("no writable cgroups: sandboxes run without pids and memory"
-           " limits");
+  mp_ns_limits_say(cfg.ncg, cfg.v2, cfg.unpriv, cfg.limits,
+                   sizeof cfg.limits);
   cg_sweep();
 }
 
@@ -399,7 +406,10 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+  if (cfg.idmap_fd >= 0)
+    posix_spawn_file_actions_adddup2(&fa, cfg.idmap_fd, MP_NS_IDMAP_FD);
+  posix_spawn_file_actions_addclosefrom_np(&fa, cfg.idmap_fd >= 0
+                                                    ? MP_NS_IDMAP_FD + 1 : 4);
   rc = posix_spawn(&b->keeper, "/proc/self/exe", &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   close(sv[1]);
@@ -453,7 +463,9 @@ static ns_box *box_of(mp_server *srv, mp_sandbox *sb) {
 
 static int make_owned(const char *path, int mode) {
   if (mkdir(path, (mode_t)mode) < 0 && errno != EEXIST) return -1;
-  if (chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0) return -1;
+  /* without root, the server's uid is root in the sandbox already */
+  if (!cfg.unpriv && chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0)
+    return -1;
   return chmod(path, (mode_t)mode);
 }
 
@@ -507,6 +519,7 @@ fail:
 /* what the forked child of a command needs (a copy on its stack) */
 typedef struct ns_exec {
   int ready_fd;
+  int unpriv;
   const char *cwd;
   int ncg;
   char cgp[MAX_CG][4500];
@@ -590,10 +603,14 @@ static int ns_enter(void *arg, int report) {
     }
   }
   pidfd = pidfd_open((pid_t)atol(buf + 2), 0);
+  /* without root, the user namespace first: its owner has the
+  ** capabilities the others need (and its setgroups is denied) */
   if (pidfd < 0
+      || (x->unpriv && setns(pidfd, CLONE_NEWUSER) < 0)
       || setns(pidfd, CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC
                           | CLONE_NEWNET | CLONE_NEWPID) < 0
-      || setns(pidfd, CLONE_NEWUSER) < 0 || setgroups(0, NULL) < 0
+      || (!x->unpriv && (setns(pidfd, CLONE_NEWUSER) < 0
+                         || setgroups(0, NULL) < 0))
       || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
     say("cannot enter the sandbox", strerror(errno));
     _exit(127);
@@ -647,6 +664,7 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   }
   memset(&x, 0, sizeof x);
   x.ready_fd = b->ready_fd;
+  x.unpriv = cfg.unpriv;
   x.cwd = cwd;
   x.ncg = cfg.ncg;
   for (i = 0; i < cfg.ncg; i++) {
@@ -707,23 +725,24 @@ const mp_driver mp_ns_driver = {
     .spawn = ns_spawn,
     .teardown = ns_teardown,
     .release = ns_release,
-    .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*",
+    /* trusted.overlay.* (root) or user.overlay.* (userxattr, without
+    ** root): overlayfs's opaque directories and redirects */
+    .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*"
+                 " --xattrs-include=user.overlay.*",
     .layer_tree = 1,
 };
 
 int mp_ns_available(char *why, size_t n) {
   struct stat st;
-  if (geteuid() != 0) {
-    snprintf(why, n, "it needs root (unprivileged user namespaces are not"
-             " supported yet)");
-    return 0;
-  }
   if (stat("/proc/self/ns/user", &st) < 0 || stat("/proc/self/ns/pid", &st) < 0) {
     snprintf(why, n, "this kernel has no user or pid namespaces");
     return 0;
   }
+  if (geteuid() != 0) return mp_ns_user_probe(why, n);
   return 1;
 }
+
+const char *mp_ns_limits(void) { return cfg.limits; }
 
 void mp_ns_finish(void) {
   int i;
@@ -739,6 +758,8 @@ void mp_ns_finish(void) {
     }
   }
   cfg.ncg = 0;
+  if (cfg.idmap_fd >= 0) close(cfg.idmap_fd);
+  cfg.idmap_fd = -1;
   if (cfg.net != NULL) mp_net_close(cfg.net);
   cfg.net = NULL;
 }
@@ -749,7 +770,16 @@ int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
   snprintf(cfg.base, sizeof cfg.base, "%s", base);
   cfg.pids_max = pids_max;
   cfg.memory_max = memory_max;
+  cfg.unpriv = geteuid() != 0;
+  cfg.idmap_fd = -1;
+  if (!cfg.unpriv) cfg.idmap_fd = mp_ns_idmap_open(base);
   cg_setup(srv->data_dir);
+  if (cfg.unpriv) {
+    mp_ns_user_no_net(cfg.net_err, sizeof cfg.net_err);
+    if (!egress) return 0;
+    fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);
+    return -1;
+  }
   /* sweeps what a previous server of this data directory left (bridges,
   ** veths, NAT rules, hosts files), then makes the switch namespace */
   snprintf(dir, sizeof dir, "%s/net", srv->data_dir);

@@ -20,6 +20,9 @@ int mp_ns_available(char *why, size_t n);
 int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
                 long long memory_max, int egress);
 
+/* What limits a sandbox's processes, for its JSON's `limits`: "cgroup
+** v1", "cgroup v2" (with " (delegated)" without root), or "none: <why>" */
+const char *mp_ns_limits(void);
 /* At exit, after every sandbox was released: remove this data directory's
 ** cgroups, close the PRIVATE networks. */
 void mp_ns_finish(void);

@@ -6,10 +6,10 @@
 #include "drivers.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base.h"
 #include "driver_ns.h"
@@ -35,31 +35,8 @@ static void base_path(const char *data_dir, const char *base, char *out,
     snprintf(out, n, "%s/base", data_dir);
 }
 
-/* 1 if a base built at `base` can hard-link /usr: the nearest existing
-** directory on its path is on /usr's file system; else 0 and why */
-static int links_work(const char *base, char *why, size_t n) {
-  char dir[4096], *slash;
-  struct stat usr, st;
-  snprintf(dir, sizeof dir, "%s", base);
-  while (stat(dir, &st) < 0) {
-    slash = strrchr(dir, '/');
-    if (errno != ENOENT || slash == NULL || slash == dir) {
-      snprintf(why, n, "%.4000s: %s", dir, strerror(errno));
-      return 0;
-    }
-    *slash = '\0';
-  }
-  if (stat("/usr", &usr) < 0 || usr.st_dev != st.st_dev) {
-    snprintf(why, n, "%.4000s is not on the file system of /usr (a base there is"
-             " a copy, not hard links, and takes too long to build at"
-             " startup)", dir);
-    return 0;
-  }
-  return 1;
-}
-
 int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
-  char why[4400], base[4096], err[1024];
+  char why[4400], base[4096], real[PATH_MAX], err[1024];
   int forced = o->requested != NULL;
   if (forced && strcmp(o->requested, "process") == 0) {
     srv->driver = &mp_process_driver;
@@ -83,21 +60,10 @@ int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
   }
   base_path(srv->data_dir, o->base, base, sizeof base);
   if (!mp_base_ready(base)) {
-    /* the host's tools are hard links (seconds) where the base shares a
-    ** file system with /usr; a copy takes minutes, so a default start
-    ** says how to build one and runs `process` instead. TypeScript and
-    ** tsx come from the npm registry (about 10 s; bounded in base.c, and
-    ** the base is built without them where it cannot be reached) */
-    if (!forced && !links_work(base, why, sizeof why)) {
-      fprintf(stderr, "mastra-platform: driver process (no isolation): there"
-              " is no base in %s yet and the default start cannot build one"
-              " quickly (%s); `mastra-platform base build%s%s` (once) or"
-              " `--driver namespaces` makes the next start isolated\n",
-              base, why, o->base ? " --base " : " --data-dir ",
-              o->base ? o->base : srv->data_dir);
-      srv->driver = &mp_process_driver;
-      return 0;
-    }
+    /* a skeleton over the host's /usr (a moment, without root), then
+    ** TypeScript and tsx from the npm registry (about 10 s; bounded in
+    ** base.c, and the base is built without them where it cannot be
+    ** reached) */
     mp_log("building the base of the sandboxes in %s (once): the host's"
            " tools, then TypeScript and tsx from the npm registry", base);
     if (mp_base_build(base, 0, err, sizeof err) < 0) {
@@ -111,7 +77,13 @@ int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
       return 0;
     }
   }
-  if (mp_ns_setup(srv, base, o->pids_max, o->memory_max, o->egress) < 0)
+  /* mounts name it without following a symlink (move_mount's target) */
+  if (realpath(base, real) == NULL) {
+    fprintf(stderr, "mastra-platform: the base %s: %s\n", base,
+            strerror(errno));
+    return -1;
+  }
+  if (mp_ns_setup(srv, real, o->pids_max, o->memory_max, o->egress) < 0)
     return -1;
   srv->driver = &mp_ns_driver;
   return 0;

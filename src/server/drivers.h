@@ -18,9 +18,9 @@ typedef struct mp_driver_opts {
 #define MP_DEFAULT_MEMORY_MAX (2LL << 30)
 
 /* Sets srv->driver, before the records are loaded: `namespaces` where it
-** can run, after building a missing base (a minimal one, host tools as
-** hard links, when the default start finds none and the base shares a file
-** system with /usr; a full one when `namespaces` was requested), else
+** can run (root, or unprivileged user namespaces), after building a
+** missing base (a minimal one, host tools, when the default start finds
+** none; a full one when `namespaces` was requested), else
 ** `process` with one line on stderr saying why (and how to build the
 ** base); a requested `namespaces` is an error where it cannot run. 0, or
 ** -1 after saying why on stderr. */

@@ -2,7 +2,8 @@
 ** The init of a `namespaces` sandbox (driver_ns.c): the program that
 ** `mastra-platform __ns-init ...` runs, exec'd by the server in a child.
 **
-** It runs as root on the host, in two processes:
+** It runs as root on the host (or without root, below), in two
+** processes:
 **
 **   the keeper (the server's child, host pid namespace): joins the
 **     sandbox's cgroups, unshares the mount, pid, uts, ipc and net
@@ -32,6 +33,20 @@
 ** mount, uts, ipc, net and pid as host root, then the user namespace,
 ** where they are uid 0 (host uid MP_NS_UID_BASE).
 **
+** The root's lower layers: the base, and for a base with
+** MP_BASE_HOST_USR (base.h) a second overlay on /usr, the base's usr over
+** the host's /usr. With root, where the server hands an id map's user
+** namespace as descriptor MP_NS_IDMAP_FD (ns_idmap.c), they are idmapped
+** mounts: the host's root owns them inside too.
+**
+** Without root (the server is not root: ns_user.c), the keeper first
+** unshares a user namespace of its own, where root is the server's uid and
+** gid (a single id each, mapped by the keeper itself), then the others,
+** owned by it; /dev's nodes are the host's, bound (no mknod), overlayfs
+** keeps its xattrs in user.overlay.* (userxattr), and the init stays in
+** the keeper's user namespace, dumpable: commands join that user
+** namespace first, then the others (driver_ns.c).
+**
 ** A failure before "R" is told as "E <message>" on the ready socket.
 */
 #define _GNU_SOURCE
@@ -56,7 +71,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base.h"
+#include "ns_idmap.h"
+#include "ns_user.h"
+
 static int ready_fd = -1;
+/* the server is not root: the keeper's own user namespace (ns_user.c) */
+static int unpriv;
 
 static void die(const char *fmt, ...) {
   char msg[1024];
@@ -101,6 +122,17 @@ static void nodes(const char *dev) {
   size_t i;
   for (i = 0; i < sizeof all / sizeof all[0]; i++) {
     snprintf(path, sizeof path, "%s/%s", dev, all[i].name);
+    if (unpriv) {
+      /* no mknod in a user namespace: the host's nodes, bound */
+      char host[64];
+      int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+      if (fd < 0) die("create %s: %s", path, strerror(errno));
+      close(fd);
+      snprintf(host, sizeof host, "/dev/%s", all[i].name);
+      if (access(host, F_OK) == 0)
+        mount_or_die(host, path, NULL, MS_BIND, NULL);
+      continue;
+    }
     if (mknod(path, S_IFCHR | 0666, makedev(all[i].maj, all[i].min)) < 0)
       die("mknod %s: %s", path, strerror(errno));
     chmod(path, 0666); /* the umask */
@@ -130,16 +162,71 @@ static void make_dir(const char *root, const char *name, int mode) {
     die("mkdir %s: %s", path, strerror(errno));
 }
 
+/* A base with MP_BASE_HOST_USR (base.h) holds a small layer of /usr: the
+** sandbox's /usr is a second overlay, that layer over the host's /usr,
+** whose upper directory is upper/usr, inside the sandbox's upper layer
+** (a checkpoint has both), and its work directory work-usr. Their
+** directories are made before the root's overlay is mounted. */
+static int usr_dirs(const char *base, const char *root) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/" MP_BASE_HOST_USR, base);
+  if (access(path, F_OK) < 0) return 0;
+  snprintf(path, sizeof path, "%s/upper/usr", root);
+  if (mkdir(path, 0755) < 0 && errno != EEXIST)
+    die("mkdir %s: %s", path, strerror(errno));
+  /* with root, it belongs to the sandbox's root, as /usr does */
+  if (!unpriv && chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0)
+    die("chown %s: %s", path, strerror(errno));
+  snprintf(path, sizeof path, "%s/work-usr", root);
+  if (mkdir(path, 0700) < 0 && errno != EEXIST)
+    die("mkdir %s: %s", path, strerror(errno));
+  return 1;
+}
+
+static void mount_usr(const char *base, const char *usr, const char *root,
+                      const char *merged) {
+  char opts[13000], path[4400];
+  snprintf(opts, sizeof opts, "lowerdir=%s/usr:%s,upperdir=%s/upper/usr,"
+           "workdir=%s/work-usr%s", base, usr, root, root,
+           unpriv ? ",userxattr" : "");
+  snprintf(path, sizeof path, "%s/usr", merged);
+  mount_or_die("overlay", path, "overlay", MS_NOSUID, opts);
+}
+
+/* With root, where the server handed an id map (MP_NS_IDMAP_FD): the base
+** and /usr mounted idmapped on root/lower-base and root/lower-usr (in this
+** mount namespace only), the overlays' lower layers; else base and /usr */
+static void idmapped_lowers(const char *base, const char *root, int host_usr,
+                            char *lower, char *usr, size_t n) {
+  snprintf(lower, n, "%s", base);
+  snprintf(usr, n, "/usr");
+  if (unpriv || !mp_ns_is_userns(MP_NS_IDMAP_FD)) return;
+  snprintf(lower, n, "%s/lower-base", root);
+  snprintf(usr, n, "%s/lower-usr", root);
+  if ((mkdir(lower, 0700) < 0 && errno != EEXIST)
+      || (host_usr && mkdir(usr, 0700) < 0 && errno != EEXIST))
+    die("mkdir %s: %s", lower, strerror(errno));
+  if (mp_ns_idmap_mount(MP_NS_IDMAP_FD, base, lower) < 0)
+    die("an idmapped mount of %s: %s", base, strerror(errno));
+  if (host_usr && mp_ns_idmap_mount(MP_NS_IDMAP_FD, "/usr", usr) < 0)
+    die("an idmapped mount of /usr: %s", strerror(errno));
+  close(MP_NS_IDMAP_FD);
+}
+
 /* the root's mounts below the overlay (all in the new mount namespace) */
 static void mount_root(const char *base, const char *root, const char *hosts,
                        char *merged, size_t n) {
-  char opts[13000], dev[4400];
+  char opts[13000], dev[4400], lower[4400], usr[4400];
+  int host_usr = usr_dirs(base, root);
   snprintf(merged, n, "%s/merged", root);
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     die("make / private: %s", strerror(errno));
-  snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work",
-           base, root, root);
+  idmapped_lowers(base, root, host_usr, lower, usr, sizeof lower);
+  /* without root, overlayfs keeps its xattrs in user.overlay.* */
+  snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work%s",
+           lower, root, root, unpriv ? ",userxattr" : "");
   mount_or_die("overlay", merged, "overlay", MS_NOSUID, opts);
+  if (host_usr) mount_usr(lower, usr, root, merged);
   make_dir(merged, "tmp", 01777);
   make_dir(merged, "dev", 0755);
   make_dir(merged, "proc", 0555);
@@ -262,13 +349,18 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
     die("pivot_root: %s", strerror(errno));
   if (umount2(".", MNT_DETACH) < 0) die("umount the host: %s", strerror(errno));
   if (chdir("/") < 0) die("chdir /: %s", strerror(errno));
-  if (unshare(CLONE_NEWUSER) < 0) die("user namespace: %s", strerror(errno));
+  if (!unpriv && unshare(CLONE_NEWUSER) < 0)
+    die("user namespace: %s", strerror(errno));
   write_byte(to_keeper, 'u');
-  read_byte(from_keeper, 'm');
+  if (!unpriv) read_byte(from_keeper, 'm');
   close(to_keeper);
   close(from_keeper);
   if (ready_fd >= 0) close(ready_fd);
-  prctl(PR_SET_DUMPABLE, 0);
+  /* with root, nothing in the sandbox may ptrace or open the namespaces of
+  ** an init that was root on the host. Without root it is the server's
+  ** uid, as every process of the sandbox, and stays dumpable: commands
+  ** open its namespaces with the server's uid and no capability */
+  if (!unpriv) prctl(PR_SET_DUMPABLE, 0);
   /* ps in the sandbox shows "mastra-init", not the host's paths (the
   ** strings are contiguous: overwrite them all) */
   {
@@ -312,6 +404,15 @@ int mp_ns_init_main(int argc, char **argv) {
   for (i = 7; i < argc; i++)
     if (mp_ns_write_text(argv[i], "0") < 0)
       die("cannot join %s: %s", argv[i], strerror(errno));
+  unpriv = geteuid() != 0;
+  if (unpriv) {
+    /* the user namespace first: it owns the others */
+    unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
+    if (unshare(CLONE_NEWUSER) < 0)
+      die("user namespace: %s", strerror(errno));
+    if (mp_ns_map_self(uid, gid) < 0)
+      die("the user namespace's id maps: %s", strerror(errno));
+  }
   if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC
               | CLONE_NEWNET) < 0)
     die("unshare: %s", strerror(errno));
@@ -335,10 +436,12 @@ int mp_ns_init_main(int argc, char **argv) {
   if (procdir < 0) die("%s: %s", msg, strerror(errno));
   write_byte(from_keeper[1], 'g');
   read_byte(to_keeper[0], 'u');
-  write_map(procdir, "uid_map");
-  write_map(procdir, "gid_map");
+  if (!unpriv) {
+    write_map(procdir, "uid_map");
+    write_map(procdir, "gid_map");
+    write_byte(from_keeper[1], 'm');
+  }
   close(procdir);
-  write_byte(from_keeper[1], 'm');
   if (hosts != NULL) await_network(init);
   snprintf(msg, sizeof msg, "R %d\n", (int)init);
   if (write(ready_fd, msg, strlen(msg)) < 0) _exit(1);

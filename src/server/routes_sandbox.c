@@ -20,6 +20,7 @@
 #include "log.h"
 #include "record.h"
 #include "respond.h"
+#include "driver_ns.h"
 #include "sandbox.h"
 
 /* providerResourceId: proc_<hex> for sbx_<hex> */
@@ -48,6 +49,8 @@ static cJSON *sandbox_json(const mp_sandbox *sb) {
   cJSON_AddStringToObject(o, "networkIsolation", sb->network);
   /* ours (not upstream's): the driver that runs it, process | namespaces */
   cJSON_AddStringToObject(o, "driver", sb->srv->driver->name);
+  if (sb->srv->driver == &mp_ns_driver)
+    cJSON_AddStringToObject(o, "limits", mp_ns_limits());
   cJSON_AddBoolToObject(o, "restoredFromCheckpoint", sb->restored);
   if (sb->restored_from[0] != '\0')
     cJSON_AddStringToObject(o, "restoredCheckpointName", sb->restored_from);

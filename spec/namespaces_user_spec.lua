@@ -1,0 +1,305 @@
+-- The namespaces driver without root (docs/platform.md, "Drivers", "Without
+-- root"): a server run as an unprivileged uid (setpriv) makes its sandboxes
+-- in user namespaces of its own and isolates them as root does: the data
+-- directory and the token are out of reach, `ps` shows the sandbox alone,
+-- the hostname is the id, writes stay in the sandbox's layer, a checkpoint
+-- restores exactly, and destroy, the server's exit and kill -9 + restart
+-- leave no process or mount. The pids limit holds in a cgroup delegated to
+-- the server; without one, the server says there are no limits. Skipped,
+-- saying why, where this spec cannot switch uid (not root) or the kernel
+-- forbids unprivileged user namespaces.
+local lfs = require "lfs"
+local mastra = require "mastra"
+local platform = require "spec.support.platform"
+local util = require "spec.support.util"
+
+local trim = util.trim
+
+-- a uid with no passwd entry, for this spec alone
+local UID = 47000 + (tonumber(tostring(os.time()):sub(-3)) or 0)
+
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("a")
+  local ok = p:close()
+  return out, ok
+end
+
+local function skip_reason()
+  local uid = trim(sh("id -u"))
+  if uid ~= "0" then
+    return "switching to an unprivileged uid needs root here (uid " .. uid .. "): skipped"
+  end
+  local out, ok = sh(("setpriv --reuid=%d --regid=%d --clear-groups unshare -Urnmp --fork true")
+    :format(UID, UID))
+  if not ok then
+    return "unprivileged user namespaces are not available (" .. trim(out) .. "): skipped"
+  end
+  return nil
+end
+
+-- every directory above path must be reachable by UID
+local function reachable(path)
+  local out, ok = sh(("setpriv --reuid=%d --regid=%d --clear-groups test -x %s")
+    :format(UID, UID, mastra.quote(path)))
+  return ok, out
+end
+
+local function mounts(dir)
+  local found = {}
+  for line in (util.read_file("/proc/self/mountinfo") or ""):gmatch("[^\n]+") do
+    if line:find(dir, 1, true) then found[#found + 1] = line end
+  end
+  return found
+end
+
+-- the host pids of uid UID
+local function user_pids(uid)
+  local pids = {}
+  for name in lfs.dir("/proc") do
+    if tonumber(name) then
+      local status = util.read_file("/proc/" .. name .. "/status") or ""
+      if tonumber(status:match("\nUid:%s+(%d+)") or "") == uid then pids[#pids + 1] = name end
+    end
+  end
+  return pids
+end
+
+local function new(srv, extra)
+  local o = { accessToken = srv.token, proxyUrl = srv.url, projectId = "proj",
+    environmentId = "env" }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  local sb = mastra.PlatformSandbox.new(o)
+  sb:start()
+  return sb
+end
+
+local function run(sb, cmd, opts)
+  return sb:executeCommand(cmd, nil, opts)
+end
+
+local DETACHED = "setsid sleep 300 >/dev/null 2>&1 < /dev/null &"
+-- a digest of /workspace and /etc: paths, types, modes, link targets and
+-- contents
+local DIGEST = "cd / && find workspace etc -printf '%p %y %m %l\\n' | LC_ALL=C sort | sha256sum;"
+  .. " find workspace etc -type f -readable -print0 | LC_ALL=C sort -z | xargs -0 sha256sum"
+  .. " | sha256sum"
+
+describe("the namespaces driver without root", function()
+  local why = skip_reason()
+  if why then
+    pending(why)
+    return
+  end
+
+  -- a server of uid UID, with its own base in its data directory
+  local function start(opts)
+    opts = opts or {}
+    local o = { user = opts.user or UID, base = false, cgroup = opts.cgroup,
+      dataDir = opts.dataDir, tokenFile = opts.tokenFile,
+      args = { "--driver", "namespaces", "--sandbox-pids-max", "64" } }
+    return platform.start(o)
+  end
+
+  local srv
+  setup(function()
+    srv = start()
+    local ok, out = reachable(srv.dataDir)
+    assert(ok, srv.dataDir .. " is not reachable by uid " .. UID .. ": " .. out)
+  end)
+
+  teardown(function()
+    if srv then srv:close() end
+  end)
+
+  it("runs the namespaces driver and says it has no limits", function()
+    local sb = new(srv)
+    local info = sb:getInfo()
+    assert.are.equal("namespaces", info.metadata.driver)
+    assert.are.equal("none: cgroups not delegated", info.metadata.limits)
+    assert.matches("no limits: the cgroups of this server %(uid " .. UID
+      .. "%) are not delegated", srv.stderrTail)
+    -- root inside, uid UID outside
+    assert.are.equal("0\n", run(sb, "id -u").stdout)
+    assert.are.equal(0, run(sb, "echo a > owned.txt").exitCode)
+    local st = lfs.attributes(srv.dataDir .. "/sandboxes/" .. sb.sandboxId
+      .. "/upper/workspace/owned.txt")
+    assert.is_table(st)
+    assert.are.equal(UID, st.uid)
+    assert.are.equal(sb.sandboxId, trim(run(sb, "hostname").stdout))
+    sb:destroy()
+  end)
+
+  it("refuses a PRIVATE network, saying why and what to do", function()
+    local ok, err = pcall(new, srv, { networkIsolation = "PRIVATE" })
+    assert.is_false(ok)
+    assert.matches("a PRIVATE network %(or %-%-egress%) needs a server run as root",
+      tostring(err))
+    assert.matches("use ISOLATED, or run mastra%-platform as root", tostring(err))
+  end)
+
+  it("hides the data directory and the token; ps shows only the sandbox", function()
+    local a, b = new(srv), new(srv)
+    assert.are.equal(0, run(a, "echo secret-a > mine.txt").exitCode)
+    local adir = srv.dataDir .. "/sandboxes/" .. a.sandboxId
+    for _, path in ipairs{ srv.dataDir, srv.tokenFile, adir, adir .. "/upper/workspace/mine.txt",
+      "/root/.bashrc" } do
+      local r = run(b, "cat " .. mastra.quote(path) .. " || ls " .. mastra.quote(path))
+      assert.are_not.equal(0, r.exitCode, path .. " is visible: " .. r.stdout)
+      assert.is_nil(r.stdout:find(srv.token, 1, true))
+    end
+    local r = run(b, "grep -rl --devices=skip " .. mastra.quote(srv.token)
+      .. " /etc /root /home /workspace /tmp /var /run /opt 2>/dev/null | head -3")
+    assert.are.equal("", r.stdout)
+    local ps = run(b, "ps -e -o pid=,comm=")
+    assert.are.equal(0, ps.exitCode, ps.stderr)
+    local n = 0
+    for line in ps.stdout:gmatch("[^\n]+") do
+      n = n + 1
+      assert.is_true(tonumber(line:match("^%s*(%d+)")) < 100, "a host pid is visible: " .. line)
+      assert.is_nil(line:find("mastra%-platform"), line)
+    end
+    assert.is_true(n >= 2 and n <= 6, ps.stdout)
+    -- the server runs as the same uid, but the sandbox cannot name it
+    assert.are_not.equal(0, run(b, "kill -0 " .. srv.pid).exitCode)
+    assert.is_true(srv:running())
+    a:destroy()
+    b:destroy()
+  end)
+
+  it("writes only into its own layer", function()
+    local sb = new(srv)
+    local marker = "mastra-nsu-" .. sb.sandboxId
+    local r = run(sb, ("touch /usr/bin/%s; echo x > /etc/%s && rm /etc/hostname;"
+      .. " echo ok > /tmp/%s; touch /usr/local/bin/%s"):format(marker, marker, marker, marker))
+    -- the server's own base is root's inside: /usr/local/bin (the base's
+    -- layer of /usr) is writable; the host's /usr/bin is not
+    assert.are.equal(0, r.exitCode, r.stderr)
+    assert.is_truthy(r.stderr:find("/usr/bin/" .. marker .. "': Permission denied", 1, true),
+      r.stderr)
+    assert.is_not_nil(util.read_file(srv.dataDir .. "/sandboxes/" .. sb.sandboxId
+      .. "/upper/usr/local/bin/" .. marker))
+    assert.is_nil(util.read_file("/usr/local/bin/" .. marker))
+    assert.is_nil(util.read_file("/usr/bin/" .. marker))
+    assert.is_nil(util.read_file("/etc/" .. marker))
+    assert.is_nil(util.read_file(srv.dataDir .. "/base/etc/" .. marker), r.stderr)
+    assert.are.equal("x\n", util.read_file(srv.dataDir .. "/sandboxes/" .. sb.sandboxId
+      .. "/upper/etc/" .. marker), r.stderr)
+    assert.is_not_nil(util.read_file(srv.dataDir .. "/base/etc/hostname"))
+    assert.is_nil(util.read_file("/tmp/" .. marker))
+    -- no network but loopback
+    local net = run(sb, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")
+    assert.are.equal("lo", trim(net.stdout))
+    sb:destroy()
+  end)
+
+  it("restores a checkpoint exactly", function()
+    local sb = new(srv, { id = "nsu-exact" })
+    assert.are.equal(0, run(sb, table.concat({
+      "printf 'hello\\nworld\\n' > text.txt",
+      "head -c 65536 /dev/urandom > binary.bin",
+      "printf '#!/bin/sh\\necho run\\n' > script.sh && chmod 0755 script.sh",
+      "ln -s text.txt link",
+      "mkdir -p empty/inner /etc/gone.d",
+      "echo doomed > gone.txt",
+      "echo doomed > /etc/gone.d/x",
+      "chmod 0640 text.txt",
+    }, " && ")).exitCode)
+    sb:destroy()
+    sb:start()
+    -- deleted: a file of the layer, a file of the base, a directory that
+    -- comes back empty (opaque)
+    local del = run(sb, "rm gone.txt /etc/hostname && rm -r /etc/gone.d && mkdir /etc/gone.d")
+    assert.are.equal(0, del.exitCode, del.stderr)
+    local before = run(sb, DIGEST)
+    assert.are.equal(0, before.exitCode, before.stderr)
+    sb:destroy()
+    sb:start()
+    local after = run(sb, DIGEST)
+    assert.are.equal(before.stdout, after.stdout)
+    assert.are_not.equal(0, run(sb, "test -e gone.txt || test -e /etc/hostname").exitCode)
+    assert.are.equal("", run(sb, "ls -A /etc/gone.d").stdout)
+    assert.are.equal("run\n", run(sb, "./script.sh").stdout)
+    sb:destroy()
+  end)
+
+  it("leaves no process or mount after a destroy, the server's exit and kill -9", function()
+    -- a uid of its own: its processes are the servers' of this case alone
+    local uid = UID + 1
+    local function user_pids_() return user_pids(uid) end
+    local dir = platform.tmpdir()
+    assert(sh(("chown %d:%d %s"):format(uid, uid, mastra.quote(dir))))
+    local one = start{ user = uid, dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+    local ok, err = pcall(function()
+      local a, b = new(one), new(one)
+      assert.are.equal(0, run(a, DETACHED).exitCode)
+      assert.are.equal(0, run(b, DETACHED).exitCode)
+      local base, aid = #user_pids_(), a.sandboxId
+      a:destroy()
+      assert.is_true(util.wait_until(function() return #user_pids_() <= base - 3 end, 5000),
+        "the processes of a destroyed sandbox: " .. #user_pids_() .. " of " .. base)
+      assert.is_true(util.wait_until(function()
+        return lfs.attributes(one.dataDir .. "/sandboxes/" .. aid) == nil
+      end, 5000))
+      local id = b.sandboxId
+      one:kill9()
+      assert.is_true(util.wait_until(function() return #user_pids_() == 0 end, 5000),
+        "left after kill -9: " .. table.concat(user_pids_(), " "))
+      assert.are.same({}, mounts(dir))
+      local two = start{ user = uid, dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+      local ok2, err2 = pcall(function()
+        local back = new(two, { sandboxId = id })
+        assert.are.equal("again\n", run(back, "echo again").stdout)
+        assert.are.equal(0, run(back, DETACHED).exitCode)
+        two:stop()
+        assert.is_true(util.wait_until(function() return #user_pids_() == 0 end, 5000),
+          "left after the exit: " .. table.concat(user_pids_(), " "))
+        assert.are.same({}, mounts(dir))
+      end)
+      two:close()
+      assert(ok2, err2)
+    end)
+    one:close()
+    platform.rm_rf(dir)
+    assert(ok, err)
+  end)
+
+  it("holds the pids limit in a cgroup delegated to it", function()
+    local v2 = trim(sh("stat -f -c %T /sys/fs/cgroup")) == "cgroup2fs"
+    local parent = v2 and "/sys/fs/cgroup" or "/sys/fs/cgroup/pids"
+    if not lfs.attributes(parent .. "/cgroup.procs") then
+      pending("no pids cgroup here: skipped")
+      return
+    end
+    local cg = ("%s/mastra-nsu-%d-%d"):format(parent, UID, os.time())
+    assert(lfs.mkdir(cg))
+    local srv2
+    local ok, err = pcall(function()
+      -- delegated: the directory and its procs (and v2's control files)
+      assert(sh(("chown %d:%d %s %s/cgroup.procs %s"):format(UID, UID, cg, cg,
+        v2 and (cg .. "/cgroup.subtree_control " .. cg .. "/cgroup.threads") or "")))
+      srv2 = start{ cgroup = cg }
+      local sb = new(srv2)
+      local limits = sb:getInfo().metadata.limits
+      assert.matches("^cgroup v[12] %(delegated%)$", limits)
+      -- the shell counts the sandbox's processes with builtins alone (no
+      -- fork is left for ps once the limit is reached)
+      -- (sh gives up at the first fork that fails: in a subshell)
+      local r = run(sb, "(for i in $(seq 100); do sleep 30 >/dev/null 2>&1 & done) 2>/dev/null;"
+        .. " n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n", { timeout = 30000 })
+      local count = tonumber(trim(r.stdout))
+      -- 64 at most: the init, the shell and the sleeps that could start
+      assert.is_true(count ~= nil and count <= 64, r.stdout .. r.stderr)
+      assert.is_true(count > 10, r.stdout)
+      sb:destroy()
+      srv2:stop()
+    end)
+    if srv2 then srv2:close() end
+    -- what the server made in it is gone; then ours
+    local left = sh("find " .. cg .. " -mindepth 1 -type d")
+    os.execute("rmdir " .. cg .. "/*/*/* " .. cg .. "/*/* " .. cg .. "/* " .. cg
+      .. " 2>/dev/null")
+    assert(ok, err)
+    assert.are.equal("", left)
+  end)
+end)
