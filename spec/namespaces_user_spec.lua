@@ -160,6 +160,11 @@ describe("the namespaces driver without root", function()
       assert.is_nil(line:find("mastra%-platform"), line)
     end
     assert.is_true(n >= 2 and n <= 6, ps.stdout)
+    -- its init (the server's uid, dumpable) shows none of the server's
+    -- environment or paths
+    local init = run(b, "tr '\\0' '\\n' < /proc/1/environ | grep -c =;"
+      .. " tr '\\0' ' ' < /proc/1/cmdline")
+    assert.are.equal("0\nmastra-init\n", (init.stdout:gsub(" +$", "\n")))
     -- the server runs as the same uid, but the sandbox cannot name it
     assert.are_not.equal(0, run(b, "kill -0 " .. srv.pid).exitCode)
     assert.is_true(srv:running())
