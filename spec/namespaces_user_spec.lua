@@ -25,6 +25,13 @@ local function sh(cmd)
   return out, ok
 end
 
+-- shell text that must succeed
+local function must(cmd)
+  local out, ok = sh(cmd)
+  assert(ok, cmd .. ": " .. out)
+  return out
+end
+
 local function skip_reason()
   local uid = trim(sh("id -u"))
   if uid ~= "0" then
@@ -92,24 +99,34 @@ describe("the namespaces driver without root", function()
     return
   end
 
-  -- a server of uid UID, with its own base in its data directory
+  -- a minimal base that uid UID builds (base builds never run inside the
+  -- servers of tests: a forced start would build a full one, npm and all):
+  -- its files are UID's, root's in UID's sandboxes
+  local scratch = platform.tmpdir()
+  local base = scratch .. "/base"
+
+  -- a server of uid UID (or opts.user) on that base
   local function start(opts)
     opts = opts or {}
     local o = { user = opts.user or UID, base = false, cgroup = opts.cgroup,
       dataDir = opts.dataDir, tokenFile = opts.tokenFile,
-      args = { "--driver", "namespaces", "--sandbox-pids-max", "64" } }
+      args = { "--driver", "namespaces", "--base", base, "--sandbox-pids-max", "64" } }
     return platform.start(o)
   end
 
   local srv
   setup(function()
+    must(("chown %d:%d %s"):format(UID, UID, mastra.quote(scratch)))
+    must(("setpriv --reuid=%d --regid=%d --clear-groups %s base build --minimal --base %s")
+      :format(UID, UID, mastra.quote(platform.binary()), mastra.quote(base)))
     srv = start()
-    local ok, out = reachable(srv.dataDir)
-    assert(ok, srv.dataDir .. " is not reachable by uid " .. UID .. ": " .. out)
+    local reached, why_not = reachable(srv.dataDir)
+    assert(reached, srv.dataDir .. " is not reachable by uid " .. UID .. ": " .. why_not)
   end)
 
   teardown(function()
     if srv then srv:close() end
+    platform.rm_rf(scratch)
   end)
 
   it("runs the namespaces driver and says it has no limits", function()
@@ -160,6 +177,11 @@ describe("the namespaces driver without root", function()
       assert.is_nil(line:find("mastra%-platform"), line)
     end
     assert.is_true(n >= 2 and n <= 6, ps.stdout)
+    -- its init (the server's uid, dumpable) shows none of the server's
+    -- environment or paths
+    local init = run(b, "tr '\\0' '\\n' < /proc/1/environ | grep -c =;"
+      .. " tr '\\0' ' ' < /proc/1/cmdline")
+    assert.are.equal("0\nmastra-init\n", (init.stdout:gsub(" +$", "\n")))
     -- the server runs as the same uid, but the sandbox cannot name it
     assert.are_not.equal(0, run(b, "kill -0 " .. srv.pid).exitCode)
     assert.is_true(srv:running())
@@ -172,7 +194,7 @@ describe("the namespaces driver without root", function()
     local marker = "mastra-nsu-" .. sb.sandboxId
     local r = run(sb, ("touch /usr/bin/%s; echo x > /etc/%s && rm /etc/hostname;"
       .. " echo ok > /tmp/%s; touch /usr/local/bin/%s"):format(marker, marker, marker, marker))
-    -- the server's own base is root's inside: /usr/local/bin (the base's
+    -- a base of the server's uid is root's inside: /usr/local/bin (the base's
     -- layer of /usr) is writable; the host's /usr/bin is not
     assert.are.equal(0, r.exitCode, r.stderr)
     assert.is_truthy(r.stderr:find("/usr/bin/" .. marker .. "': Permission denied", 1, true),
@@ -182,10 +204,10 @@ describe("the namespaces driver without root", function()
     assert.is_nil(util.read_file("/usr/local/bin/" .. marker))
     assert.is_nil(util.read_file("/usr/bin/" .. marker))
     assert.is_nil(util.read_file("/etc/" .. marker))
-    assert.is_nil(util.read_file(srv.dataDir .. "/base/etc/" .. marker), r.stderr)
+    assert.is_nil(util.read_file(base .. "/etc/" .. marker), r.stderr)
     assert.are.equal("x\n", util.read_file(srv.dataDir .. "/sandboxes/" .. sb.sandboxId
       .. "/upper/etc/" .. marker), r.stderr)
-    assert.is_not_nil(util.read_file(srv.dataDir .. "/base/etc/hostname"))
+    assert.is_not_nil(util.read_file(base .. "/etc/hostname"))
     assert.is_nil(util.read_file("/tmp/" .. marker))
     -- no network but loopback
     local net = run(sb, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")
@@ -228,16 +250,16 @@ describe("the namespaces driver without root", function()
     local uid = UID + 1
     local function user_pids_() return user_pids(uid) end
     local dir = platform.tmpdir()
-    assert(sh(("chown %d:%d %s"):format(uid, uid, mastra.quote(dir))))
+    must(("chown %d:%d %s"):format(uid, uid, mastra.quote(dir)))
     local one = start{ user = uid, dataDir = dir .. "/data", tokenFile = dir .. "/token" }
     local ok, err = pcall(function()
       local a, b = new(one), new(one)
       assert.are.equal(0, run(a, DETACHED).exitCode)
       assert.are.equal(0, run(b, DETACHED).exitCode)
-      local base, aid = #user_pids_(), a.sandboxId
+      local before, aid = #user_pids_(), a.sandboxId
       a:destroy()
-      assert.is_true(util.wait_until(function() return #user_pids_() <= base - 3 end, 5000),
-        "the processes of a destroyed sandbox: " .. #user_pids_() .. " of " .. base)
+      assert.is_true(util.wait_until(function() return #user_pids_() <= before - 3 end, 5000),
+        "the processes of a destroyed sandbox: " .. #user_pids_() .. " of " .. before)
       assert.is_true(util.wait_until(function()
         return lfs.attributes(one.dataDir .. "/sandboxes/" .. aid) == nil
       end, 5000))
@@ -276,8 +298,8 @@ describe("the namespaces driver without root", function()
     local srv2
     local ok, err = pcall(function()
       -- delegated: the directory and its procs (and v2's control files)
-      assert(sh(("chown %d:%d %s %s/cgroup.procs %s"):format(UID, UID, cg, cg,
-        v2 and (cg .. "/cgroup.subtree_control " .. cg .. "/cgroup.threads") or "")))
+      must(("chown %d:%d %s %s/cgroup.procs %s"):format(UID, UID, cg, cg,
+        v2 and (cg .. "/cgroup.subtree_control " .. cg .. "/cgroup.threads") or ""))
       srv2 = start{ cgroup = cg }
       local sb = new(srv2)
       local limits = sb:getInfo().metadata.limits

@@ -603,8 +603,11 @@ static int ns_enter(void *arg, int report) {
     }
   }
   pidfd = pidfd_open((pid_t)atol(buf + 2), 0);
-  /* without root, the user namespace first: its owner has the
-  ** capabilities the others need (and its setgroups is denied) */
+  /* without root: not dumpable (no id changes: the kernel would keep a
+  ** copy of the server's memory ptrace-able by the sandbox until the
+  ** exec), then the user namespace first (its owner has the capabilities
+  ** the others need; its setgroups is denied) */
+  if (x->unpriv) prctl(PR_SET_DUMPABLE, 0);
   if (pidfd < 0
       || (x->unpriv && setns(pidfd, CLONE_NEWUSER) < 0)
       || setns(pidfd, CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC

@@ -338,6 +338,7 @@ static void reap_forever(void) {
 static void run_init(const char *merged, int to_keeper, int from_keeper,
                      char **args, int nargs) {
   char path[4400];
+  int i;
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) _exit(1);
   /* the pivot_root below moves the keeper's root too: it opens our /proc
   ** directory first */
@@ -368,6 +369,9 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
     memset(args[0], 0, (size_t)(end - args[0]));
     snprintf(args[0], (size_t)(end - args[0]), "mastra-init");
   }
+  /* nor the server's environment (/proc/1/environ of a dumpable init) */
+  for (i = 0; environ[i] != NULL; i++)
+    memset(environ[i], 0, strlen(environ[i]));
   close_range(0, ~0u, 0);
   reap_forever();
 }
