@@ -68,6 +68,10 @@
 #include "trash.h"
 #include "util.h"
 
+#ifndef MP_NS_INIT_INSTALLED
+#define MP_NS_INIT_INSTALLED "../libexec/mastra-platform/mastra-ns-init"
+#endif
+
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
@@ -83,6 +87,7 @@
 
 static struct {
   char base[4096];
+  char init_bin[4200];         /* mastra-ns-init, or /proc/self/exe */
   long long pids_max;
   long long memory_max;
   int v2;                      /* cgroup2 at CG_ROOT */
@@ -400,7 +405,7 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-  rc = posix_spawn(&b->keeper, "/proc/self/exe", &fa, NULL, argv, environ);
+  rc = posix_spawn(&b->keeper, cfg.init_bin, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   close(sv[1]);
   if (rc != 0) {
@@ -743,9 +748,38 @@ void mp_ns_finish(void) {
   cfg.net = NULL;
 }
 
+/* mastra-ns-init beside the server's binary (the build tree), or where
+** `cmake --install` puts it; else the server's own binary (`__ns-init`),
+** which costs its dynamic loading at every sandbox start */
+static void find_init(void) {
+  static const char *const rel[] = {"mastra-ns-init", MP_NS_INIT_INSTALLED};
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  size_t i;
+  char *slash;
+  snprintf(cfg.init_bin, sizeof cfg.init_bin, "/proc/self/exe");
+  if (n <= 0) return;
+  exe[n] = '\0';
+  slash = strrchr(exe, '/');
+  if (slash == NULL) return;
+  slash[1] = '\0';
+  for (i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s%s", exe, rel[i]);
+    if (access(path, X_OK) == 0) {
+      snprintf(cfg.init_bin, sizeof cfg.init_bin, "%s", path);
+      return;
+    }
+  }
+  mp_log("mastra-ns-init is not beside %s (nor in %s): sandboxes start"
+         " through mastra-platform itself, a few ms slower", exe,
+         MP_NS_INIT_INSTALLED);
+}
+
 int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
                 long long memory_max, int egress) {
   char dir[4200];
+  find_init();
   snprintf(cfg.base, sizeof cfg.base, "%s", base);
   cfg.pids_max = pids_max;
   cfg.memory_max = memory_max;
