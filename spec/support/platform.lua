@@ -125,10 +125,10 @@ end
 
 --- Start mastra-platform. opts: dataDir, tokenFile (defaults: in a
 -- scratch directory of this server), driver (default: the one CTest chose),
--- args (extra command-line words).
+-- args (extra command-line words), bin (default: platform.binary()).
 function platform.start(opts)
   opts = opts or {}
-  local bin = platform.binary()
+  local bin = opts.bin or platform.binary()
   local scratch = platform.tmpdir()
   local self = setmetatable({
     scratch = scratch,

@@ -20,11 +20,14 @@
 ** grandchild did. So proc.c's timeout, kill of the group, output and
 ** stdin work unchanged.
 **
-** cgroups: v2 (/sys/fs/cgroup is cgroup2) or v1 (pids, memory and cpu
-** hierarchies), under mastra-platform/<12 hex of the data directory's
-** SHA-256>/<id>: pids.max, the memory limit, and one cpu share for the
-** whole sandbox. At start, what a previous server of this data directory
-** left there is killed and removed.
+** cgroups (ns_cgroup.c): made before the init starts, removed on the loop
+** once a destroyed sandbox's processes are gone. The init is the program
+** mastra-ns-init (libc alone), or mastra-platform itself without it.
+**
+** A record that goes (a destroyed one forgotten, a failed create, the
+** server's exit) releases its part: on the loop nothing waits, the part
+** outlives the record until its keeper is reaped and its cgroups removed;
+** at the server's exit the wait is bounded (~2 s).
 **
 ** PRIVATE networks (net.c): mp_ns_setup opens the net module (which sweeps
 ** what a previous server left) and mp_ns_finish closes it. A PRIVATE
@@ -37,7 +40,6 @@
 #define _GNU_SOURCE
 #include "driver_ns.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -55,7 +57,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,8 +64,8 @@
 #include "driver_process.h"
 #include "log.h"
 #include "net.h"
+#include "ns_cgroup.h"
 #include "ns_init.h"
-#include "sha256.h"
 #include "trash.h"
 #include "util.h"
 
@@ -72,12 +73,6 @@
 #define MP_NS_INIT_INSTALLED "../libexec/mastra-platform/mastra-ns-init"
 #endif
 
-#ifndef CGROUP2_SUPER_MAGIC
-#define CGROUP2_SUPER_MAGIC 0x63677270
-#endif
-
-#define CG_ROOT "/sys/fs/cgroup"
-#define MAX_CG 3
 /* a command waits this long for a starting init */
 #define START_WAIT_MS 30000
 /* the cgroups of a destroyed sandbox are removed once its processes are
@@ -88,16 +83,20 @@
 static struct {
   char base[4096];
   char init_bin[4200];         /* mastra-ns-init, or /proc/self/exe */
-  long long pids_max;
-  long long memory_max;
-  int v2;                      /* cgroup2 at CG_ROOT */
-  int ncg;                     /* controllers in use (v1) or 1 (v2) */
-  char cg[MAX_CG][4300];       /* the data directory's cgroup per tree */
   mp_net *net;                 /* PRIVATE networks, or NULL */
   char net_err[512];           /* why net is NULL */
 } cfg;
 
+/* A sandbox's part of the driver. Released on the loop (a destroyed
+** record forgotten, a create that failed), it outlives its sandbox
+** ("detached", sb NULL) until its keeper is reaped and its cgroups are
+** removed, both on the loop, then frees itself; the loop's close ends what
+** is left with a bounded wait. */
 typedef struct ns_box {
+  mastra__handle handle;       /* on the loop's list once detached */
+  mastra__loop *loop;
+  mp_sandbox *sb;              /* NULL once detached */
+  char id[MP_ID_MAX];          /* its cgroups' name */
   pid_t keeper;
   int keeper_fd;               /* pidfd of the keeper (our child) */
   int init_fd;                 /* pidfd of the init, once ready */
@@ -109,157 +108,29 @@ typedef struct ns_box {
   mastra__timer rmdir_timer;
 } ns_box;
 
-/* {====== cgroups ====== */
-
-static void cg_dir(const mp_sandbox *sb, int i, char *out, size_t n) {
-  snprintf(out, n, "%s/%s", cfg.cg[i], sb->id);
-}
-
-static int cg_make(const mp_sandbox *sb, char *err, size_t errlen) {
-  char dir[4400], path[4500], val[32];
-  int i;
-  for (i = 0; i < cfg.ncg; i++) {
-    cg_dir(sb, i, dir, sizeof dir);
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-      snprintf(err, errlen, "cannot create the cgroup %s: %s", dir,
-               strerror(errno));
-      return -1;
-    }
-    if (cfg.v2 || strstr(cfg.cg[i], "/pids/") != NULL) {
-      snprintf(path, sizeof path, "%s/pids.max", dir);
-      snprintf(val, sizeof val, "%lld", cfg.pids_max);
-      if (cfg.pids_max > 0 && mp_ns_write_text(path, val) < 0)
-        mp_log("cannot write %s: %s", path, strerror(errno));
-    }
-    if (cfg.v2 || strstr(cfg.cg[i], "/memory/") != NULL) {
-      snprintf(path, sizeof path, cfg.v2 ? "%s/memory.max"
-               : "%s/memory.limit_in_bytes", dir);
-      snprintf(val, sizeof val, "%lld", cfg.memory_max);
-      if (cfg.memory_max > 0 && mp_ns_write_text(path, val) < 0)
-        mp_log("cannot write %s: %s", path, strerror(errno));
-      if (cfg.v2) {
-        snprintf(path, sizeof path, "%s/memory.swap.max", dir);
-        mp_ns_write_text(path, "0"); /* absent without swap accounting */
-      }
-    }
-  }
-  return 0;
-}
-
-/* SIGKILL what a cgroup still holds; rmdir it. 0 once it is gone. */
-static int cg_remove(const char *dir) {
-  char path[4500], *text, *p;
-  snprintf(path, sizeof path, "%s/cgroup.procs", dir);
-  if (mastra__read_file(path, &text, NULL) == 0) {
-    for (p = text; *p != '\0';) {
-      char *end;
-      long pid = strtol(p, &end, 10);
-      if (end == p) break;
-      if (pid > 1) kill((pid_t)pid, SIGKILL);
-      p = end;
-      while (*p == '\n') p++;
-    }
-    free(text);
-  }
-  return rmdir(dir) == 0 || errno == ENOENT ? 0 : -1;
-}
-
-static int cg_remove_all(const mp_sandbox *sb) {
-  char dir[4400];
-  int i, left = 0;
-  for (i = 0; i < cfg.ncg; i++) {
-    cg_dir(sb, i, dir, sizeof dir);
-    if (cg_remove(dir) < 0) left = 1;
-  }
-  return left ? -1 : 0;
-}
-
-static void on_rmdir_retry(mastra__timer *t) {
-  mp_sandbox *sb = t->data;
-  ns_box *b = sb->driver_data;
-  if (cg_remove_all(sb) == 0) {
-    b->cg_made = 0;
-    return;
-  }
-  if (++b->rmdir_tries < RMDIR_TRIES)
-    mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
-  else
-    mp_log("sandbox %s: its cgroups are still busy; the next start removes"
-           " them", sb->id);
-}
-
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
     ;
 }
 
-/* At start: the cgroups a previous server of this data directory left. */
-static void cg_sweep(void) {
-  int i, tries;
-  for (tries = 0; tries < 100; tries++) {
-    int left = 0;
-    for (i = 0; i < cfg.ncg; i++) {
-      DIR *d = opendir(cfg.cg[i]);
-      struct dirent *e;
-      char dir[4600];
-      if (d == NULL) continue;
-      while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "sbx_", 4) != 0) continue;
-        snprintf(dir, sizeof dir, "%s/%s", cfg.cg[i], e->d_name);
-        if (tries == 0)
-          mp_log("removing the cgroup %s left by a previous server", dir);
-        if (cg_remove(dir) < 0) left = 1;
-      }
-      closedir(d);
-    }
-    if (!left) return;
-    sleep_ms(20);
-  }
-}
+static void box_done_if_detached(ns_box *b);
 
-static int mkdir_enable(const char *dir) {
-  char path[4400];
-  if (mkdir(dir, 0755) < 0 && errno != EEXIST) return -1;
-  if (cfg.v2) {
-    snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
-    mp_ns_write_text(path, "+pids +memory +cpu");
-  }
-  return 0;
-}
-
-static void cg_setup(const char *data_dir) {
-  static const char *const v1[] = {"pids", "memory", "cpu"};
-  char hex[65], top[4200], mid[4300];
-  struct statfs st;
-  int i;
-  mastra__sha256_hex(data_dir, strlen(data_dir), hex);
-  hex[12] = '\0';
-  cfg.ncg = 0;
-  if (statfs(CG_ROOT, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC) {
-    cfg.v2 = 1;
-    mp_ns_write_text(CG_ROOT "/cgroup.subtree_control", "+pids +memory +cpu");
-    snprintf(top, sizeof top, "%s/mastra-platform", CG_ROOT);
-    snprintf(mid, sizeof mid, "%s/%s", top, hex);
-    if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0)
-      snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
+/* the cgroups of a destroyed sandbox, once its processes are gone */
+static void on_rmdir_retry(mastra__timer *t) {
+  ns_box *b = t->data;
+  if (mp_nscg_remove(b->id) == 0) {
+    b->cg_made = 0;
+  } else if (++b->rmdir_tries < RMDIR_TRIES) {
+    mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
+    return;
   } else {
-    for (i = 0; i < 3; i++) {
-      snprintf(top, sizeof top, "%s/%s/cgroup.procs", CG_ROOT, v1[i]);
-      if (access(top, W_OK) < 0) continue;
-      snprintf(top, sizeof top, "%s/%s/mastra-platform", CG_ROOT, v1[i]);
-      snprintf(mid, sizeof mid, "%s/%s", top, hex);
-      if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0)
-        snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
-    }
+    mp_log("sandbox %s: its cgroups are still busy; the next start removes"
+           " them", b->id);
+    b->cg_made = 0;
   }
-  if (cfg.ncg == 0)
-    mp_log("no writable cgroups: sandboxes run without pids and memory"
-           " limits");
-  cg_sweep();
+  box_done_if_detached(b);
 }
-
-/* }====== */
 
 /* {====== the init ====== */
 
@@ -279,8 +150,8 @@ static void net_leave(mp_sandbox *sb, ns_box *b) {
 }
 
 static void on_keeper_exit(mastra__io *io, uint32_t revents) {
-  mp_sandbox *sb = io->data;
-  ns_box *b = sb->driver_data;
+  ns_box *b = io->data;
+  mp_sandbox *sb = b->sb;
   siginfo_t si;
   (void)revents;
   memset(&si, 0, sizeof si);
@@ -291,14 +162,18 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
   }
   mastra__io_stop(&b->keeper_io);
   mastra__io_stop(&b->ready_io);
-  if (!sb->destroyed_ms && !sb->destroying)
-    mp_log("sandbox %s: its init exited; the next command starts a new one",
-           sb->id);
   close_fd(&b->keeper_fd);
   close_fd(&b->ready_fd);
   close_fd(&b->init_fd);
-  net_leave(sb, b);
   b->started = b->ready = 0;
+  if (sb == NULL) {
+    box_done_if_detached(b);
+    return;
+  }
+  if (!sb->destroyed_ms && !sb->destroying)
+    mp_log("sandbox %s: its init exited; the next command starts a new one",
+           sb->id);
+  net_leave(sb, b);
 }
 
 /* "N <init>" from a PRIVATE sandbox's keeper: join, then answer (the
@@ -335,8 +210,8 @@ static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
 }
 
 static void on_ready(mastra__io *io, uint32_t revents) {
-  mp_sandbox *sb = io->data;
-  ns_box *b = sb->driver_data;
+  ns_box *b = io->data;
+  mp_sandbox *sb = b->sb;
   char buf[1100];
   ssize_t n;
   (void)revents;
@@ -362,7 +237,7 @@ static void on_ready(mastra__io *io, uint32_t revents) {
 static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
                       size_t errlen) {
   ns_box *b = sb->driver_data;
-  char spid[24], cgp[MAX_CG][4500], *argv[9 + MAX_CG];
+  char spid[24], cgp[MP_NSCG_MAX][4500], *argv[9 + MP_NSCG_MAX];
   const char *hosts = "-";
   posix_spawn_file_actions_t fa;
   int sv[2], i, rc;
@@ -377,7 +252,7 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
     }
   }
   if (!b->cg_made) {
-    if (cg_make(sb, err, errlen) < 0) return -1;
+    if (mp_nscg_make(sb->id, err, errlen) < 0) return -1;
     b->cg_made = 1;
   }
   mastra__timer_stop(&b->rmdir_timer);
@@ -394,12 +269,11 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
   argv[5] = sb->root;
   argv[6] = "3";
   argv[7] = (char *)hosts;
-  for (i = 0; i < cfg.ncg; i++) {
-    cg_dir(sb, i, cgp[i], sizeof cgp[i]);
-    strcat(cgp[i], "/cgroup.procs");
+  for (i = 0; i < mp_nscg_count(); i++) {
+    mp_nscg_procs(sb->id, i, cgp[i], sizeof cgp[i]);
     argv[8 + i] = cgp[i];
   }
-  argv[8 + cfg.ncg] = NULL;
+  argv[8 + i] = NULL;
   /* the keeper resets its signals and sets its own process group */
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
@@ -424,8 +298,8 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
     snprintf(err, errlen, "pidfd_open: %s", strerror(rc));
     return -1;
   }
-  mastra__io_init(srv->loop, &b->keeper_io, b->keeper_fd, on_keeper_exit, sb);
-  mastra__io_init(srv->loop, &b->ready_io, b->ready_fd, on_ready, sb);
+  mastra__io_init(srv->loop, &b->keeper_io, b->keeper_fd, on_keeper_exit, b);
+  mastra__io_init(srv->loop, &b->ready_io, b->ready_fd, on_ready, b);
   mastra__io_start(&b->keeper_io, EPOLLIN);
   mastra__io_start(&b->ready_io, EPOLLIN);
   b->started = 1;
@@ -451,7 +325,10 @@ static ns_box *box_of(mp_server *srv, mp_sandbox *sb) {
   b = calloc(1, sizeof *b);
   if (b == NULL) return NULL;
   b->keeper_fd = b->init_fd = b->ready_fd = -1;
-  mastra__timer_init(srv->loop, &b->rmdir_timer, on_rmdir_retry, sb);
+  b->loop = srv->loop;
+  b->sb = sb;
+  snprintf(b->id, sizeof b->id, "%s", sb->id);
+  mastra__timer_init(srv->loop, &b->rmdir_timer, on_rmdir_retry, b);
   sb->driver_data = b;
   return b;
 }
@@ -514,7 +391,7 @@ typedef struct ns_exec {
   int ready_fd;
   const char *cwd;
   int ncg;
-  char cgp[MAX_CG][4500];
+  char cgp[MP_NSCG_MAX][4500];
 } ns_exec;
 
 static void say(const char *what, const char *detail) {
@@ -653,11 +530,8 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   memset(&x, 0, sizeof x);
   x.ready_fd = b->ready_fd;
   x.cwd = cwd;
-  x.ncg = cfg.ncg;
-  for (i = 0; i < cfg.ncg; i++) {
-    cg_dir(sb, i, x.cgp[i], sizeof x.cgp[i]);
-    strcat(x.cgp[i], "/cgroup.procs");
-  }
+  x.ncg = mp_nscg_count();
+  for (i = 0; i < x.ncg; i++) mp_nscg_procs(sb->id, i, x.cgp[i], sizeof x.cgp[i]);
   mp_proc_opts(&opts, spec, envp, cwd);
   opts.enter = ns_enter;
   opts.enter_arg = &x;
@@ -677,21 +551,19 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
   mp_trash(srv, sb->root); /* removed off the loop */
 }
 
-/* the server exits: nothing of the sandbox outlives it */
-static void ns_release(mp_server *srv, mp_sandbox *sb) {
-  ns_box *b = sb->driver_data;
+/* the keeper reaped and the cgroups removed, waiting at most ~2 s (at the
+** server's exit, or when the loop closes on a detached box) */
+static void box_finish_now(ns_box *b) {
   int i;
-  (void)srv;
-  if (b == NULL) return;
   stop_init(b);
   mastra__io_stop(&b->keeper_io);
   mastra__io_stop(&b->ready_io);
   mastra__timer_stop(&b->rmdir_timer);
   if (b->keeper_fd >= 0) {
+    struct pollfd pfd = {b->keeper_fd, POLLIN, 0};
     siginfo_t si;
-    while (waitid(P_PIDFD, (id_t)b->keeper_fd, &si, WEXITED) < 0
-           && errno == EINTR)
-      ;
+    poll(&pfd, 1, 2000);
+    waitid(P_PIDFD, (id_t)b->keeper_fd, &si, WEXITED | WNOHANG);
   }
   if (b->init_fd >= 0) {
     struct pollfd pfd = {b->init_fd, POLLIN, 0};
@@ -700,10 +572,50 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
   close_fd(&b->keeper_fd);
   close_fd(&b->ready_fd);
   close_fd(&b->init_fd);
-  for (i = 0; b->cg_made && i < 100 && cg_remove_all(sb) < 0; i++)
+  for (i = 0; b->cg_made && i < 100 && mp_nscg_remove(b->id) < 0; i++)
     sleep_ms(20);
-  free(b);
+  b->cg_made = 0;
+}
+
+static void box_free(mastra__handle *h) { free(h); }
+
+static void box_shutdown(mastra__handle *h) {
+  box_finish_now((ns_box *)h);
+  free(h);
+}
+
+/* a detached box whose keeper is reaped and whose cgroups are gone */
+static void box_done_if_detached(ns_box *b) {
+  if (b->sb != NULL || b->keeper_fd >= 0 || b->cg_made) return;
+  mastra__loop_defer_free(b->loop, &b->handle); /* after the dispatch */
+}
+
+/* The record goes (the server exits, a destroyed record is forgotten, a
+** create failed): nothing of the sandbox outlives the server. On the loop
+** nothing waits: the box reaps its keeper and removes its cgroups there. */
+static void ns_release(mp_server *srv, mp_sandbox *sb) {
+  ns_box *b = sb->driver_data;
+  (void)srv;
+  if (b == NULL) return;
   sb->driver_data = NULL;
+  b->sb = NULL;
+  if (mastra__loop_closed(b->loop)) {
+    box_finish_now(b);
+    free(b);
+    return;
+  }
+  stop_init(b);
+  mastra__io_stop(&b->ready_io);
+  close_fd(&b->ready_fd);
+  close_fd(&b->init_fd);
+  b->handle.shutdown = box_shutdown;
+  b->handle.free = box_free;
+  mastra__loop_add_handle(b->loop, &b->handle);
+  if (b->cg_made && b->rmdir_timer.slot == 0) {
+    b->rmdir_tries = 0;
+    mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
+  }
+  box_done_if_detached(b);
 }
 
 const mp_driver mp_ns_driver = {
@@ -731,19 +643,7 @@ int mp_ns_available(char *why, size_t n) {
 }
 
 void mp_ns_finish(void) {
-  int i;
-  for (i = 0; i < cfg.ncg; i++) {
-    char *slash;
-    /* the data directory's cgroup, then mastra-platform's if it is empty
-    ** (another server's keeps it busy) */
-    if (rmdir(cfg.cg[i]) < 0) continue;
-    slash = strrchr(cfg.cg[i], '/');
-    if (slash != NULL) {
-      *slash = '\0';
-      rmdir(cfg.cg[i]);
-    }
-  }
-  cfg.ncg = 0;
+  mp_nscg_finish();
   if (cfg.net != NULL) mp_net_close(cfg.net);
   cfg.net = NULL;
 }
@@ -781,9 +681,7 @@ int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
   char dir[4200];
   find_init();
   snprintf(cfg.base, sizeof cfg.base, "%s", base);
-  cfg.pids_max = pids_max;
-  cfg.memory_max = memory_max;
-  cg_setup(srv->data_dir);
+  mp_nscg_setup(srv->data_dir, pids_max, memory_max);
   /* sweeps what a previous server of this data directory left (bridges,
   ** veths, NAT rules, hosts files), then makes the switch namespace */
   snprintf(dir, sizeof dir, "%s/net", srv->data_dir);
