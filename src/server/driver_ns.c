@@ -9,16 +9,13 @@
 ** restored one and after a restart, at its first command), without
 ** waiting: the server watches its ready socket on the loop.
 **
-** A command is a mastra__proc like the process driver's, with an `enter`
-** hook (proc.h) run in the forked child: it waits for the init's "R" on
-** the ready socket (after closing the spawn's report pipe when the init
-** is still starting, so the server never waits for it), joins the
-** sandbox's cgroups, setns()es into its namespaces (the user namespace
-** last, then uid/gid 0 there), and forks: the grandchild, in the
-** sandbox's pid namespace and in the same process group, execs /bin/sh;
-** the child ignores the group's termination signals and exits as the
-** grandchild did. So proc.c's timeout, kill of the group, output and
-** stdin work unchanged.
+** A command is a mastra__proc like the process driver's, whose program is
+** `mastra-ns-init __ns-exec` (ns_exec.c) instead of /bin/sh, posix_spawn'd
+** with the ready socket: it waits for the init's "R" (the server never
+** waits for it), joins the sandbox's cgroups, setns()es into its
+** namespaces and forks /bin/sh into the sandbox's pid namespace, in the
+** same process group; it exits as /bin/sh did. So proc.c's timeout, kill
+** of the group, output and stdin work unchanged.
 **
 ** cgroups (ns_cgroup.c): made before the init starts, removed on the loop
 ** once a destroyed sandbox's processes are gone. The init is the program
@@ -42,9 +39,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -52,8 +47,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -65,6 +58,7 @@
 #include "log.h"
 #include "net.h"
 #include "ns_cgroup.h"
+#include "ns_exec.h"
 #include "ns_init.h"
 #include "trash.h"
 #include "util.h"
@@ -73,8 +67,6 @@
 #define MP_NS_INIT_INSTALLED "../libexec/mastra-platform/mastra-ns-init"
 #endif
 
-/* a command waits this long for a starting init */
-#define START_WAIT_MS 30000
 /* the cgroups of a destroyed sandbox are removed once its processes are
 ** gone: tried every RMDIR_RETRY_MS, this many times */
 #define RMDIR_RETRY_MS 50
@@ -386,133 +378,17 @@ fail:
   return -1;
 }
 
-/* what the forked child of a command needs (a copy on its stack) */
-typedef struct ns_exec {
-  int ready_fd;
-  const char *cwd;
-  int ncg;
-  char cgp[MP_NSCG_MAX][4500];
-} ns_exec;
-
-static void say(const char *what, const char *detail) {
-  char msg[1400];
-  int n = snprintf(msg, sizeof msg, "mastra-platform: %s%s%s\n", what,
-                   detail ? ": " : "", detail ? detail : "");
-  if (n > 0 && write(2, msg, (size_t)n) < 0) _exit(127);
-}
-
-/* the command's child: exit as the grandchild did */
-static void relay(pid_t g) {
-  struct sigaction sa;
-  struct rlimit none = {0, 0};
-  sigset_t set;
-  int status, sig;
-  while (waitpid(g, &status, 0) < 0)
-    if (errno != EINTR) _exit(127);
-  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
-  sig = WTERMSIG(status);
-  setrlimit(RLIMIT_CORE, &none);
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = SIG_DFL;
-  sigaction(sig, &sa, NULL);
-  sigemptyset(&set);
-  sigprocmask(SIG_SETMASK, &set, NULL);
-  kill(getpid(), sig);
-  _exit(128 + sig);
-}
-
-/* proc.c's `enter` hook: see the top of this file */
-static int ns_enter(void *arg, int report) {
-  ns_exec *x = arg;
-  struct pollfd pfd;
-  char buf[1100];
-  struct timespec t0, t1;
-  ssize_t n;
-  int i, pidfd;
-  pid_t g;
-  static const int quiet[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
-                              SIGUSR2, SIGPIPE, SIGALRM};
-  pfd.fd = x->ready_fd;
-  pfd.events = POLLIN;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (;;) {
-    long waited;
-    n = -1;
-    if (poll(&pfd, 1, 0) == 1) {
-      n = recv(x->ready_fd, buf, 1, MSG_PEEK | MSG_DONTWAIT);
-      /* "N": the server attaches its network; "R" follows */
-      if (n <= 0 || buf[0] != 'N') break;
-    }
-    /* the init is starting: the server does not wait for it */
-    if (report >= 0) close(report);
-    report = -1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    waited = (t1.tv_sec - t0.tv_sec) * 1000
-             + (t1.tv_nsec - t0.tv_nsec) / 1000000;
-    if (waited >= START_WAIT_MS) {
-      say("the sandbox did not start in time", NULL);
-      _exit(127);
-    }
-    if (n > 0)
-      sleep_ms(1);
-    else
-      poll(&pfd, 1, (int)(START_WAIT_MS - waited));
-  }
-  n = recv(x->ready_fd, buf, sizeof buf - 1, MSG_PEEK | MSG_DONTWAIT);
-  buf[n > 0 ? n : 0] = '\0';
-  buf[strcspn(buf, "\n")] = '\0';
-  if (n <= 0 || buf[0] != 'R') {
-    say("the sandbox did not start", n > 2 ? buf + 2 : "its init exited");
-    _exit(127);
-  }
-  for (i = 0; i < x->ncg; i++) {
-    if (mp_ns_write_text(x->cgp[i], "0") < 0) {
-      say("cannot join the sandbox's cgroup", strerror(errno));
-      _exit(127);
-    }
-  }
-  pidfd = pidfd_open((pid_t)atol(buf + 2), 0);
-  if (pidfd < 0
-      || setns(pidfd, CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC
-                          | CLONE_NEWNET | CLONE_NEWPID) < 0
-      || setns(pidfd, CLONE_NEWUSER) < 0 || setgroups(0, NULL) < 0
-      || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
-    say("cannot enter the sandbox", strerror(errno));
-    _exit(127);
-  }
-  close(pidfd);
-  close(x->ready_fd);
-  g = fork();
-  if (g < 0) {
-    say("cannot start /bin/sh", strerror(errno));
-    _exit(127);
-  }
-  if (g == 0) {
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) _exit(127);
-    if (report < 0 && x->cwd != NULL && chdir(x->cwd) < 0) {
-      char msg[1200];
-      snprintf(msg, sizeof msg, "cannot run in directory '%s'", x->cwd);
-      say(msg, strerror(errno));
-      _exit(127);
-    }
-    return 0;
-  }
-  /* the group's signals are the grandchild's to act on */
-  for (i = 0; i < (int)(sizeof quiet / sizeof quiet[0]); i++)
-    signal(quiet[i], SIG_IGN);
-  close_range(0, ~0u, 0);
-  relay(g);
-  return -1;
-}
-
+/* A command: `mastra-ns-init __ns-exec SERVER_PID CWD CGROUP_PROCS... --
+** COMMAND` (ns_exec.c), spawned without a fork of the server, with the
+** ready socket as its descriptor 3 */
 static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     char *const *envp, mastra__proc **out, char *err,
                     size_t errlen) {
   ns_box *b = box_of(srv, sb);
-  ns_exec x;
-  char cwd[4200];
+  char cwd[4200], spid[24], cgp[MP_NSCG_MAX][4500];
+  char *argv[7 + MP_NSCG_MAX];
   mastra__proc_opts opts;
-  int i;
+  int i, n = 0;
   if (b == NULL) {
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
@@ -527,14 +403,23 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
     snprintf(err, errlen, "the working directory is too long");
     return -ENAMETOOLONG;
   }
-  memset(&x, 0, sizeof x);
-  x.ready_fd = b->ready_fd;
-  x.cwd = cwd;
-  x.ncg = mp_nscg_count();
-  for (i = 0; i < x.ncg; i++) mp_nscg_procs(sb->id, i, x.cgp[i], sizeof x.cgp[i]);
-  mp_proc_opts(&opts, spec, envp, cwd);
-  opts.enter = ns_enter;
-  opts.enter_arg = &x;
+  snprintf(spid, sizeof spid, "%d", (int)getpid());
+  argv[n++] = "mastra-ns-exec";
+  argv[n++] = MP_NS_EXEC_ARG;
+  argv[n++] = spid;
+  argv[n++] = cwd;
+  for (i = 0; i < mp_nscg_count(); i++) {
+    mp_nscg_procs(sb->id, i, cgp[i], sizeof cgp[i]);
+    argv[n++] = cgp[i];
+  }
+  argv[n++] = "--";
+  argv[n++] = (char *)spec->command;
+  argv[n] = NULL;
+  mp_proc_opts(&opts, spec, envp, NULL);
+  opts.pdeathsig = 0; /* the program sets its own, and checks its parent */
+  opts.exe = cfg.init_bin;
+  opts.argv = argv;
+  opts.fd3 = b->ready_fd;
   return mastra__proc_spawn(srv->loop, &opts, out, err, errlen);
 }
 
