@@ -157,6 +157,11 @@ describe("the namespaces driver's cleanup", function()
       assert.is_true(#bpids >= 3, "pids of B: " .. #bpids)
       assert.are_not.equal("", cgroups(aid))
       a:destroy()
+      -- the setsid'd child is a stray, killed before the checkpoint's capture
+      local stray = "sandbox " .. aid .. ": killed 1 stray process"
+      assert.is_true(util.wait_until(function()
+        return srv.stderrTail:find(stray, 1, true) ~= nil
+      end, 5000), "no stray killed: " .. srv.stderrTail)
       assert.is_true(util.wait_until(function() return all_gone(apids) end, 5000),
         "still alive: " .. tostring(last_alive))
       assert.is_true(util.wait_until(function() return cgroups(aid) == "" end, 5000))

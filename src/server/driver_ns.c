@@ -60,6 +60,7 @@
 #include "ns_cgroup.h"
 #include "ns_exec.h"
 #include "ns_init.h"
+#include "orphans.h"
 #include "trash.h"
 #include "util.h"
 
@@ -92,6 +93,7 @@ typedef struct ns_box {
   pid_t keeper;
   int keeper_fd;               /* pidfd of the keeper (our child) */
   int init_fd;                 /* pidfd of the init, once ready */
+  long init_pid;
   int ready_fd;                /* our end of the ready socket */
   int started, ready, cg_made;
   int joined;                  /* a member of its environment's network */
@@ -217,7 +219,8 @@ static void on_ready(mastra__io *io, uint32_t revents) {
       mastra__io_start(&b->ready_io, EPOLLIN);
       return;
     }
-    b->init_fd = pidfd_open((pid_t)atol(buf + 2), 0);
+    b->init_pid = atol(buf + 2);
+    b->init_fd = pidfd_open((pid_t)b->init_pid, 0);
     b->ready = 1;
     if (buf[0] == 'N') join_network(sb, b, buf, (size_t)(nl - buf + 1));
   } else {
@@ -503,6 +506,40 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
   box_done_if_detached(b);
 }
 
+typedef struct stray_scan {
+  const ns_box *b;
+  int (*in_command)(void *data, long pgrp);
+  void *data;
+  size_t n;
+} stray_scan;
+
+static void kill_stray(long pid, void *data) {
+  stray_scan *s = data;
+  unsigned long long start;
+  long pgrp;
+  char state;
+  if (pid == (long)s->b->keeper || pid == s->b->init_pid) return;
+  if (mp_orphans_proc_stat(pid, &state, &pgrp, &start) < 0 || state == 'Z'
+      || s->in_command(s->data, pgrp))
+    return;
+  if (kill((pid_t)pid, SIGKILL) == 0) s->n++;
+}
+
+/* a destroy's strays, from the sandbox's cgroup (every process of the
+** sandbox is in it): all but the keeper, the init and the commands'
+** groups. No cgroups: none (they die with the init at the teardown). */
+static size_t ns_kill_strays(mp_sandbox *sb, int (*in_command)(void *data,
+                                                               long pgrp),
+                             void *data) {
+  stray_scan s;
+  s.b = sb->driver_data;
+  s.in_command = in_command;
+  s.data = data;
+  s.n = 0;
+  if (s.b != NULL && s.b->cg_made) mp_nscg_each(sb->id, kill_stray, &s);
+  return s.n;
+}
+
 const mp_driver mp_ns_driver = {
     .name = "namespaces",
     .prepare = ns_prepare,
@@ -511,6 +548,7 @@ const mp_driver mp_ns_driver = {
     .release = ns_release,
     .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*",
     .layer_tree = 1,
+    .kill_strays = ns_kill_strays,
 };
 
 int mp_ns_available(char *why, size_t n) {

@@ -95,22 +95,55 @@ int mp_nscg_make(const char *id, char *err, size_t errlen) {
   return 0;
 }
 
+/* fn(pid, data) for each pid of dir/cgroup.procs (a file of the cgroup
+** file system says its size is 0: read to its end). -1 if unreadable. */
+static int each_pid(const char *dir, void (*fn)(long pid, void *data),
+                    void *data) {
+  char path[4500], buf[4096], num[24];
+  size_t nlen = 0;
+  ssize_t n, i;
+  int fd;
+  snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  while ((n = read(fd, buf, sizeof buf)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    for (i = 0; i < n; i++) {
+      if (buf[i] >= '0' && buf[i] <= '9' && nlen + 1 < sizeof num) {
+        num[nlen++] = buf[i];
+      } else if (nlen > 0) {
+        num[nlen] = '\0';
+        fn(atol(num), data);
+        nlen = 0;
+      }
+    }
+  }
+  if (nlen > 0) {
+    num[nlen] = '\0';
+    fn(atol(num), data);
+  }
+  close(fd);
+  return 0;
+}
+
+static void kill_pid(long pid, void *data) {
+  (void)data;
+  if (pid > 1) kill((pid_t)pid, SIGKILL);
+}
+
 /* SIGKILL what a cgroup still holds; rmdir it. 0 once it is gone. */
 static int cg_remove(const char *dir) {
-  char path[4500], *text, *p;
-  snprintf(path, sizeof path, "%s/cgroup.procs", dir);
-  if (mastra__read_file(path, &text, NULL) == 0) {
-    for (p = text; *p != '\0';) {
-      char *end;
-      long pid = strtol(p, &end, 10);
-      if (end == p) break;
-      if (pid > 1) kill((pid_t)pid, SIGKILL);
-      p = end;
-      while (*p == '\n') p++;
-    }
-    free(text);
-  }
+  each_pid(dir, kill_pid, NULL);
   return rmdir(dir) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int mp_nscg_each(const char *id, void (*fn)(long pid, void *data),
+                 void *data) {
+  char dir[4400];
+  if (cg.ncg == 0) return -1;
+  snprintf(dir, sizeof dir, "%s/%s", cg.cg[0], id);
+  return each_pid(dir, fn, data);
 }
 
 int mp_nscg_remove(const char *id) {

@@ -21,6 +21,10 @@ int mp_nscg_count(void);
 void mp_nscg_procs(const char *id, int i, char *out, size_t n);
 /* make sandbox id's cgroups and write its limits: 0, or -1 and err */
 int mp_nscg_make(const char *id, char *err, size_t errlen);
+/* fn(pid, data) for each process in sandbox id's cgroups (host pids);
+** -1 without cgroups */
+int mp_nscg_each(const char *id, void (*fn)(long pid, void *data),
+                 void *data);
 /* SIGKILL what they hold and remove them: 0 once all are gone */
 int mp_nscg_remove(const char *id);
 /* At exit: remove this data directory's cgroup (and its marker) */
