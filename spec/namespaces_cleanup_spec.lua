@@ -42,12 +42,17 @@ local function host_pids(srv, id)
   return pids
 end
 
-local function cgroups(id)
-  local p = io.popen("ls -d /sys/fs/cgroup/*/mastra-platform/*/" .. id
-    .. " /sys/fs/cgroup/mastra-platform/*/" .. id .. " 2>/dev/null")
+-- the cgroup directories at path under mastra-platform/ (v1 and v2)
+local function cg_ls(path)
+  local p = io.popen("ls -d /sys/fs/cgroup/*/mastra-platform/" .. path
+    .. " /sys/fs/cgroup/mastra-platform/" .. path .. " 2>/dev/null")
   local out = p:read("a")
   p:close()
   return out
+end
+
+local function cgroups(id)
+  return cg_ls("*/" .. id)
 end
 
 local function mounts(dir)
@@ -98,12 +103,7 @@ end
 
 -- the data directory dir's own cgroups (mastra-platform/<12 hex>)
 local function data_cgroups(dir)
-  local hex = hex_of(dir)
-  local q = io.popen("ls -d /sys/fs/cgroup/*/mastra-platform/" .. hex
-    .. " /sys/fs/cgroup/mastra-platform/" .. hex .. " 2>/dev/null")
-  local out = q:read("a")
-  q:close()
-  return out
+  return cg_ls(hex_of(dir))
 end
 
 -- the server's children that are zombies (a keeper it did not reap)
