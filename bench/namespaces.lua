@@ -159,6 +159,24 @@ for i = 1, n do
 end
 for _, s in ipairs(servers) do s.destroy(s.live) end
 
+-- the server's RSS per live idle sandbox (each ran one command), and the
+-- RSS of the keeper and init of each (namespaces); before the fleet, whose
+-- freed memory the next sandboxes would reuse
+for _, s in ipairs(servers) do
+  local before = rss_kb(s.pid)
+  local ids = {}
+  for i = 1, n do
+    ids[i] = s.create()
+    s.exec(ids[i], "true")
+  end
+  s.f.rss = (rss_kb(s.pid) - before) / n
+  local kids = sh("ps -o rss= --ppid " .. s.pid .. " 2>/dev/null; for k in $(pgrep -P "
+    .. s.pid .. "); do ps -o rss= --ppid $k; done")
+  local total = 0
+  for v in kids:gmatch("%d+") do total = total + tonumber(v) end
+  s.f.helpers = total / n
+  for _, x in ipairs(ids) do s.destroy(x) end
+end
 -- a fleet of 100 (clone, start, exec `true`, destroy) at concurrency 16,
 -- the rounds alternating between the drivers
 for _, s in ipairs(servers) do
@@ -182,23 +200,6 @@ for r = 1, FLEET_ROUNDS do
 end
 for _, s in ipairs(servers) do s.proto:destroy() end
 
--- the server's RSS per live idle sandbox (each ran one command), and the
--- RSS of the keeper and init of each (namespaces)
-for _, s in ipairs(servers) do
-  local before = rss_kb(s.pid)
-  local ids = {}
-  for i = 1, n do
-    ids[i] = s.create()
-    s.exec(ids[i], "true")
-  end
-  s.f.rss = (rss_kb(s.pid) - before) / n
-  local kids = sh("ps -o rss= --ppid " .. s.pid .. " 2>/dev/null; for k in $(pgrep -P "
-    .. s.pid .. "); do ps -o rss= --ppid $k; done")
-  local total = 0
-  for v in kids:gmatch("%d+") do total = total + tonumber(v) end
-  s.f.helpers = total / n
-  for _, x in ipairs(ids) do s.destroy(x) end
-end
 local load_after = load_avg()
 
 for _, s in ipairs(servers) do
