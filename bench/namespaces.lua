@@ -1,26 +1,34 @@
--- The namespaces driver against the process driver, on the same run
--- (bench/README.md, "The namespaces driver"): create to first exec, an exec
--- of `true` on a running sandbox, and the server's memory per live idle
--- sandbox. Not part of bench/run: it needs root and a base.
+-- The namespaces driver against the process driver and against its limit,
+-- on the same run (bench/README.md, "The namespaces driver"): create to
+-- first exec, an exec of `true` on a running sandbox, a fleet of 100 at
+-- concurrency 16, and the memory per live idle sandbox. Not part of
+-- bench/run: it needs root and a base.
 --
 --   mastra-lua bench/namespaces.lua [PLATFORM_BIN [BASE [N]]]
 --
 -- PLATFORM_BIN: default build/mastra-platform beside this checkout; BASE: a
--- base directory (default: a minimal one built into the scratch directory,
--- `mastra-platform base build --minimal`, removed at the end); N: samples
--- per figure (default 100). Requests go over HTTP from this process
--- (client.request: POST /sandbox, then the legacy POST /sandbox/{id}/exec),
--- so each figure includes one HTTP round trip per request. Prints one line
--- per figure.
+-- base directory ("" or absent: a minimal one built into the scratch
+-- directory, `mastra-platform base build --minimal`, removed at the end);
+-- N: samples per figure (default 100). Both servers run at once and the
+-- samples alternate between them (one process sample, one namespaces
+-- sample, ...), so a noisy neighbour hits both alike. Requests go over HTTP
+-- from this process (client.request: POST /sandbox, then the legacy POST
+-- /sandbox/{id}/exec), so each figure includes one HTTP round trip per
+-- request; the fleet goes through PlatformSandbox:clone, start,
+-- executeCommand and destroy, as bench/platform.lua's does. The limit is
+-- bench/ns_limit (built by CMake beside mastra-platform's build, or
+-- MASTRA_BENCH_NS_LIMIT), run between the rounds. Prints one line per
+-- figure, and the load average before and after.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local mastra = require "mastra"
 local client = require "mastra.platform_client"
 
 local here = arg[0]:match("(.*/)") or "./"
 local bin = arg[1] or (here .. "../build/mastra-platform")
-local given_base = arg[2]
+local given_base = arg[2] ~= "" and arg[2] or nil
 local n = tonumber(arg[3] or "100")
 local tmp = os.getenv("MASTRA_BENCH_TMPDIR") or "/var/tmp"
+local FLEET, FLEET_C, FLEET_ROUNDS = 100, 16, 3
 
 local function sh(cmd)
   local p = assert(io.popen(cmd))
@@ -29,18 +37,27 @@ local function sh(cmd)
   return out
 end
 
+local function load_avg()
+  return (sh("cat /proc/loadavg"):match("^(%S+ %S+ %S+)"))
+end
+
 -- the server runs in a sandbox with its own working directory
 if bin:sub(1, 1) ~= "/" then bin = sh("pwd"):gsub("%s+$", "") .. "/" .. bin end
+local limit_bin = os.getenv("MASTRA_BENCH_NS_LIMIT")
+  or (bin:match("^(.*)/[^/]*$") .. "/bench/ns_limit")
 
 local dir = sh("mktemp -d " .. mastra.quote(tmp .. "/mastra-ns-bench.XXXXXX")):gsub("%s+$", "")
+sh("chmod 755 " .. mastra.quote(dir)) -- the mapped root of ns_limit reaches its layers
 local base = given_base or (dir .. "/base")
 if not given_base then
   sh(mastra.quote(bin) .. " base build --minimal --base " .. mastra.quote(base) .. " 2>&1")
 end
 
 local function pct(xs, p)
-  table.sort(xs)
-  return xs[math.max(1, math.ceil(#xs * p))]
+  local s = {}
+  for i, x in ipairs(xs) do s[i] = x end
+  table.sort(s)
+  return s[math.max(1, math.ceil(#s * p))]
 end
 
 local function rss_kb(pid)
@@ -51,8 +68,8 @@ end
 local host <close> = mastra.LocalSandbox.new{ workingDirectory = dir .. "/wd", timeout = 0 }
 host:start()
 
--- one server with `driver`: returns its figures
-local function measure(driver)
+-- a server with `driver`: its url, pid, client config and helpers
+local function serve(driver)
   local data = dir .. "/data-" .. driver
   local out = {}
   local server = host.processes:spawn("exec " .. mastra.quote(bin) .. " serve --listen 127.0.0.1:0"
@@ -68,72 +85,152 @@ local function measure(driver)
   end
   assert(line, "mastra-platform did not start: "
     .. sh("cat " .. mastra.quote(dir .. "/platform-" .. driver .. ".log")))
-  local url = line:match('"url":"([^"]+)"')
-  local pid = tonumber(line:match('"pid":(%d+)'))
-  local token = sh("cat " .. mastra.quote(data .. "/token")):gsub("%s+$", "")
-  local cfg = client.resolve({ accessToken = token, proxyUrl = url, projectId = "bench" },
+  local s = { driver = driver, server = server }
+  s.url = line:match('"url":"([^"]+)"')
+  s.pid = tonumber(line:match('"pid":(%d+)'))
+  s.token = sh("cat " .. mastra.quote(data .. "/token")):gsub("%s+$", "")
+  s.cfg = client.resolve({ accessToken = s.token, proxyUrl = s.url, projectId = "bench" },
     "bench")
-  local function create()
-    return client.request(cfg, "POST", "/sandbox",
+  function s.create()
+    return client.request(s.cfg, "POST", "/sandbox",
       { json = { environmentId = "bench" } }).json.id
   end
-  local function exec(id, cmd)
-    local r = client.request(cfg, "POST", "/sandbox/" .. id .. "/exec",
+  function s.exec(id, cmd)
+    local r = client.request(s.cfg, "POST", "/sandbox/" .. id .. "/exec",
       { json = { command = cmd } }).json
     assert(r.exitCode == 0, driver .. ": " .. cmd .. " exited with "
       .. tostring(r.exitCode) .. ": " .. tostring(r.stderr))
   end
-  local function destroy(id)
-    client.request(cfg, "DELETE", "/sandbox/" .. id)
+  function s.destroy(id)
+    client.request(s.cfg, "DELETE", "/sandbox/" .. id)
   end
-  local f = { driver = driver }
-  -- create to first exec (each sandbox destroyed after, outside the timing)
-  local first = {}
-  for i = 1, n do
-    local t0 = mastra.now()
-    local id = create()
-    exec(id, "true")
-    first[i] = mastra.now() - t0
-    destroy(id)
-  end
-  f.first50, f.first99 = pct(first, 0.5), pct(first, 0.99)
-  -- exec of true on a running sandbox
-  local id = create()
-  exec(id, "true")
-  local execs = {}
-  for i = 1, n do
-    local t0 = mastra.now()
-    exec(id, "true")
-    execs[i] = mastra.now() - t0
-  end
-  destroy(id)
-  f.exec50, f.exec99 = pct(execs, 0.5), pct(execs, 0.99)
-  -- the server's RSS per live idle sandbox (each ran one command)
-  local before = rss_kb(pid)
-  local ids = {}
-  for i = 1, n do
-    ids[i] = create()
-    exec(ids[i], "true")
-  end
-  f.rss = (rss_kb(pid) - before) / n
-  -- and the keeper and init of each (namespaces only)
-  local kids = sh("ps -o rss= --ppid " .. pid .. " 2>/dev/null; for k in $(pgrep -P " .. pid
-    .. "); do ps -o rss= --ppid $k; done")
-  local total = 0
-  for v in kids:gmatch("%d+") do total = total + tonumber(v) end
-  f.helpers = total / n
-  for _, x in ipairs(ids) do destroy(x) end
-  host:executeCommand("kill -TERM " .. pid)
-  server:wait()
-  return f
+  s.f = { first = {}, exec = {}, fleet = {} }
+  return s
 end
 
-local p = measure("process")
-local ns = measure("namespaces")
-for _, f in ipairs{ p, ns } do
-  print(("%-10s create->first exec p50 %.1f ms p99 %.1f ms | exec true p50 %.2f ms p99 %.2f ms"
-    .. " | server RSS per idle sandbox %.1f KiB | keeper+init RSS per sandbox %.0f KiB")
-    :format(f.driver, f.first50, f.first99, f.exec50, f.exec99, f.rss, f.helpers))
+local servers = { serve("process"), serve("namespaces") }
+local load_before = load_avg()
+
+-- the limit: bench/ns_limit, N samples of unshare + overlay + exec of
+-- /bin/true, and of the namespaces alone
+local limit = {}
+local function run_limit(count)
+  local out = sh(mastra.quote(limit_bin) .. " ns.limit " .. count .. " /usr "
+    .. mastra.quote(dir .. "/limit") .. " 2>&1")
+  for key, xs in out:gmatch("(ns%.limit%S*)\tms\t([^\n]*)") do
+    limit[key] = limit[key] or {}
+    for x in xs:gmatch("%S+") do table.insert(limit[key], tonumber(x)) end
+  end
+  if not out:match("ns%.limit\tms") then limit.err = out end
 end
-print(("exec true, namespaces / process (p50): %.2fx"):format(ns.exec50 / p.exec50))
+
+-- warm-up: one sandbox each
+for _, s in ipairs(servers) do
+  local id = s.create()
+  s.exec(id, "true")
+  s.destroy(id)
+end
+
+-- create to first exec, interleaved (each sandbox destroyed after, outside
+-- the timing); the limit in two halves around it
+run_limit(math.max(5, n // 4))
+for i = 1, n do
+  for _, s in ipairs(servers) do
+    local t0 = mastra.now()
+    local id = s.create()
+    s.exec(id, "true")
+    s.f.first[i] = mastra.now() - t0
+    s.destroy(id)
+  end
+end
+run_limit(math.max(5, n // 4))
+
+-- exec of true on a running sandbox, interleaved
+for _, s in ipairs(servers) do
+  s.live = s.create()
+  s.exec(s.live, "true")
+end
+for i = 1, n do
+  for _, s in ipairs(servers) do
+    local t0 = mastra.now()
+    s.exec(s.live, "true")
+    s.f.exec[i] = mastra.now() - t0
+  end
+end
+for _, s in ipairs(servers) do s.destroy(s.live) end
+
+-- the server's RSS per live idle sandbox (each ran one command), and the
+-- RSS of the keeper and init of each (namespaces); before the fleet, whose
+-- freed memory the next sandboxes would reuse
+for _, s in ipairs(servers) do
+  local before = rss_kb(s.pid)
+  local ids = {}
+  for i = 1, n do
+    ids[i] = s.create()
+    s.exec(ids[i], "true")
+  end
+  s.f.rss = (rss_kb(s.pid) - before) / n
+  local kids = sh("ps -o rss= --ppid " .. s.pid .. " 2>/dev/null; for k in $(pgrep -P "
+    .. s.pid .. "); do ps -o rss= --ppid $k; done")
+  local total = 0
+  for v in kids:gmatch("%d+") do total = total + tonumber(v) end
+  s.f.helpers = total / n
+  for _, x in ipairs(ids) do s.destroy(x) end
+end
+-- a fleet of 100 (clone, start, exec `true`, destroy) at concurrency 16,
+-- the rounds alternating between the drivers
+for _, s in ipairs(servers) do
+  s.proto = mastra.PlatformSandbox.new{ accessToken = s.token, proxyUrl = s.url,
+    projectId = "bench", environmentId = "bench" }
+  s.proto:start()
+end
+for r = 1, FLEET_ROUNDS do
+  for _, s in ipairs(servers) do
+    local list = {}
+    for i = 1, FLEET do list[i] = i end
+    local t0 = mastra.now()
+    mastra.map(list, function()
+      local c <close> = s.proto:clone{}
+      c:start()
+      local res = c:executeCommand("true")
+      assert(res.exitCode == 0, s.driver .. ": fleet member: " .. tostring(res.stderr))
+    end, { concurrency = FLEET_C })
+    s.f.fleet[r] = mastra.now() - t0
+  end
+end
+for _, s in ipairs(servers) do s.proto:destroy() end
+
+local load_after = load_avg()
+
+for _, s in ipairs(servers) do
+  host:executeCommand("kill -TERM " .. s.pid)
+  s.server:wait()
+end
+
+local p, ns = servers[1].f, servers[2].f
+print(("load average before %s, after %s; N = %d"):format(load_before, load_after, n))
+local full, bare = limit["ns.limit"], limit["ns.limit.unshare"]
+if full then
+  print(("limit (bench/ns_limit)   unshare+overlay+exec /bin/true p50 %.2f ms p99 %.2f ms"
+    .. " | the namespaces alone p50 %.2f ms p99 %.2f ms"):format(pct(full, 0.5),
+    pct(full, 0.99), pct(bare, 0.5), pct(bare, 0.99)))
+else
+  print("limit (bench/ns_limit): not measured: " .. tostring(limit.err))
+end
+for _, s in ipairs(servers) do
+  local f = s.f
+  print(("%-10s create->first exec p50 %.1f ms p99 %.1f ms | exec true p50 %.2f ms p99 %.2f ms"
+    .. " | fleet of %d at c%d p50 %.0f ms (%d rounds) | server RSS per idle sandbox %.1f KiB"
+    .. " | keeper+init RSS per sandbox %.0f KiB")
+    :format(s.driver, pct(f.first, 0.5), pct(f.first, 0.99), pct(f.exec, 0.5),
+      pct(f.exec, 0.99), FLEET, FLEET_C, pct(f.fleet, 0.5), FLEET_ROUNDS, f.rss, f.helpers))
+end
+if full then
+  print(("create->first exec, namespaces / limit (p50): %.2fx"):format(
+    pct(ns.first, 0.5) / pct(full, 0.5)))
+end
+print(("exec true, namespaces / process (p50): %.2fx"):format(
+  pct(ns.exec, 0.5) / pct(p.exec, 0.5)))
+print(("fleet, namespaces / process (p50): %.2fx"):format(
+  pct(ns.fleet, 0.5) / pct(p.fleet, 0.5)))
 sh("rm -rf " .. mastra.quote(dir))

@@ -42,12 +42,17 @@ local function host_pids(srv, id)
   return pids
 end
 
-local function cgroups(id)
-  local p = io.popen("ls -d /sys/fs/cgroup/*/mastra-platform/*/" .. id
-    .. " /sys/fs/cgroup/mastra-platform/*/" .. id .. " 2>/dev/null")
+-- the cgroup directories at path under mastra-platform/ (v1 and v2)
+local function cg_ls(path)
+  local p = io.popen("ls -d /sys/fs/cgroup/*/mastra-platform/" .. path
+    .. " /sys/fs/cgroup/mastra-platform/" .. path .. " 2>/dev/null")
   local out = p:read("a")
   p:close()
   return out
+end
+
+local function cgroups(id)
+  return cg_ls("*/" .. id)
 end
 
 local function mounts(dir)
@@ -87,6 +92,30 @@ local function net_left(dir, tag)
 end
 
 local DETACHED = "setsid sleep 300 >/dev/null 2>&1 < /dev/null &"
+
+-- the first 12 hex of the SHA-256 of dir: its cgroup's name
+local function hex_of(dir)
+  local p = io.popen("printf %s " .. mastra.quote(dir) .. " | sha256sum | cut -c1-12")
+  local hex = trim(p:read("a"))
+  p:close()
+  return hex
+end
+
+-- the data directory dir's own cgroups (mastra-platform/<12 hex>)
+local function data_cgroups(dir)
+  return cg_ls(hex_of(dir))
+end
+
+-- the server's children that are zombies (a keeper it did not reap)
+local function zombies(pid)
+  local kids = util.read_file(("/proc/%d/task/%d/children"):format(pid, pid)) or ""
+  local z = {}
+  for k in kids:gmatch("%d+") do
+    local stat = util.read_file("/proc/" .. k .. "/stat") or ""
+    if stat:match("%) (%a) ") == "Z" then z[#z + 1] = k end
+  end
+  return z
+end
 
 local last_alive
 local function all_gone(pids)
@@ -128,6 +157,11 @@ describe("the namespaces driver's cleanup", function()
       assert.is_true(#bpids >= 3, "pids of B: " .. #bpids)
       assert.are_not.equal("", cgroups(aid))
       a:destroy()
+      -- the setsid'd child is a stray, killed before the checkpoint's capture
+      local stray = "sandbox " .. aid .. ": killed 1 stray process"
+      assert.is_true(util.wait_until(function()
+        return srv.stderrTail:find(stray, 1, true) ~= nil
+      end, 5000), "no stray killed: " .. srv.stderrTail)
       assert.is_true(util.wait_until(function() return all_gone(apids) end, 5000),
         "still alive: " .. tostring(last_alive))
       assert.is_true(util.wait_until(function() return cgroups(aid) == "" end, 5000))
@@ -141,15 +175,77 @@ describe("the namespaces driver's cleanup", function()
       assert.are.same({}, mounts(srv.dataDir))
       assert.are.same({}, net_left(srv.dataDir, tag))
       -- and the data directory's own cgroup (mastra-platform/<12 hex>)
-      local p = io.popen("printf %s " .. mastra.quote(srv.dataDir) .. " | sha256sum | cut -c1-12")
-      local hex = trim(p:read("a"))
-      p:close()
-      local q = io.popen("ls -d /sys/fs/cgroup/*/mastra-platform/" .. hex
-        .. " /sys/fs/cgroup/mastra-platform/" .. hex .. " 2>/dev/null")
-      assert.are.equal("", q:read("a"))
-      q:close()
+      assert.are.equal("", data_cgroups(srv.dataDir))
     end)
     srv:close()
+    assert(ok, err)
+  end)
+
+  it("a forgotten destroyed record's keeper is reaped and its cgroups removed", function()
+    -- --destroyed-max 1: each destroy forgets the record destroyed before,
+    -- whose keeper and cgroups may still be on their way out
+    local srv = platform.start{ args = { "--driver", "namespaces", "--destroyed-max", "1" } }
+    local ok, err = pcall(function()
+      local boxes, ids, pids = {}, {}, {}
+      for i = 1, 4 do
+        boxes[i] = new(srv)
+        assert.are.equal(0, boxes[i]:executeCommand(DETACHED).exitCode)
+        ids[i] = boxes[i].sandboxId
+        for _, p in ipairs(host_pids(srv, ids[i])) do pids[#pids + 1] = p end
+      end
+      for i = 1, 4 do boxes[i]:destroy() end
+      assert.is_true(util.wait_until(function() return all_gone(pids) end, 5000),
+        "still alive: " .. tostring(last_alive))
+      for i = 1, 4 do
+        assert.is_true(util.wait_until(function() return cgroups(ids[i]) == "" end, 5000),
+          "cgroups left: " .. cgroups(ids[i]))
+      end
+      assert.is_true(util.wait_until(function() return #zombies(srv.pid) == 0 end, 5000),
+        "unreaped children: " .. table.concat(zombies(srv.pid), " "))
+      -- and it still serves
+      assert.are.equal("ok\n", new(srv):executeCommand("echo ok").stdout)
+    end)
+    srv:close()
+    assert(ok, err)
+  end)
+
+  it("sweeps the cgroups of a deleted data directory whose server was killed,"
+    .. " never a live server's", function()
+    local gone_dir = platform.tmpdir()
+    local dead = platform.start{ dataDir = gone_dir .. "/data", tokenFile = gone_dir .. "/token",
+      args = { "--driver", "namespaces" } }
+    local live = platform.start{ args = { "--driver", "namespaces" } }
+    local ok, err = pcall(function()
+      local a = new(dead)
+      assert.are.equal(0, a:executeCommand("true").exitCode)
+      local aid, apids = a.sandboxId, host_pids(dead, a.sandboxId)
+      dead:kill9()
+      assert.is_true(util.wait_until(function() return all_gone(apids) end, 5000))
+      platform.rm_rf(gone_dir) -- its data directory goes: no server of it will start
+      assert.are_not.equal("", cgroups(aid))
+      -- a live server's sandbox whose init exited: its cgroups are empty
+      local b = new(live)
+      assert.are.equal(0, b:executeCommand("true").exitCode)
+      local bid, bpids = b.sandboxId, host_pids(live, b.sandboxId)
+      for _, p in ipairs(bpids) do os.execute("kill -KILL " .. p .. " 2>/dev/null") end
+      assert.is_true(util.wait_until(function() return all_gone(bpids) end, 5000))
+      assert.are_not.equal("", cgroups(bid))
+      -- a third server's start sweeps the dead one's, not the live one's
+      local third = platform.start{ args = { "--driver", "namespaces" } }
+      third:stop()
+      assert.are.equal("", cgroups(aid))
+      assert.are.equal("", data_cgroups(gone_dir .. "/data"))
+      assert.are_not.equal("", cgroups(bid))
+      assert.are_not.equal("", data_cgroups(live.dataDir))
+      -- and the live one's sandbox runs again (a new init, same cgroups)
+      assert.are.equal("back\n", b:executeCommand("echo back").stdout)
+      live:stop()
+      assert.are.equal("", cgroups(bid))
+      assert.are.equal("", data_cgroups(live.dataDir))
+    end)
+    live:close()
+    dead:close()
+    platform.rm_rf(gone_dir)
     assert(ok, err)
   end)
 

@@ -227,4 +227,26 @@ describe("the namespaces driver", function()
     assert.are.equal("", run(other, "ls -A /workspace").stdout)
     other:destroy()
   end)
+
+  it("starts sandboxes through mastra-platform itself without mastra-ns-init"
+    .. " beside it, and says so", function()
+    -- the init is normally mastra-ns-init, beside the server's binary
+    local dir = platform.tmpdir()
+    local bin = dir .. "/mastra-platform"
+    assert(os.execute("cp " .. mastra.quote(platform.binary()) .. " " .. mastra.quote(bin)))
+    local alone = platform.start{ bin = bin, args = { "--driver", "namespaces" } }
+    local ok, err = pcall(function()
+      local sb = mastra.PlatformSandbox.new{ accessToken = alone.token, proxyUrl = alone.url,
+        projectId = "proj", environmentId = "env" }
+      sb:start()
+      local r = run(sb, "hostname; echo $$")
+      assert.are.equal(0, r.exitCode, r.stderr)
+      assert.are.equal(sb.sandboxId .. "\n", r.stdout:match("^[^\n]*\n"))
+      sb:destroy()
+      assert.matches("mastra%-ns%-init is not beside", alone.stderrTail)
+    end)
+    alone:close()
+    platform.rm_rf(dir)
+    assert(ok, err)
+  end)
 end)

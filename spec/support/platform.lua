@@ -125,14 +125,15 @@ end
 
 --- Start mastra-platform. opts: dataDir, tokenFile (defaults: in a
 -- scratch directory of this server), driver (default: the one CTest chose),
--- args (extra command-line words), user (a uid: the server runs as that
--- uid and gid with no supplementary groups, through setpriv; the scratch
--- directory is chowned to it, a dataDir given is the caller's to chown),
--- cgroup (a cgroup directory the server starts in), base (false: not the
--- base CTest chose: the server's own, in its data directory).
+-- args (extra command-line words), bin (default: platform.binary()), user
+-- (a uid: the server runs as that uid and gid with no supplementary groups,
+-- through setpriv; the scratch directory is chowned to it, a dataDir given
+-- is the caller's to chown), cgroup (a cgroup directory the server starts
+-- in), base (false: not the base CTest chose: the server's own, in its data
+-- directory).
 function platform.start(opts)
   opts = opts or {}
-  local bin = platform.binary()
+  local bin = opts.bin or platform.binary()
   local scratch = platform.tmpdir()
   local self = setmetatable({
     scratch = scratch,

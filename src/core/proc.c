@@ -184,11 +184,11 @@ static int set_nonblock(int fd) {
   return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-/* /bin/sh in its own process group, stdin/stdout/stderr from in0, o1, e1,
-** every other descriptor closed, signals unblocked and at their defaults.
-** Returns 0 or an errno. */
+/* /bin/sh (or opts->exe) in its own process group, stdin/stdout/stderr
+** from in0, o1, e1, opts->fd3 as 3, every other descriptor closed, signals
+** unblocked and at their defaults. Returns 0 or an errno. */
 static int spawn_posix(const mastra__proc_opts *opts, int in0, int o1, int e1,
-                       char **argv, pid_t *pid) {
+                       char *const *argv, pid_t *pid) {
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
   sigset_t none, all;
@@ -198,8 +198,9 @@ static int spawn_posix(const mastra__proc_opts *opts, int in0, int o1, int e1,
   posix_spawn_file_actions_adddup2(&fa, in0, 0);
   posix_spawn_file_actions_adddup2(&fa, o1, 1);
   posix_spawn_file_actions_adddup2(&fa, e1, 2);
+  if (opts->fd3 > 2) posix_spawn_file_actions_adddup2(&fa, opts->fd3, 3);
   if (opts->cwd != NULL) posix_spawn_file_actions_addchdir_np(&fa, opts->cwd);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  posix_spawn_file_actions_addclosefrom_np(&fa, opts->fd3 > 2 ? 4 : 3);
   sigemptyset(&none);
   sigfillset(&all);
   sigdelset(&all, SIGKILL);
@@ -209,7 +210,8 @@ static int spawn_posix(const mastra__proc_opts *opts, int in0, int o1, int e1,
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
-  rc = posix_spawn(pid, "/bin/sh", &fa, &attr, argv, opts->envp);
+  rc = posix_spawn(pid, opts->exe ? opts->exe : "/bin/sh", &fa, &attr, argv,
+                   opts->envp);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   return rc;
@@ -218,7 +220,7 @@ static int spawn_posix(const mastra__proc_opts *opts, int in0, int o1, int e1,
 /* The child of spawn_fork: the same setup as spawn_posix, plus the
 ** parent-death signal; a failure is reported as an errno on `report`. */
 static void child_exec(const mastra__proc_opts *opts, int in0, int o1,
-                       int e1, char **argv, pid_t parent, int report) {
+                       int e1, char *const *argv, pid_t parent, int report) {
   struct sigaction dfl;
   sigset_t none;
   int fds[3], i, rc;
@@ -249,7 +251,7 @@ static void child_exec(const mastra__proc_opts *opts, int in0, int o1,
   close_range((unsigned)report + 1, ~0u, 0);
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  execve("/bin/sh", argv, opts->envp);
+  execve(opts->exe ? opts->exe : "/bin/sh", argv, opts->envp);
 fail:
   rc = errno;
   if (write(report, &rc, sizeof rc) < 0) _exit(127);
@@ -261,7 +263,7 @@ fail:
 ** a close-on-exec pipe; EOF on it means the exec happened. Returns 0 or an
 ** errno, like posix_spawn. */
 static int spawn_fork(const mastra__proc_opts *opts, int in0, int o1, int e1,
-                      char **argv, pid_t *out) {
+                      char *const *argv, pid_t *out) {
   int report[2], rc = 0;
   pid_t parent = getpid(), pid;
   sigset_t all, old;
@@ -325,15 +327,19 @@ int mastra__proc_spawn(mastra__loop *loop, const mastra__proc_opts *opts,
   argv[2] = (char *)opts->command;
   argv[3] = NULL;
   if (opts->pdeathsig != 0 || opts->enter != NULL)
-    rc = spawn_fork(opts, in[0], o[1], e[1], argv, &pid);
+    rc = opts->fd3 > 2 ? EINVAL
+         : spawn_fork(opts, in[0], o[1], e[1],
+                      opts->argv ? opts->argv : argv, &pid);
   else
-    rc = spawn_posix(opts, in[0], o[1], e[1], argv, &pid);
+    rc = spawn_posix(opts, in[0], o[1], e[1], opts->argv ? opts->argv : argv,
+                     &pid);
   if (rc != 0) {
     if (opts->cwd != NULL && (rc == ENOENT || rc == ENOTDIR || rc == EACCES))
       snprintf(err, errlen, "cannot run in directory '%s': %s", opts->cwd,
                strerror(rc));
     else
-      snprintf(err, errlen, "cannot start /bin/sh: %s", strerror(rc));
+      snprintf(err, errlen, "cannot start %s: %s",
+               opts->exe ? opts->exe : "/bin/sh", strerror(rc));
     goto fail;
   }
   p->pid = pid;

@@ -49,6 +49,13 @@ typedef struct mastra__proc_opts {
   ** fork path, like pdeathsig. */
   int (*enter)(void *arg, int report);
   void *enter_arg;
+  /* Run exe with argv (NULL-terminated) instead of /bin/sh -c command
+  ** (NULL: /bin/sh); `command` is then unused. */
+  const char *exe;
+  char *const *argv;
+  /* > 2: the child gets this descriptor as its descriptor 3 (0: none).
+  ** Only without pdeathsig and enter (the posix_spawn path). */
+  int fd3;
 } mastra__proc_opts;
 
 typedef struct mastra__buf {

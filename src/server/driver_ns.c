@@ -6,26 +6,27 @@
 ** mount namespace by its init (ns_init.c), which also owns its pid, uts,
 ** ipc and net namespaces and a user namespace where root is host uid
 ** MP_NS_UID_BASE (without root: the server's uid, ns_user.c; with root,
-** the base's files are idmapped to it, ns_idmap.c). The init starts when the sandbox is created (or, for a
-** restored one and after a restart, at its first command), without
-** waiting: the server watches its ready socket on the loop.
+** the base's files are idmapped to it, ns_idmap.c). The init starts when
+** the sandbox is created (or, for a restored one and after a restart, at
+** its first command), without waiting: the server watches its ready
+** socket on the loop.
 **
-** A command is a mastra__proc like the process driver's, with an `enter`
-** hook (proc.h) run in the forked child: it waits for the init's "R" on
-** the ready socket (after closing the spawn's report pipe when the init
-** is still starting, so the server never waits for it), joins the
-** sandbox's cgroups, setns()es into its namespaces (the user namespace
-** last, then uid/gid 0 there), and forks: the grandchild, in the
-** sandbox's pid namespace and in the same process group, execs /bin/sh;
-** the child ignores the group's termination signals and exits as the
-** grandchild did. So proc.c's timeout, kill of the group, output and
-** stdin work unchanged.
+** A command is a mastra__proc like the process driver's, whose program is
+** `mastra-ns-init __ns-exec` (ns_exec.c) instead of /bin/sh, posix_spawn'd
+** with the ready socket: it waits for the init's "R" (the server never
+** waits for it), joins the sandbox's cgroups, setns()es into its
+** namespaces and forks /bin/sh into the sandbox's pid namespace, in the
+** same process group; it exits as /bin/sh did. So proc.c's timeout, kill
+** of the group, output and stdin work unchanged.
 **
-** cgroups: v2 (/sys/fs/cgroup is cgroup2) or v1 (pids, memory and cpu
-** hierarchies), under mastra-platform/<12 hex of the data directory's
-** SHA-256>/<id>: pids.max, the memory limit, and one cpu share for the
-** whole sandbox. At start, what a previous server of this data directory
-** left there is killed and removed.
+** cgroups (ns_cgroup.c): made before the init starts, removed on the loop
+** once a destroyed sandbox's processes are gone. The init is the program
+** mastra-ns-init (libc alone), or mastra-platform itself without it.
+**
+** A record that goes (a destroyed one forgotten, a failed create, the
+** server's exit) releases its part: on the loop nothing waits, the part
+** outlives the record until its keeper is reaped and its cgroups removed;
+** at the server's exit the wait is bounded (~2 s).
 **
 ** PRIVATE networks (net.c): mp_ns_setup opens the net module (which sweeps
 ** what a previous server left) and mp_ns_finish closes it. A PRIVATE
@@ -38,12 +39,9 @@
 #define _GNU_SOURCE
 #include "driver_ns.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -51,12 +49,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,21 +59,19 @@
 #include "driver_process.h"
 #include "log.h"
 #include "net.h"
+#include "ns_cgroup.h"
+#include "ns_exec.h"
 #include "ns_idmap.h"
 #include "ns_init.h"
 #include "ns_user.h"
-#include "sha256.h"
+#include "orphans.h"
 #include "trash.h"
 #include "util.h"
 
-#ifndef CGROUP2_SUPER_MAGIC
-#define CGROUP2_SUPER_MAGIC 0x63677270
+#ifndef MP_NS_INIT_INSTALLED
+#define MP_NS_INIT_INSTALLED "../libexec/mastra-platform/mastra-ns-init"
 #endif
 
-#define CG_ROOT "/sys/fs/cgroup"
-#define MAX_CG 3
-/* a command waits this long for a starting init */
-#define START_WAIT_MS 30000
 /* the cgroups of a destroyed sandbox are removed once its processes are
 ** gone: tried every RMDIR_RETRY_MS, this many times */
 #define RMDIR_RETRY_MS 50
@@ -86,11 +79,7 @@
 
 static struct {
   char base[4096];
-  long long pids_max;
-  long long memory_max;
-  int v2;                      /* cgroup2 at CG_ROOT */
-  int ncg;                     /* controllers in use (v1) or 1 (v2) */
-  char cg[MAX_CG][4300];       /* the data directory's cgroup per tree */
+  char init_bin[4200];         /* mastra-ns-init, or /proc/self/exe */
   int unpriv;                  /* not root: ns_user.c */
   char limits[300];            /* mp_ns_limits */
   int idmap_fd;                /* with root: ns_idmap.c, or -1 */
@@ -98,10 +87,20 @@ static struct {
   char net_err[512];           /* why net is NULL */
 } cfg;
 
+/* A sandbox's part of the driver. Released on the loop (a destroyed
+** record forgotten, a create that failed), it outlives its sandbox
+** ("detached", sb NULL) until its keeper is reaped and its cgroups are
+** removed, both on the loop, then frees itself; the loop's close ends what
+** is left with a bounded wait. */
 typedef struct ns_box {
+  mastra__handle handle;       /* on the loop's list once detached */
+  mastra__loop *loop;
+  mp_sandbox *sb;              /* NULL once detached */
+  char id[MP_ID_MAX];          /* its cgroups' name */
   pid_t keeper;
   int keeper_fd;               /* pidfd of the keeper (our child) */
   int init_fd;                 /* pidfd of the init, once ready */
+  long init_pid;
   int ready_fd;                /* our end of the ready socket */
   int started, ready, cg_made;
   int joined;                  /* a member of its environment's network */
@@ -110,158 +109,29 @@ typedef struct ns_box {
   mastra__timer rmdir_timer;
 } ns_box;
 
-/* {====== cgroups ====== */
-
-static void cg_dir(const mp_sandbox *sb, int i, char *out, size_t n) {
-  snprintf(out, n, "%s/%s", cfg.cg[i], sb->id);
-}
-
-static int cg_make(const mp_sandbox *sb, char *err, size_t errlen) {
-  char dir[4400], path[4500], val[32];
-  int i;
-  for (i = 0; i < cfg.ncg; i++) {
-    cg_dir(sb, i, dir, sizeof dir);
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-      snprintf(err, errlen, "cannot create the cgroup %s: %s", dir,
-               strerror(errno));
-      return -1;
-    }
-    if (cfg.v2 || strstr(cfg.cg[i], "/pids/") != NULL) {
-      snprintf(path, sizeof path, "%s/pids.max", dir);
-      snprintf(val, sizeof val, "%lld", cfg.pids_max);
-      if (cfg.pids_max > 0 && mp_ns_write_text(path, val) < 0)
-        mp_log("cannot write %s: %s", path, strerror(errno));
-    }
-    if (cfg.v2 || strstr(cfg.cg[i], "/memory/") != NULL) {
-      snprintf(path, sizeof path, cfg.v2 ? "%s/memory.max"
-               : "%s/memory.limit_in_bytes", dir);
-      snprintf(val, sizeof val, "%lld", cfg.memory_max);
-      if (cfg.memory_max > 0 && mp_ns_write_text(path, val) < 0)
-        mp_log("cannot write %s: %s", path, strerror(errno));
-      if (cfg.v2) {
-        snprintf(path, sizeof path, "%s/memory.swap.max", dir);
-        mp_ns_write_text(path, "0"); /* absent without swap accounting */
-      }
-    }
-  }
-  return 0;
-}
-
-/* SIGKILL what a cgroup still holds; rmdir it. 0 once it is gone. */
-static int cg_remove(const char *dir) {
-  char path[4500], *text, *p;
-  snprintf(path, sizeof path, "%s/cgroup.procs", dir);
-  if (mastra__read_file(path, &text, NULL) == 0) {
-    for (p = text; *p != '\0';) {
-      char *end;
-      long pid = strtol(p, &end, 10);
-      if (end == p) break;
-      if (pid > 1) kill((pid_t)pid, SIGKILL);
-      p = end;
-      while (*p == '\n') p++;
-    }
-    free(text);
-  }
-  return rmdir(dir) == 0 || errno == ENOENT ? 0 : -1;
-}
-
-static int cg_remove_all(const mp_sandbox *sb) {
-  char dir[4400];
-  int i, left = 0;
-  for (i = 0; i < cfg.ncg; i++) {
-    cg_dir(sb, i, dir, sizeof dir);
-    if (cg_remove(dir) < 0) left = 1;
-  }
-  return left ? -1 : 0;
-}
-
-static void on_rmdir_retry(mastra__timer *t) {
-  mp_sandbox *sb = t->data;
-  ns_box *b = sb->driver_data;
-  if (cg_remove_all(sb) == 0) {
-    b->cg_made = 0;
-    return;
-  }
-  if (++b->rmdir_tries < RMDIR_TRIES)
-    mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
-  else
-    mp_log("sandbox %s: its cgroups are still busy; the next start removes"
-           " them", sb->id);
-}
-
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
     ;
 }
 
-/* At start: the cgroups a previous server of this data directory left. */
-static void cg_sweep(void) {
-  int i, tries;
-  for (tries = 0; tries < 100; tries++) {
-    int left = 0;
-    for (i = 0; i < cfg.ncg; i++) {
-      DIR *d = opendir(cfg.cg[i]);
-      struct dirent *e;
-      char dir[4600];
-      if (d == NULL) continue;
-      while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "sbx_", 4) != 0) continue;
-        snprintf(dir, sizeof dir, "%s/%s", cfg.cg[i], e->d_name);
-        if (tries == 0)
-          mp_log("removing the cgroup %s left by a previous server", dir);
-        if (cg_remove(dir) < 0) left = 1;
-      }
-      closedir(d);
-    }
-    if (!left) return;
-    sleep_ms(20);
-  }
-}
+static void box_done_if_detached(ns_box *b);
 
-static int mkdir_enable(const char *dir) {
-  char path[4400];
-  if (mkdir(dir, 0755) < 0 && errno != EEXIST) return -1;
-  if (cfg.v2) {
-    snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
-    mp_ns_write_text(path, "+pids +memory +cpu");
-  }
-  return 0;
-}
-
-static void cg_setup(const char *data_dir) {
-  static const char *const v1[] = {"pids", "memory", "cpu"};
-  char hex[65], top[4200], mid[4300];
-  struct statfs st;
-  int i;
-  mastra__sha256_hex(data_dir, strlen(data_dir), hex);
-  hex[12] = '\0';
-  cfg.ncg = 0;
-  cfg.v2 = statfs(CG_ROOT, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC;
-  if (cfg.unpriv) {
-    cfg.ncg = mp_ns_user_cgroups(cfg.v2, hex, cfg.cg, MAX_CG);
-  } else if (cfg.v2) {
-    mp_ns_write_text(CG_ROOT "/cgroup.subtree_control", "+pids +memory +cpu");
-    snprintf(top, sizeof top, "%s/mastra-platform", CG_ROOT);
-    snprintf(mid, sizeof mid, "%s/%s", top, hex);
-    if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0)
-      snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
+/* the cgroups of a destroyed sandbox, once its processes are gone */
+static void on_rmdir_retry(mastra__timer *t) {
+  ns_box *b = t->data;
+  if (mp_nscg_remove(b->id) == 0) {
+    b->cg_made = 0;
+  } else if (++b->rmdir_tries < RMDIR_TRIES) {
+    mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
+    return;
   } else {
-    for (i = 0; i < 3; i++) {
-      snprintf(top, sizeof top, "%s/%s/cgroup.procs", CG_ROOT, v1[i]);
-      if (access(top, W_OK) < 0) continue;
-      snprintf(top, sizeof top, "%s/%s/mastra-platform", CG_ROOT, v1[i]);
-      snprintf(mid, sizeof mid, "%s/%s", top, hex);
-      if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0)
-        snprintf(cfg.cg[cfg.ncg++], sizeof cfg.cg[0], "%s", mid);
-    }
+    mp_log("sandbox %s: its cgroups are still busy; the next start removes"
+           " them", b->id);
+    b->cg_made = 0;
   }
-  mp_ns_limits_say(cfg.ncg, cfg.v2, cfg.unpriv, cfg.limits,
-                   sizeof cfg.limits);
-  cg_sweep();
+  box_done_if_detached(b);
 }
-
-/* }====== */
 
 /* {====== the init ====== */
 
@@ -281,8 +151,8 @@ static void net_leave(mp_sandbox *sb, ns_box *b) {
 }
 
 static void on_keeper_exit(mastra__io *io, uint32_t revents) {
-  mp_sandbox *sb = io->data;
-  ns_box *b = sb->driver_data;
+  ns_box *b = io->data;
+  mp_sandbox *sb = b->sb;
   siginfo_t si;
   (void)revents;
   memset(&si, 0, sizeof si);
@@ -293,14 +163,18 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
   }
   mastra__io_stop(&b->keeper_io);
   mastra__io_stop(&b->ready_io);
-  if (!sb->destroyed_ms && !sb->destroying)
-    mp_log("sandbox %s: its init exited; the next command starts a new one",
-           sb->id);
   close_fd(&b->keeper_fd);
   close_fd(&b->ready_fd);
   close_fd(&b->init_fd);
-  net_leave(sb, b);
   b->started = b->ready = 0;
+  if (sb == NULL) {
+    box_done_if_detached(b);
+    return;
+  }
+  if (!sb->destroyed_ms && !sb->destroying)
+    mp_log("sandbox %s: its init exited; the next command starts a new one",
+           sb->id);
+  net_leave(sb, b);
 }
 
 /* "N <init>" from a PRIVATE sandbox's keeper: join, then answer (the
@@ -337,8 +211,8 @@ static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
 }
 
 static void on_ready(mastra__io *io, uint32_t revents) {
-  mp_sandbox *sb = io->data;
-  ns_box *b = sb->driver_data;
+  ns_box *b = io->data;
+  mp_sandbox *sb = b->sb;
   char buf[1100];
   ssize_t n;
   (void)revents;
@@ -352,7 +226,8 @@ static void on_ready(mastra__io *io, uint32_t revents) {
       mastra__io_start(&b->ready_io, EPOLLIN);
       return;
     }
-    b->init_fd = pidfd_open((pid_t)atol(buf + 2), 0);
+    b->init_pid = atol(buf + 2);
+    b->init_fd = pidfd_open((pid_t)b->init_pid, 0);
     b->ready = 1;
     if (buf[0] == 'N') join_network(sb, b, buf, (size_t)(nl - buf + 1));
   } else {
@@ -364,7 +239,7 @@ static void on_ready(mastra__io *io, uint32_t revents) {
 static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
                       size_t errlen) {
   ns_box *b = sb->driver_data;
-  char spid[24], cgp[MAX_CG][4500], *argv[9 + MAX_CG];
+  char spid[24], cgp[MP_NSCG_MAX][4500], *argv[9 + MP_NSCG_MAX];
   const char *hosts = "-";
   posix_spawn_file_actions_t fa;
   int sv[2], i, rc;
@@ -379,7 +254,7 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
     }
   }
   if (!b->cg_made) {
-    if (cg_make(sb, err, errlen) < 0) return -1;
+    if (mp_nscg_make(sb->id, err, errlen) < 0) return -1;
     b->cg_made = 1;
   }
   mastra__timer_stop(&b->rmdir_timer);
@@ -396,12 +271,11 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
   argv[5] = sb->root;
   argv[6] = "3";
   argv[7] = (char *)hosts;
-  for (i = 0; i < cfg.ncg; i++) {
-    cg_dir(sb, i, cgp[i], sizeof cgp[i]);
-    strcat(cgp[i], "/cgroup.procs");
+  for (i = 0; i < mp_nscg_count(); i++) {
+    mp_nscg_procs(sb->id, i, cgp[i], sizeof cgp[i]);
     argv[8 + i] = cgp[i];
   }
-  argv[8 + cfg.ncg] = NULL;
+  argv[8 + i] = NULL;
   /* the keeper resets its signals and sets its own process group */
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
@@ -410,7 +284,7 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
     posix_spawn_file_actions_adddup2(&fa, cfg.idmap_fd, MP_NS_IDMAP_FD);
   posix_spawn_file_actions_addclosefrom_np(&fa, cfg.idmap_fd >= 0
                                                     ? MP_NS_IDMAP_FD + 1 : 4);
-  rc = posix_spawn(&b->keeper, "/proc/self/exe", &fa, NULL, argv, environ);
+  rc = posix_spawn(&b->keeper, cfg.init_bin, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   close(sv[1]);
   if (rc != 0) {
@@ -429,8 +303,8 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
     snprintf(err, errlen, "pidfd_open: %s", strerror(rc));
     return -1;
   }
-  mastra__io_init(srv->loop, &b->keeper_io, b->keeper_fd, on_keeper_exit, sb);
-  mastra__io_init(srv->loop, &b->ready_io, b->ready_fd, on_ready, sb);
+  mastra__io_init(srv->loop, &b->keeper_io, b->keeper_fd, on_keeper_exit, b);
+  mastra__io_init(srv->loop, &b->ready_io, b->ready_fd, on_ready, b);
   mastra__io_start(&b->keeper_io, EPOLLIN);
   mastra__io_start(&b->ready_io, EPOLLIN);
   b->started = 1;
@@ -456,7 +330,10 @@ static ns_box *box_of(mp_server *srv, mp_sandbox *sb) {
   b = calloc(1, sizeof *b);
   if (b == NULL) return NULL;
   b->keeper_fd = b->init_fd = b->ready_fd = -1;
-  mastra__timer_init(srv->loop, &b->rmdir_timer, on_rmdir_retry, sb);
+  b->loop = srv->loop;
+  b->sb = sb;
+  snprintf(b->id, sizeof b->id, "%s", sb->id);
+  mastra__timer_init(srv->loop, &b->rmdir_timer, on_rmdir_retry, b);
   sb->driver_data = b;
   return b;
 }
@@ -516,141 +393,17 @@ fail:
   return -1;
 }
 
-/* what the forked child of a command needs (a copy on its stack) */
-typedef struct ns_exec {
-  int ready_fd;
-  int unpriv;
-  const char *cwd;
-  int ncg;
-  char cgp[MAX_CG][4500];
-} ns_exec;
-
-static void say(const char *what, const char *detail) {
-  char msg[1400];
-  int n = snprintf(msg, sizeof msg, "mastra-platform: %s%s%s\n", what,
-                   detail ? ": " : "", detail ? detail : "");
-  if (n > 0 && write(2, msg, (size_t)n) < 0) _exit(127);
-}
-
-/* the command's child: exit as the grandchild did */
-static void relay(pid_t g) {
-  struct sigaction sa;
-  struct rlimit none = {0, 0};
-  sigset_t set;
-  int status, sig;
-  while (waitpid(g, &status, 0) < 0)
-    if (errno != EINTR) _exit(127);
-  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
-  sig = WTERMSIG(status);
-  setrlimit(RLIMIT_CORE, &none);
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = SIG_DFL;
-  sigaction(sig, &sa, NULL);
-  sigemptyset(&set);
-  sigprocmask(SIG_SETMASK, &set, NULL);
-  kill(getpid(), sig);
-  _exit(128 + sig);
-}
-
-/* proc.c's `enter` hook: see the top of this file */
-static int ns_enter(void *arg, int report) {
-  ns_exec *x = arg;
-  struct pollfd pfd;
-  char buf[1100];
-  struct timespec t0, t1;
-  ssize_t n;
-  int i, pidfd;
-  pid_t g;
-  static const int quiet[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
-                              SIGUSR2, SIGPIPE, SIGALRM};
-  pfd.fd = x->ready_fd;
-  pfd.events = POLLIN;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (;;) {
-    long waited;
-    n = -1;
-    if (poll(&pfd, 1, 0) == 1) {
-      n = recv(x->ready_fd, buf, 1, MSG_PEEK | MSG_DONTWAIT);
-      /* "N": the server attaches its network; "R" follows */
-      if (n <= 0 || buf[0] != 'N') break;
-    }
-    /* the init is starting: the server does not wait for it */
-    if (report >= 0) close(report);
-    report = -1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    waited = (t1.tv_sec - t0.tv_sec) * 1000
-             + (t1.tv_nsec - t0.tv_nsec) / 1000000;
-    if (waited >= START_WAIT_MS) {
-      say("the sandbox did not start in time", NULL);
-      _exit(127);
-    }
-    if (n > 0)
-      sleep_ms(1);
-    else
-      poll(&pfd, 1, (int)(START_WAIT_MS - waited));
-  }
-  n = recv(x->ready_fd, buf, sizeof buf - 1, MSG_PEEK | MSG_DONTWAIT);
-  buf[n > 0 ? n : 0] = '\0';
-  buf[strcspn(buf, "\n")] = '\0';
-  if (n <= 0 || buf[0] != 'R') {
-    say("the sandbox did not start", n > 2 ? buf + 2 : "its init exited");
-    _exit(127);
-  }
-  for (i = 0; i < x->ncg; i++) {
-    if (mp_ns_write_text(x->cgp[i], "0") < 0) {
-      say("cannot join the sandbox's cgroup", strerror(errno));
-      _exit(127);
-    }
-  }
-  pidfd = pidfd_open((pid_t)atol(buf + 2), 0);
-  /* without root: not dumpable (no id changes: the kernel would keep a
-  ** copy of the server's memory ptrace-able by the sandbox until the
-  ** exec), then the user namespace first (its owner has the capabilities
-  ** the others need; its setgroups is denied) */
-  if (x->unpriv) prctl(PR_SET_DUMPABLE, 0);
-  if (pidfd < 0
-      || (x->unpriv && setns(pidfd, CLONE_NEWUSER) < 0)
-      || setns(pidfd, CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC
-                          | CLONE_NEWNET | CLONE_NEWPID) < 0
-      || (!x->unpriv && (setns(pidfd, CLONE_NEWUSER) < 0
-                         || setgroups(0, NULL) < 0))
-      || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
-    say("cannot enter the sandbox", strerror(errno));
-    _exit(127);
-  }
-  close(pidfd);
-  close(x->ready_fd);
-  g = fork();
-  if (g < 0) {
-    say("cannot start /bin/sh", strerror(errno));
-    _exit(127);
-  }
-  if (g == 0) {
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) _exit(127);
-    if (report < 0 && x->cwd != NULL && chdir(x->cwd) < 0) {
-      char msg[1200];
-      snprintf(msg, sizeof msg, "cannot run in directory '%s'", x->cwd);
-      say(msg, strerror(errno));
-      _exit(127);
-    }
-    return 0;
-  }
-  /* the group's signals are the grandchild's to act on */
-  for (i = 0; i < (int)(sizeof quiet / sizeof quiet[0]); i++)
-    signal(quiet[i], SIG_IGN);
-  close_range(0, ~0u, 0);
-  relay(g);
-  return -1;
-}
-
+/* A command: `mastra-ns-init __ns-exec SERVER_PID CWD CGROUP_PROCS... --
+** COMMAND` (ns_exec.c), spawned without a fork of the server, with the
+** ready socket as its descriptor 3 */
 static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     char *const *envp, mastra__proc **out, char *err,
                     size_t errlen) {
   ns_box *b = box_of(srv, sb);
-  ns_exec x;
-  char cwd[4200];
+  char cwd[4200], spid[24], cgp[MP_NSCG_MAX][4500];
+  char *argv[7 + MP_NSCG_MAX];
   mastra__proc_opts opts;
-  int i;
+  int i, n = 0;
   if (b == NULL) {
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
@@ -665,18 +418,23 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
     snprintf(err, errlen, "the working directory is too long");
     return -ENAMETOOLONG;
   }
-  memset(&x, 0, sizeof x);
-  x.ready_fd = b->ready_fd;
-  x.unpriv = cfg.unpriv;
-  x.cwd = cwd;
-  x.ncg = cfg.ncg;
-  for (i = 0; i < cfg.ncg; i++) {
-    cg_dir(sb, i, x.cgp[i], sizeof x.cgp[i]);
-    strcat(x.cgp[i], "/cgroup.procs");
+  snprintf(spid, sizeof spid, "%d", (int)getpid());
+  argv[n++] = "mastra-ns-exec";
+  argv[n++] = MP_NS_EXEC_ARG;
+  argv[n++] = spid;
+  argv[n++] = cwd;
+  for (i = 0; i < mp_nscg_count(); i++) {
+    mp_nscg_procs(sb->id, i, cgp[i], sizeof cgp[i]);
+    argv[n++] = cgp[i];
   }
-  mp_proc_opts(&opts, spec, envp, cwd);
-  opts.enter = ns_enter;
-  opts.enter_arg = &x;
+  argv[n++] = "--";
+  argv[n++] = (char *)spec->command;
+  argv[n] = NULL;
+  mp_proc_opts(&opts, spec, envp, NULL);
+  opts.pdeathsig = 0; /* the program sets its own, and checks its parent */
+  opts.exe = cfg.init_bin;
+  opts.argv = argv;
+  opts.fd3 = b->ready_fd;
   return mastra__proc_spawn(srv->loop, &opts, out, err, errlen);
 }
 
@@ -693,21 +451,19 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
   mp_trash(srv, sb->root); /* removed off the loop */
 }
 
-/* the server exits: nothing of the sandbox outlives it */
-static void ns_release(mp_server *srv, mp_sandbox *sb) {
-  ns_box *b = sb->driver_data;
+/* the keeper reaped and the cgroups removed, waiting at most ~2 s (at the
+** server's exit, or when the loop closes on a detached box) */
+static void box_finish_now(ns_box *b) {
   int i;
-  (void)srv;
-  if (b == NULL) return;
   stop_init(b);
   mastra__io_stop(&b->keeper_io);
   mastra__io_stop(&b->ready_io);
   mastra__timer_stop(&b->rmdir_timer);
   if (b->keeper_fd >= 0) {
+    struct pollfd pfd = {b->keeper_fd, POLLIN, 0};
     siginfo_t si;
-    while (waitid(P_PIDFD, (id_t)b->keeper_fd, &si, WEXITED) < 0
-           && errno == EINTR)
-      ;
+    poll(&pfd, 1, 2000);
+    waitid(P_PIDFD, (id_t)b->keeper_fd, &si, WEXITED | WNOHANG);
   }
   if (b->init_fd >= 0) {
     struct pollfd pfd = {b->init_fd, POLLIN, 0};
@@ -716,10 +472,84 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
   close_fd(&b->keeper_fd);
   close_fd(&b->ready_fd);
   close_fd(&b->init_fd);
-  for (i = 0; b->cg_made && i < 100 && cg_remove_all(sb) < 0; i++)
+  for (i = 0; b->cg_made && i < 100 && mp_nscg_remove(b->id) < 0; i++)
     sleep_ms(20);
-  free(b);
+  b->cg_made = 0;
+}
+
+static void box_free(mastra__handle *h) { free(h); }
+
+static void box_shutdown(mastra__handle *h) {
+  box_finish_now((ns_box *)h);
+  free(h);
+}
+
+/* a detached box whose keeper is reaped and whose cgroups are gone */
+static void box_done_if_detached(ns_box *b) {
+  if (b->sb != NULL || b->keeper_fd >= 0 || b->cg_made) return;
+  mastra__loop_defer_free(b->loop, &b->handle); /* after the dispatch */
+}
+
+/* The record goes (the server exits, a destroyed record is forgotten, a
+** create failed): nothing of the sandbox outlives the server. On the loop
+** nothing waits: the box reaps its keeper and removes its cgroups there. */
+static void ns_release(mp_server *srv, mp_sandbox *sb) {
+  ns_box *b = sb->driver_data;
+  (void)srv;
+  if (b == NULL) return;
   sb->driver_data = NULL;
+  b->sb = NULL;
+  if (mastra__loop_closed(b->loop)) {
+    box_finish_now(b);
+    free(b);
+    return;
+  }
+  stop_init(b);
+  mastra__io_stop(&b->ready_io);
+  close_fd(&b->ready_fd);
+  close_fd(&b->init_fd);
+  b->handle.shutdown = box_shutdown;
+  b->handle.free = box_free;
+  mastra__loop_add_handle(b->loop, &b->handle);
+  if (b->cg_made && b->rmdir_timer.slot == 0) {
+    b->rmdir_tries = 0;
+    mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
+  }
+  box_done_if_detached(b);
+}
+
+typedef struct stray_scan {
+  const ns_box *b;
+  int (*in_command)(void *data, long pgrp);
+  void *data;
+  size_t n;
+} stray_scan;
+
+static void kill_stray(long pid, void *data) {
+  stray_scan *s = data;
+  unsigned long long start;
+  long pgrp;
+  char state;
+  if (pid == (long)s->b->keeper || pid == s->b->init_pid) return;
+  if (mp_orphans_proc_stat(pid, &state, &pgrp, &start) < 0 || state == 'Z'
+      || s->in_command(s->data, pgrp))
+    return;
+  if (kill((pid_t)pid, SIGKILL) == 0) s->n++;
+}
+
+/* a destroy's strays, from the sandbox's cgroup (every process of the
+** sandbox is in it): all but the keeper, the init and the commands'
+** groups. No cgroups: none (they die with the init at the teardown). */
+static size_t ns_kill_strays(mp_sandbox *sb, int (*in_command)(void *data,
+                                                               long pgrp),
+                             void *data) {
+  stray_scan s;
+  s.b = sb->driver_data;
+  s.in_command = in_command;
+  s.data = data;
+  s.n = 0;
+  if (s.b != NULL && s.b->cg_made) mp_nscg_each(sb->id, kill_stray, &s);
+  return s.n;
 }
 
 const mp_driver mp_ns_driver = {
@@ -733,6 +563,7 @@ const mp_driver mp_ns_driver = {
     .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*"
                  " --xattrs-include=user.overlay.*",
     .layer_tree = 1,
+    .kill_strays = ns_kill_strays,
 };
 
 int mp_ns_available(char *why, size_t n) {
@@ -748,35 +579,51 @@ int mp_ns_available(char *why, size_t n) {
 const char *mp_ns_limits(void) { return cfg.limits; }
 
 void mp_ns_finish(void) {
-  int i;
-  for (i = 0; i < cfg.ncg; i++) {
-    char *slash;
-    /* the data directory's cgroup, then mastra-platform's if it is empty
-    ** (another server's keeps it busy) */
-    if (rmdir(cfg.cg[i]) < 0) continue;
-    slash = strrchr(cfg.cg[i], '/');
-    if (slash != NULL) {
-      *slash = '\0';
-      rmdir(cfg.cg[i]);
-    }
-  }
-  cfg.ncg = 0;
+  mp_nscg_finish();
   if (cfg.idmap_fd >= 0) close(cfg.idmap_fd);
   cfg.idmap_fd = -1;
   if (cfg.net != NULL) mp_net_close(cfg.net);
   cfg.net = NULL;
 }
 
+/* mastra-ns-init beside the server's binary (the build tree), or where
+** `cmake --install` puts it; else the server's own binary (`__ns-init`),
+** which costs its dynamic loading at every sandbox start */
+static void find_init(void) {
+  static const char *const rel[] = {"mastra-ns-init", MP_NS_INIT_INSTALLED};
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  size_t i;
+  char *slash;
+  snprintf(cfg.init_bin, sizeof cfg.init_bin, "/proc/self/exe");
+  if (n <= 0) return;
+  exe[n] = '\0';
+  slash = strrchr(exe, '/');
+  if (slash == NULL) return;
+  slash[1] = '\0';
+  for (i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s%s", exe, rel[i]);
+    if (access(path, X_OK) == 0) {
+      snprintf(cfg.init_bin, sizeof cfg.init_bin, "%s", path);
+      return;
+    }
+  }
+  mp_log("mastra-ns-init is not beside %s (nor in %s): sandboxes start"
+         " through mastra-platform itself, a few ms slower", exe,
+         MP_NS_INIT_INSTALLED);
+}
+
 int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
                 long long memory_max, int egress) {
   char dir[4200];
+  find_init();
   snprintf(cfg.base, sizeof cfg.base, "%s", base);
-  cfg.pids_max = pids_max;
-  cfg.memory_max = memory_max;
   cfg.unpriv = geteuid() != 0;
   cfg.idmap_fd = -1;
   if (!cfg.unpriv) cfg.idmap_fd = mp_ns_idmap_open(base);
-  cg_setup(srv->data_dir);
+  mp_nscg_setup(srv->data_dir, pids_max, memory_max, cfg.unpriv, cfg.limits,
+                sizeof cfg.limits);
   if (cfg.unpriv) {
     mp_ns_user_no_net(cfg.net_err, sizeof cfg.net_err);
     if (!egress) return 0;

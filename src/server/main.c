@@ -44,6 +44,7 @@
 #include "bucket.h"
 #include "checkpoint.h"
 #include "drivers.h"
+#include "ns_exec.h"
 #include "ns_init.h"
 #include "exec_legacy.h"
 #include "activity.h"
@@ -298,6 +299,8 @@ int main(int argc, char **argv) {
 
   if (argc >= 2 && strcmp(argv[1], MP_NS_INIT_ARG) == 0)
     return mp_ns_init_main(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], MP_NS_EXEC_ARG) == 0)
+    return mp_ns_exec_main(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "base") == 0)
     return mp_base_command(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "--version") == 0) {

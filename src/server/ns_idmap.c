@@ -28,6 +28,7 @@
 
 #include "log.h"
 #include "ns_init.h"
+#include "ns_sys.h"
 #include "ns_user.h"
 
 static int write_at(int dir, const char *name, const char *text) {
@@ -84,26 +85,6 @@ out:
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
   return fd;
-}
-
-int mp_ns_idmap_mount(int userns_fd, const char *src, const char *dst) {
-  struct mount_attr attr;
-  int t = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-  int rc, e;
-  if (t < 0) return -1;
-  memset(&attr, 0, sizeof attr);
-  attr.attr_set = MOUNT_ATTR_IDMAP;
-  attr.userns_fd = (unsigned long long)userns_fd;
-  rc = mount_setattr(t, "", AT_EMPTY_PATH, &attr, sizeof attr);
-  if (rc == 0) rc = move_mount(t, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
-  e = errno;
-  close(t);
-  errno = e;
-  return rc;
-}
-
-int mp_ns_is_userns(int fd) {
-  return ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWUSER;
 }
 
 typedef struct probe {

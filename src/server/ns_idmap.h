@@ -14,13 +14,6 @@
 ** open descriptor, or -1 and why. */
 int mp_ns_idmap_userns(unsigned base, unsigned count, char *why, size_t n);
 
-/* Mount src on dst with the id map of the user namespace userns_fd (in
-** this process's mount namespace). 0, or -1 with errno. */
-int mp_ns_idmap_mount(int userns_fd, const char *src, const char *dst);
-
-/* 1 if fd is a user namespace */
-int mp_ns_is_userns(int fd);
-
 /* Can dir be mounted idmapped here? Tried in a child with a mount
 ** namespace of its own. 1, or 0 and why. */
 int mp_ns_idmap_probe(int userns_fd, const char *dir, char *why, size_t n);

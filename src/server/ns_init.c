@@ -95,16 +95,6 @@ static void die(const char *fmt, ...) {
   _exit(1);
 }
 
-int mp_ns_write_text(const char *path, const char *text) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
-  ssize_t n;
-  size_t len = strlen(text);
-  if (fd < 0) return -1;
-  n = write(fd, text, len);
-  close(fd);
-  return n == (ssize_t)len ? 0 : -1;
-}
-
 static void mount_or_die(const char *src, const char *dst, const char *type,
                          unsigned long flags, const char *data) {
   if (mount(src, dst, type, flags, data) < 0)

@@ -6,6 +6,8 @@
 #ifndef MP_NS_INIT_H
 #define MP_NS_INIT_H
 
+#include "ns_sys.h" /* mp_ns_write_text */
+
 /* root in a sandbox is this host uid (and gid), and the sandbox's ids
 ** 0..MP_NS_UID_COUNT-1 are host ids MP_NS_UID_BASE.. */
 #define MP_NS_UID_BASE 100000
@@ -15,7 +17,5 @@
 #define MP_NS_INIT_ARG "__ns-init"
 
 int mp_ns_init_main(int argc, char **argv);
-/* write text to the file at path (a cgroup's or /proc's): 0 or -1 */
-int mp_ns_write_text(const char *path, const char *text);
 
 #endif

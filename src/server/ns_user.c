@@ -21,30 +21,7 @@
 #include <unistd.h>
 
 #include "log.h"
-
-static int write_text(const char *path, const char *text) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
-  ssize_t n;
-  size_t len = strlen(text);
-  if (fd < 0) return -1;
-  n = write(fd, text, len);
-  if (n != (ssize_t)len) {
-    int e = n < 0 ? errno : EIO;
-    close(fd);
-    errno = e;
-    return -1;
-  }
-  return close(fd);
-}
-
-int mp_ns_map_self(unsigned uid, unsigned gid) {
-  char map[64];
-  if (write_text("/proc/self/setgroups", "deny") < 0) return -1;
-  snprintf(map, sizeof map, "0 %u 1\n", uid);
-  if (write_text("/proc/self/uid_map", map) < 0) return -1;
-  snprintf(map, sizeof map, "0 %u 1\n", gid);
-  return write_text("/proc/self/gid_map", map);
-}
+#include "ns_sys.h"
 
 int mp_ns_try(int (*fn)(void *arg, char *msg, size_t n), void *arg,
               char *why, size_t n) {
@@ -143,7 +120,7 @@ static int mkdir_enable(int v2, const char *dir) {
   if (mkdir(dir, 0755) < 0 && errno != EEXIST) return -1;
   if (v2) {
     snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
-    write_text(path, "+pids +memory +cpu");
+    mp_ns_write_text(path, "+pids +memory +cpu");
   }
   return 0;
 }
@@ -158,9 +135,9 @@ int mp_ns_user_cgroups(int v2, const char *hex, char (*out)[4300], int max) {
     snprintf(path, sizeof path, "%s/mastra-server", own);
     if (mkdir(path, 0755) < 0 && errno != EEXIST) return 0;
     snprintf(path, sizeof path, "%s/mastra-server/cgroup.procs", own);
-    if (write_text(path, "0") < 0) return 0;
+    if (mp_ns_write_text(path, "0") < 0) return 0;
     snprintf(path, sizeof path, "%s/cgroup.subtree_control", own);
-    write_text(path, "+pids +memory +cpu");
+    mp_ns_write_text(path, "+pids +memory +cpu");
     snprintf(top, sizeof top, "%s/mastra-platform", own);
     snprintf(out[0], sizeof out[0], "%s/%s", top, hex);
     return mkdir_enable(1, top) == 0 && mkdir_enable(1, out[0]) == 0;

@@ -18,11 +18,6 @@ int mp_ns_user_probe(char *why, size_t n);
 int mp_ns_try(int (*fn)(void *arg, char *msg, size_t n), void *arg,
               char *why, size_t n);
 
-/* In a process that just unshared CLONE_NEWUSER: map root in it to the
-** process's host uid and gid (outer ids, read before the unshare), one id
-** each, with setgroups denied. 0, or -1 with errno. */
-int mp_ns_map_self(unsigned uid, unsigned gid);
-
 /* The directory of this process's own cgroup: in the cgroup v1 hierarchy
 ** of `controller`, or in cgroup v2 where controller is NULL. 0, or -1. */
 int mp_ns_own_cgroup(const char *controller, char *out, size_t n);

@@ -29,10 +29,8 @@
 #include "server.h"
 #include "util.h"
 
-/* What /proc/PID/stat says of pid: state, process group, start time (in
-** clock ticks since boot). -1 when there is no such process. */
-static int proc_stat(long pid, char *state, long *pgrp,
-                     unsigned long long *start) {
+int mp_orphans_proc_stat(long pid, char *state, long *pgrp,
+                         unsigned long long *start) {
   char path[64], buf[1024], *p;
   int fd, i;
   ssize_t n;
@@ -94,7 +92,7 @@ unsigned long long mp_orphans_run_file_add(const char *data_dir,
   long pgrp;
   unsigned long long start = 0;
   int fd;
-  if (proc_stat((long)pid, &state, &pgrp, &start) < 0) return 0;
+  if (mp_orphans_proc_stat((long)pid, &state, &pgrp, &start) < 0) return 0;
   run_file_path(data_dir, path, sizeof path, (long)pid, start);
   fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0 && errno == ENOENT) {
@@ -164,7 +162,9 @@ size_t mp_orphans_kill_marked(int (*wanted)(void *data, const char *id,
     unsigned long long start;
     if (*end != '\0' || pid <= 1 || pid == self) continue;
     if (read_marker(pid, id, sizeof id) < 0) continue;
-    if (proc_stat(pid, &state, &pgrp, &start) < 0 || state == 'Z') continue;
+    if (mp_orphans_proc_stat(pid, &state, &pgrp, &start) < 0
+        || state == 'Z')
+      continue;
     if (!wanted(data, id, pgrp)) continue;
     kill((pid_t)pid, SIGKILL);
     n++;
@@ -214,7 +214,7 @@ size_t mp_orphans_kill_run_files(const char *data_dir,
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     start = *end == '-' ? strtoull(end + 1, &end, 10) : 0;
     if (pid > 1 && start > 0 && *end == '\0'
-        && (proc_stat(pid, &state, &pgrp, &now_start) < 0
+        && (mp_orphans_proc_stat(pid, &state, &pgrp, &now_start) < 0
             || now_start == start)) {
       if (kill((pid_t)-pid, SIGKILL) == 0) {
         mp_log("killed the process group %ld left running by a previous"

@@ -12,6 +12,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* What /proc/PID/stat says of pid: state, process group, start time (in
+** clock ticks since boot). -1 when there is no such process. */
+int mp_orphans_proc_stat(long pid, char *state, long *pgrp,
+                         unsigned long long *start);
+
 /* Write the run file of the command pid just started in the sandbox id
 ** (it holds the id); returns the leader's start time (0 if /proc could
 ** not tell: then there is no run file). Not fsync'd: it only has to

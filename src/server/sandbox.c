@@ -593,14 +593,20 @@ typedef struct marked_scan {
   const mp_sandbox *only;
 } marked_scan;
 
+/* pgrp is the group of one of sb's running commands */
+static int in_command(void *data, long pgrp) {
+  const mp_sandbox *sb = data;
+  size_t i;
+  for (i = 0; i < sb->nprocs; i++)
+    if (pgrp == (long)sb->procs[i]->pid) return 1;
+  return 0;
+}
+
 static int marked_wanted(void *data, const char *id, long pgrp) {
   marked_scan *m = data;
-  size_t i;
   if (m->only == NULL) return mp_sandbox_lookup(m->srv, NULL, id) != NULL;
   if (strcmp(id, m->only->id) != 0) return 0;
-  for (i = 0; i < m->only->nprocs; i++)
-    if (pgrp == (long)m->only->procs[i]->pid) return 0;
-  return 1;
+  return !in_command((void *)m->only, pgrp);
 }
 
 /* a previous server's process: logged; its sandbox is interrupted */
@@ -623,11 +629,14 @@ static size_t kill_marked(mp_server *srv, const mp_sandbox *only,
 }
 
 /* what a destroy leaves: processes of sb outside its commands' groups (a
-** sandbox that never ran a command has none: no scan) */
+** sandbox that never ran a command has none: no scan); the driver's own
+** way to find them, or the scan of /proc */
 static void kill_strays(mp_server *srv, mp_sandbox *sb) {
   size_t n;
   if (sb->last_exec_ms == 0) return;
-  n = kill_marked(srv, sb, 0);
+  n = srv->driver->kill_strays != NULL
+          ? srv->driver->kill_strays(sb, in_command, sb)
+          : kill_marked(srv, sb, 0);
   if (n > 0) mp_log("sandbox %s: killed %zu stray process(es)", sb->id, n);
 }
 

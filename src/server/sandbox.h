@@ -65,6 +65,12 @@ struct mp_driver {
   /* sb->dir is an overlay's upper layer: a capture of nothing but empty
   ** top directories is a capture of nothing */
   int layer_tree;
+  /* a destroy's strays: SIGKILL the processes of sb outside the process
+  ** groups that in_command(data, pgrp) names, and return how many (NULL:
+  ** a scan of /proc for the processes marked with sb's id) */
+  size_t (*kill_strays)(mp_sandbox *sb, int (*in_command)(void *data,
+                                                          long pgrp),
+                        void *data);
 };
 
 struct mp_sandbox {

@@ -1,0 +1,61 @@
+/*
+** Namespace primitives of the `namespaces` driver that need libc alone
+** (ns_sys.h): the server and mastra-ns-init (the keeper, the init and the
+** commands' __ns-exec, which link no more than libc) share them.
+*/
+#define _GNU_SOURCE
+#include "ns_sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+int mp_ns_write_text(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  ssize_t n;
+  size_t len = strlen(text);
+  if (fd < 0) return -1;
+  n = write(fd, text, len);
+  if (n != (ssize_t)len) {
+    int e = n < 0 ? errno : EIO;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return close(fd);
+}
+
+int mp_ns_map_self(unsigned uid, unsigned gid) {
+  char map[64];
+  if (mp_ns_write_text("/proc/self/setgroups", "deny") < 0) return -1;
+  snprintf(map, sizeof map, "0 %u 1\n", uid);
+  if (mp_ns_write_text("/proc/self/uid_map", map) < 0) return -1;
+  snprintf(map, sizeof map, "0 %u 1\n", gid);
+  return mp_ns_write_text("/proc/self/gid_map", map);
+}
+
+int mp_ns_idmap_mount(int userns_fd, const char *src, const char *dst) {
+  struct mount_attr attr;
+  int t = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  int rc, e;
+  if (t < 0) return -1;
+  memset(&attr, 0, sizeof attr);
+  attr.attr_set = MOUNT_ATTR_IDMAP;
+  attr.userns_fd = (unsigned long long)userns_fd;
+  rc = mount_setattr(t, "", AT_EMPTY_PATH, &attr, sizeof attr);
+  if (rc == 0) rc = move_mount(t, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+  e = errno;
+  close(t);
+  errno = e;
+  return rc;
+}
+
+int mp_ns_is_userns(int fd) {
+  return ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWUSER;
+}

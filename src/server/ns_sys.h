@@ -1,0 +1,24 @@
+/*
+** Namespace primitives that need libc alone (ns_sys.c): shared by the
+** server and mastra-ns-init.
+*/
+#ifndef MP_NS_SYS_H
+#define MP_NS_SYS_H
+
+/* Write text to the file at path (a /proc or cgroup file): 0, or -1 with
+** errno. */
+int mp_ns_write_text(const char *path, const char *text);
+
+/* In a process that just unshared CLONE_NEWUSER: map root in it to the
+** process's host uid and gid (outer ids, read before the unshare), one id
+** each, with setgroups denied. 0, or -1 with errno. */
+int mp_ns_map_self(unsigned uid, unsigned gid);
+
+/* Mount src on dst with the id map of the user namespace userns_fd (in
+** this process's mount namespace). 0, or -1 with errno. */
+int mp_ns_idmap_mount(int userns_fd, const char *src, const char *dst);
+
+/* 1 if fd is a user namespace */
+int mp_ns_is_userns(int fd);
+
+#endif
