@@ -4,6 +4,7 @@
 -- JSON endpoints show (sessions, failures and Retry, checkpoints,
 -- sandboxes, the bucket). The page in a real browser is
 -- test/browser/inspector.test.js.
+local mastra = require "mastra"
 local platform = require "spec.support.platform"
 
 local function rails(path) return "/v1/railway/projects/proj" .. path end
@@ -145,6 +146,19 @@ describe("the inspector's door", function()
   it("refuses a Host that is not its own (DNS rebinding)", function()
     local r = srv:curl("GET", base .. "api/health", { headers = { Host = "evil.example:80" } })
     assert.are.equal(421, r.status)
+  end)
+
+  it("answers two Content-Length headers with 400, and stores nothing", function()
+    local port = tonumber(base:match(":(%d+)/"))
+    local file = srv.scratch .. "/two-lengths"
+    platform.writeFile(file, ("POST /api/object?%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+      .. "Authorization: Bearer %s\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\none")
+      :format(q{ project = "proj", bucket = "b", key = "two.txt" }, port, srv.token))
+    local r = srv:sh("bash -c " .. mastra.quote(("exec 3<>/dev/tcp/127.0.0.1/%d && cat %s >&3"
+      .. " && timeout 5 cat <&3"):format(port, mastra.quote(file))))
+    assert.matches("^HTTP/1.1 400", r.stdout)
+    assert.matches("2 Content%-Length headers", r.stdout)
+    assert.are.equal(404, srv:curl("GET", rails("/fs/b/two.txt")).status)
   end)
 
   it("gives login links only for the token", function()

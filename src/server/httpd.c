@@ -101,17 +101,6 @@ static size_t identity_unescape(void *cls, struct MHD_Connection *c, char *s) {
   return strlen(s);
 }
 
-static enum MHD_Result count_content_length(void *cls,
-                                           enum MHD_ValueKind kind,
-                                           const char *key,
-                                           const char *value) {
-  int *n = cls;
-  (void)kind;
-  (void)value;
-  if (strcasecmp(key, "Content-Length") == 0) (*n)++;
-  return MHD_YES;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload,
@@ -121,10 +110,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   enum MHD_Result rc;
   (void)version;
   if (r == NULL) {
-    const char *cl;
     unsigned long long length;
     mp_conn *c = conn_of(conn);
-    int ncl = 0;
     r = calloc(1, sizeof *r);
     if (r == NULL) return MHD_NO;
     *req_cls = r;
@@ -142,16 +129,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
       return mp_send_error(conn, 401, "authentication_error",
                            "missing or wrong 'Authorization: Bearer <token>'");
     }
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_content_length,
-                              &ncl);
-    if (ncl > 1) {
-      r->responded = 1;
-      return mp_send_error(conn, 400, "invalid_request",
-                           "the request has %d Content-Length headers: send"
-                           " one", ncl);
-    }
-    cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-    length = cl != NULL ? strtoull(cl, NULL, 10) : 0;
+    if (!mp_request_length(conn, r, &length, &rc)) return rc;
     if (length > r->limit) {
       const char *expect =
           MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Expect");

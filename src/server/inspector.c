@@ -353,7 +353,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   enum MHD_Result rc;
   (void)version;
   if (r == NULL) {
-    const char *cl;
+    unsigned long long length;
     int ok;
     r = calloc(1, sizeof *r);
     if (r == NULL) return MHD_NO;
@@ -362,8 +362,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     r->limit = mp_inspector_api_limit(srv, url, method);
     rc = admit(srv, conn, url, method, r, &ok);
     if (!ok) return rc;
-    cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-    if (cl != NULL && strtoull(cl, NULL, 10) > r->limit) {
+    if (!mp_request_length(conn, r, &length, &rc)) return rc;
+    if (length > r->limit) {
       r->responded = 1;
       return mp_send_error(conn, 413, "invalid_request",
                            "the body is larger than %zu bytes", r->limit);

@@ -8,9 +8,38 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "json.h"
 #include "respond.h"
+
+static enum MHD_Result count_content_length(void *cls,
+                                           enum MHD_ValueKind kind,
+                                           const char *key,
+                                           const char *value) {
+  int *n = cls;
+  (void)kind;
+  (void)value;
+  if (strcasecmp(key, "Content-Length") == 0) (*n)++;
+  return MHD_YES;
+}
+
+int mp_request_length(struct MHD_Connection *conn, mp_request *r,
+                      unsigned long long *length, enum MHD_Result *result) {
+  const char *cl;
+  int n = 0;
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, count_content_length, &n);
+  if (n > 1) {
+    r->responded = 1;
+    *result = mp_send_error(conn, 400, "invalid_request",
+                            "the request has %d Content-Length headers: send"
+                            " one", n);
+    return 0;
+  }
+  cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+  *length = cl != NULL ? strtoull(cl, NULL, 10) : 0;
+  return 1;
+}
 
 int mp_request_feed(struct MHD_Connection *conn, mp_request *r,
                     const char *upload, size_t *upload_size,

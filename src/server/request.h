@@ -35,6 +35,12 @@ int mp_request_feed(struct MHD_Connection *conn, mp_request *r,
                     const char *upload, size_t *upload_size,
                     size_t *in_flight, size_t max_in_flight,
                     enum MHD_Result *result);
+/* A request's head, for the first call of either daemon's handler: its
+** body's announced length in *length (0 without Content-Length). 1: fine;
+** 0: two or more Content-Length headers (their lengths could disagree),
+** after answering 400 (r->responded is set): return *result. */
+int mp_request_length(struct MHD_Connection *conn, mp_request *r,
+                      unsigned long long *length, enum MHD_Result *result);
 /* The end of a request, however it ended (MHD_OPTION_NOTIFY_COMPLETED):
 ** its reservation is given back, state_free runs, the request is freed. */
 void mp_request_completed(void *cls, struct MHD_Connection *conn,
