@@ -1,7 +1,7 @@
 /*
 ** The bucket routes of mastra-platform: /v1/.../projects/{p}/fs/{bucket}/
 ** {key} (docs/platform.md). GET of a key ending in '/' (or of the bucket)
-** lists, GET of an object maps its file and sends it without a copy, HEAD,
+** lists, GET of an object sends its file (sendfile), HEAD,
 ** PUT (If-None-Match: *), DELETE (?recursive=true), and POST with
 ** ?op=copy|rename|mkdir. The store itself is bucket.c.
 **
@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -141,47 +140,30 @@ static enum MHD_Result head_object(mp_server *srv, struct MHD_Connection *conn,
                       &info);
 }
 
-/* a GET's object, mapped: the page cache's pages go to the socket without a
-** copy in between. Safe because the store never changes an object file in
-** place (a PUT renames a new file over it, a DELETE unlinks it): the
-** mapping keeps the bytes that were current when the GET began. */
-typedef struct {
-  void *base;
-  size_t len;
-} mapping;
-
-static void unmap(void *cls) {
-  mapping *m = cls;
-  munmap(m->base, m->len);
-  free(m);
-}
-
+/* a GET's object: libmicrohttpd sends it from its file (sendfile: no copy
+** through user space, and the page cache's pages are not counted in the
+** server's memory as a mapping's are). Safe because the store never
+** changes an object file in place (a PUT renames a new file over it, a
+** DELETE unlinks it): the open file keeps the bytes that were current when
+** the GET began. */
 static enum MHD_Result get_object(mp_server *srv, struct MHD_Connection *conn,
                                   const char *project, const char *bucket,
                                   const char *key) {
   mp_object_info info;
   struct MHD_Response *resp;
-  mapping *m;
   uint64_t off;
   int fd, st;
   st = mp_bucket_open_read(srv->buckets, project, bucket, key, &fd, &off, &info);
   if (st < 0) return bucket_error(conn, st, key, NULL);
-  m = malloc(sizeof *m);
-  if (m == NULL || info.size > SIZE_MAX - off) goto fail;
-  m->len = (size_t)(off + info.size);
-  m->base = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (m->base == MAP_FAILED) goto fail;
-  close(fd);
-  resp = MHD_create_response_from_buffer_with_free_callback_cls(
-      (size_t)info.size, (char *)m->base + off, unmap, m);
-  if (resp == NULL) unmap(m);
+  /* the response owns fd from here, and closes it */
+  resp = MHD_create_response_from_fd_at_offset64(info.size, fd, off);
+  if (resp == NULL) {
+    close(fd);
+    mp_object_info_free(&info);
+    return mp_send_error(conn, 500, "internal_error", "cannot read object %s",
+                         key);
+  }
   return queue_object(conn, resp, &info);
-fail:
-  free(m);
-  close(fd);
-  mp_object_info_free(&info);
-  return mp_send_error(conn, 500, "internal_error",
-                                        "cannot read object %s", key);
 }
 
 typedef struct put_state {
