@@ -453,7 +453,8 @@ static size_t on_read(char *buf, size_t size, size_t n, void *ud) {
   memcpy(buf, r->out + r->out_off, avail);
   r->out_off += avail;
   if (r->out_off == r->out_len) r->out_off = r->out_len = 0;
-  if (before >= MASTRA__HTTP_SEND_LOW && before - avail < MASTRA__HTTP_SEND_LOW
+  if (((before >= MASTRA__HTTP_SEND_LOW && before - avail < MASTRA__HTTP_SEND_LOW)
+       || r->out_len == 0)
       && !r->orphan)
     mastra__loop_signal(r->loop, r->id);
   return avail;

@@ -22,8 +22,9 @@
 **     callback only arms the loop's timer; the socket callback only starts,
 **     stops and (deferred) frees watchers.
 **   - A request signals its id on the loop when it finishes; a streamed
-**     one also when received bytes wait in an empty queue, and when its
-**     send queue falls below MASTRA__HTTP_SEND_LOW. Nothing else does.
+**     one also when received bytes wait in an empty queue, when its
+**     send queue falls below MASTRA__HTTP_SEND_LOW and when it empties.
+**     Nothing else does.
 **   - Only the owner's calls (from Lua, never from a libcurl callback)
 **     unpause a transfer (curl_easy_pause).
 */
@@ -41,7 +42,8 @@
 #define MASTRA__HTTP_MAX_REDIRECTS 20
 /* a streamed response pauses while this many received bytes wait */
 #define MASTRA__HTTP_RECV_HIGH (256 * 1024)
-/* a streamed request's id is signalled when its queue falls below this */
+/* a streamed request's id is signalled when its queue falls below this
+** (and when it empties) */
 #define MASTRA__HTTP_SEND_LOW (256 * 1024)
 
 /* {====== a libcurl multi on the loop ====== */
