@@ -53,7 +53,7 @@ local server = host.processes:spawn("exec " .. q(bin) .. " serve --listen 127.0.
   .. " --data-dir " .. q(dir .. "/data") .. " --token-file " .. q(dir .. "/token")
   .. " 2>" .. q(dir .. "/platform.log"), { onStdout = function(s) out[#out + 1] = s end })
 local line
-for _ = 1, 200 do
+for _ = 1, 600 do -- 30 s: a loaded machine checks the base slowly
   line = table.concat(out):match("^([^\n]*)\n")
   if line or server.exitCode then break end
   mastra.sleep(50)
