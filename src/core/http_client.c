@@ -367,18 +367,22 @@ oom:
   return 0; /* fails the transfer with CURLE_WRITE_ERROR */
 }
 
-/* Room for len more bytes of the response body. */
-static int body_reserve(mastra__http_req *r, size_t len) {
-  size_t cap = r->body_cap ? r->body_cap : BODY_CHUNK;
+/* Room for `more` bytes after `used` in *buf (capacity *cap: `first`
+** when there is none yet, doubled until it fits). 0, or -1 when out of
+** memory. */
+static int grow(char **buf, size_t *cap, size_t used, size_t more,
+                size_t first) {
+  size_t c = *cap ? *cap : first;
   char *p;
-  while (cap - r->body_len < len) {
-    if (cap > ((size_t)-1) / 2) return -1;
-    cap *= 2;
+  if (*cap - used >= more) return 0;
+  while (c - used < more) {
+    if (c > ((size_t)-1) / 2) return -1;
+    c *= 2;
   }
-  p = realloc(r->body, cap);
+  p = realloc(*buf, c);
   if (p == NULL) return -1;
-  r->body = p;
-  r->body_cap = cap;
+  *buf = p;
+  *cap = c;
   return 0;
 }
 
@@ -396,7 +400,7 @@ static size_t on_stream_body(mastra__http_req *r, char *buf, size_t len) {
     r->recv_paused = 1;
     return CURL_WRITEFUNC_PAUSE;
   }
-  if (r->body_cap - r->body_len < len && body_reserve(r, len) < 0) {
+  if (grow(&r->body, &r->body_cap, r->body_len, len, BODY_CHUNK) < 0) {
     r->oom = 1;
     return 0;
   }
@@ -411,24 +415,16 @@ static size_t on_body(char *buf, size_t size, size_t n, void *ud) {
   size_t len = size * n;
   if (r->stream_response) return on_stream_body(r, buf, len);
   if (r->body_cap - r->body_len < len) {
-    size_t cap = r->body_cap ? r->body_cap : BODY_CHUNK;
+    size_t first = BODY_CHUNK;
     curl_off_t announced = -1;
-    char *p;
     /* the first bytes: make room for the announced length at once (up to
     ** BODY_PREALLOC_MAX, so that a lying header costs little) */
     if (r->body_cap == 0
         && curl_easy_getinfo(r->xfer.easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T,
                              &announced) == CURLE_OK
-        && announced > (curl_off_t)cap && announced <= BODY_PREALLOC_MAX)
-      cap = (size_t)announced;
-    while (cap - r->body_len < len) {
-      if (cap > ((size_t)-1) / 2) goto oom;
-      cap *= 2;
-    }
-    p = realloc(r->body, cap);
-    if (p == NULL) goto oom;
-    r->body = p;
-    r->body_cap = cap;
+        && announced > (curl_off_t)first && announced <= BODY_PREALLOC_MAX)
+      first = (size_t)announced;
+    if (grow(&r->body, &r->body_cap, r->body_len, len, first) < 0) goto oom;
   }
   memcpy(r->body + r->body_len, buf, len);
   r->body_len += len;
@@ -689,18 +685,7 @@ int mastra__http_write(mastra__http_req *r, const char *data, size_t len,
     r->out_len -= r->out_off;
     r->out_off = 0;
   }
-  if (r->out_cap - r->out_len < len) {
-    size_t cap = r->out_cap ? r->out_cap : BODY_CHUNK;
-    char *p;
-    while (cap - r->out_len < len) {
-      if (cap > ((size_t)-1) / 2) goto oom;
-      cap *= 2;
-    }
-    p = realloc(r->out, cap);
-    if (p == NULL) goto oom;
-    r->out = p;
-    r->out_cap = cap;
-  }
+  if (grow(&r->out, &r->out_cap, r->out_len, len, BODY_CHUNK) < 0) goto oom;
   memcpy(r->out + r->out_len, data, len);
   r->out_len += len;
   r->out_total += len;
