@@ -291,7 +291,16 @@ function PlatformFilesystem:_writeStream(path)
     function sink.abort() parts = {} end
     return sink
   end
-  local req, url = client.stream(self._cfg, "PUT", object_path(self, key), { bodyStream = true })
+  -- the PUT starts with the first bytes (or the close of an empty file):
+  -- a source that fails before giving any opens no request at all, and
+  -- one that is slow to start does not hold an idle one
+  local req, url
+  local function started()
+    if req == nil then
+      req, url = client.stream(self._cfg, "PUT", object_path(self, key), { bodyStream = true })
+    end
+    return req
+  end
   -- the platform answered before the end of the body: an error
   local function answered_early()
     local ok, err = pcall(await_status, req, url, path)
@@ -301,7 +310,7 @@ function PlatformFilesystem:_writeStream(path)
     error(err, 0)
   end
   function sink.write(chunk)
-    if not req:write(chunk) then answered_early() end
+    if not started():write(chunk) then answered_early() end
     bytes = bytes + #chunk
     while req:bufferedAmount() >= SEND_LOW do
       local done, msg = req:result()
@@ -310,7 +319,7 @@ function PlatformFilesystem:_writeStream(path)
     end
   end
   function sink.close()
-    if not req:finish() then answered_early() end
+    if not started():finish() then answered_early() end
     local ok, err = pcall(function()
       await_status(req, url, path)
       while next_piece(req, url) do end
@@ -319,7 +328,9 @@ function PlatformFilesystem:_writeStream(path)
     if not ok then error(err, 0) end
     return bytes
   end
-  function sink.abort() req:close() end
+  function sink.abort()
+    if req then req:close() end
+  end
   return sink
 end
 
