@@ -1,7 +1,7 @@
 -- Workspace:upload and Workspace:download at 100 MB: a bucket object goes
--- bucket -> sandbox -> bucket, and the client's peak RSS is measured per
--- step (bench/README.md, "Transfers"). Not part of bench/run: it writes
--- 300 MB and takes a few seconds.
+-- bucket -> sandbox -> bucket, and the peak RSS of the client and of the
+-- server is measured per step (bench/README.md, "Transfers"). Not part of
+-- bench/run: it writes 300 MB and takes a few seconds.
 --
 --   mastra-lua bench/transfer.lua [PLATFORM_BIN [MB [METHOD]]]
 --
@@ -29,15 +29,16 @@ local function sh(cmd)
   return out
 end
 
--- The peak resident set of this process since the last reset, in MiB.
-local function peak_mib()
-  local status = lib.slurp("/proc/self/status")
+-- The peak resident set of a process (this one by default) since the
+-- last reset, in MiB.
+local function peak_mib(pid)
+  local status = lib.slurp("/proc/" .. (pid or "self") .. "/status")
   return tonumber(status:match("VmHWM:%s*(%d+)")) / 1024
 end
 
-local function reset_peak()
-  collectgarbage("collect")
-  local f = io.open("/proc/self/clear_refs", "w")
+local function reset_peak(pid)
+  if pid == nil then collectgarbage("collect") end
+  local f = io.open("/proc/" .. (pid or "self") .. "/clear_refs", "w")
   if f then
     f:write("5")
     f:close()
@@ -52,7 +53,7 @@ local server = host.processes:spawn("exec " .. q(bin) .. " serve --listen 127.0.
   .. " --data-dir " .. q(dir .. "/data") .. " --token-file " .. q(dir .. "/token")
   .. " 2>" .. q(dir .. "/platform.log"), { onStdout = function(s) out[#out + 1] = s end })
 local line
-for _ = 1, 200 do
+for _ = 1, 600 do -- 30 s: a loaded machine checks the base slowly
   line = table.concat(out):match("^([^\n]*)\n")
   if line or server.exitCode then break end
   mastra.sleep(50)
@@ -63,6 +64,7 @@ if not line then
   error("mastra-platform did not start: " .. log, 0)
 end
 local url = line:match('"url":"([^"]+)"')
+local spid = line:match('"pid":(%d+)') -- the server's
 local token = sh("cat " .. q(dir .. "/token")):gsub("%s+$", "")
 local object = url .. "/v1/railway/projects/bench/fs/bench/"
 local auth = "Authorization: Bearer " .. token
@@ -83,30 +85,34 @@ local ok, err = pcall(function()
   local ws <close> = mastra.Workspace.new{ filesystem = fs, sandbox = sb }
   ws:init()
   local baseline = peak_mib()
+  reset_peak(spid)
+  local server_base = peak_mib(spid)
 
   reset_peak()
+  reset_peak(spid)
   local t0 = lib.now()
   local up = ws:upload("/in.bin", "copy.bin", { method = method })
   local up_ms = lib.now() - t0
-  local up_peak = peak_mib()
+  local up_peak, up_server = peak_mib(), peak_mib(spid)
   local got = sb:executeCommand("sha256sum", { "copy.bin" }).stdout:match("^(%x+)")
 
   reset_peak()
+  reset_peak(spid)
   t0 = lib.now()
   ws:download("copy.bin", "/out.bin")
   local down_ms = lib.now() - t0
-  local down_peak = peak_mib()
+  local down_peak, down_server = peak_mib(), peak_mib(spid)
   local back = sh(("curl -sSf -H %s %s | sha256sum"):format(q(auth), q(object .. "out.bin")))
     :match("^(%x+)")
 
   assert(got == want, "the sandbox's copy has another sha256")
   assert(back == want, "the bucket's copy has another sha256")
   print(("transfer of %d MB (%s): sha256 equal on all three sides"):format(mb, up.method))
-  print(("  baseline RSS            %7.1f MiB"):format(baseline))
-  print(("  upload   bucket->sandbox %6.0f ms  %6.1f MB/s  peak RSS %7.1f MiB")
-    :format(up_ms, mb / (up_ms / 1000), up_peak))
-  print(("  download sandbox->bucket %6.0f ms  %6.1f MB/s  peak RSS %7.1f MiB")
-    :format(down_ms, mb / (down_ms / 1000), down_peak))
+  print(("  baseline RSS            %7.1f MiB (server %.1f MiB)"):format(baseline, server_base))
+  print(("  upload   bucket->sandbox %6.0f ms  %6.1f MB/s  peak RSS %7.1f MiB  server %7.1f MiB")
+    :format(up_ms, mb / (up_ms / 1000), up_peak, up_server))
+  print(("  download sandbox->bucket %6.0f ms  %6.1f MB/s  peak RSS %7.1f MiB  server %7.1f MiB")
+    :format(down_ms, mb / (down_ms / 1000), down_peak, down_server))
 end)
 server:kill()
 server:wait()

@@ -14,6 +14,18 @@ local function pattern(n)
   return block:rep(n // 256 + 1):sub(1, n)
 end
 
+local function sha256(data)
+  local tmp = util.tmpname()
+  local f = assert(io.open(tmp, "wb"))
+  f:write(data)
+  f:close()
+  local p = assert(io.popen("sha256sum " .. mastra.quote(tmp)))
+  local line = p:read("l")
+  p:close()
+  os.remove(tmp)
+  return line:match("^(%x+)")
+end
+
 local function new_platform_sandbox(srv)
   return mastra.PlatformSandbox.new{ accessToken = srv.token, proxyUrl = srv.url,
     projectId = "proj", environmentId = "env" }
@@ -109,6 +121,69 @@ describe("stdin on the local platform", function()
   end)
 end)
 
+describe("stdin of a background process on the local platform", function()
+  local srv
+
+  setup(function() srv = platform.start{} end)
+  teardown(function() if srv then srv:stop() end end)
+
+  it("feeds an interactive read loop through sendStdin, then closeStdin ends it", function()
+    local sb <close> = new_platform_sandbox(srv)
+    local h = sb.processes:spawn('while read -r line; do echo "got:$line"; done; echo done')
+    h:sendStdin("one\n")
+    assert.is_true(util.wait_until(function() return h.stdout == "got:one\n" end, 10000))
+    h:sendStdin("two\nthr")
+    h:sendStdin("ee\n")
+    assert.is_true(util.wait_until(function()
+      return h.stdout == "got:one\ngot:two\ngot:three\n"
+    end, 10000))
+    h:closeStdin()
+    h:closeStdin() -- again: nothing to do
+    local r = h:wait()
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal("got:one\ngot:two\ngot:three\ndone\n", r.stdout)
+    local ok, err = pcall(h.sendStdin, h, "late\n")
+    assert.is_false(ok)
+    assert.are.equal("EPIPE", err.code)
+    assert.matches("has exited; its stdin is closed", err.message, 1, true)
+  end)
+
+  it("sends MiBs to a slow reader with backpressure, the bytes unchanged", function()
+    local sb <close> = new_platform_sandbox(srv)
+    local data = pattern(3 * 1048576 + 5)
+    -- reads nothing for a second: sendStdin waits while 1 MiB is queued
+    local h = sb.processes:spawn("sleep 1; sha256sum")
+    for i = 1, #data, 200000 do h:sendStdin(data:sub(i, i + 199999)) end
+    h:closeStdin()
+    local ok, err = pcall(h.sendStdin, h, "more")
+    assert.is_false(ok)
+    assert.matches("had closeStdin() called", err.message, 1, true)
+    local r = h:wait()
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal(sha256(data), r.stdout:match("^(%x+)"))
+  end)
+
+  it("wakes a sendStdin that waits for room when the process is killed", function()
+    local sb <close> = new_platform_sandbox(srv)
+    local h = sb.processes:spawn("exec sleep 60") -- never reads
+    local chunk = ("z"):rep(1048576)
+    local result
+    local t = mastra.spawn(function()
+      result = table.pack(pcall(function()
+        for _ = 1, 64 do h:sendStdin(chunk) end
+      end))
+    end)
+    -- the pipe, the server's 1 MiB and the socket fill; then sendStdin waits
+    assert.is_true(util.wait_until(function() return h._stdin.bytes > 1048576 end, 10000))
+    assert.is_nil(result)
+    assert.is_true(h:kill())
+    t:wait()
+    assert.is_false(result[1])
+    assert.are.equal("EPIPE", result[2].code)
+    assert.are.equal(137, h:wait().exitCode)
+  end)
+end)
+
 describe("stdin on a platform that does not advertise it", function()
   local srv
 
@@ -126,6 +201,22 @@ describe("stdin on a platform that does not advertise it", function()
     assert.matches("this platform does not support stdin", tostring(err), 1, true)
     -- without stdin, commands still read end of file at once
     assert.are.equal("0", (sb:executeCommand("wc", { "-c" }).stdout:gsub("%s", "")))
+  end)
+
+  it("gives a background process end of file, and sendStdin says stdin is not supported",
+    function()
+    local sb <close> = new_platform_sandbox(srv)
+    local cat = sb.processes:spawn("wc -c")
+    assert.are.equal("0", (cat:wait().stdout:gsub("%s", "")))
+    local h = sb.processes:spawn("echo up; exec sleep 60")
+    assert.is_true(util.wait_until(function() return h.stdout == "up\n" end, 10000))
+    local ok, err = pcall(h.sendStdin, h, "x")
+    assert.is_false(ok)
+    assert.matches("ProcessHandle:sendStdin: this platform does not support stdin",
+      tostring(err), 1, true)
+    h:closeStdin() -- its stdin is at its end already: nothing to do
+    assert.is_true(h:kill())
+    assert.are.equal(137, h:wait().exitCode)
   end)
 end)
 

@@ -95,6 +95,76 @@ describe("Workspace transfers on the local platform", function()
   end)
 end)
 
+-- A FIFO in the sandbox that gives `bytes` and then stays open (its
+-- writer sleeps): a `cat` of it reads them and then waits. Returns the
+-- writer's handle.
+local function stalled_source(ws, name, bytes)
+  assert.are.equal(0, ws.sandbox:executeCommand("mkfifo", { name }).exitCode)
+  local w = ws.sandbox.processes:spawn(("{ head -c %d /dev/urandom; exec sleep 60; } > %s")
+    :format(bytes, name))
+  return w
+end
+
+local function temporary_files(srv, bucket)
+  local p = assert(io.popen("ls -A " .. mastra.quote(srv.dataDir .. "/buckets/proj/" .. bucket)
+    .. " 2>/dev/null"))
+  local names = p:read("a")
+  p:close()
+  return names:find("mpb%-tmp") ~= nil
+end
+
+describe("Workspace transfers that fail half-way", function()
+  local srv
+
+  setup(function() srv = platform.start{} end)
+  teardown(function() if srv then srv:stop() end end)
+
+  it("aborts the bucket's PUT when the command fails or the task is cancelled", function()
+    local ws <close> = platform_workspace(srv, "halfway")
+    ws:init()
+    -- the command times out after 2 MB went out: the PUT is aborted
+    local w = stalled_source(ws, "fifo1", 2 * 1048576)
+    local ok, err = pcall(ws.download, ws, "fifo1", "/timed-out.bin", { timeout = 1500 })
+    assert.is_false(ok)
+    assert.matches("Workspace:download: reading fifo1 failed with exit code 124",
+      tostring(err), 1, true)
+    assert.is_true(w:kill())
+    -- the task of a download is cancelled while the command waits
+    w = stalled_source(ws, "fifo2", 2 * 1048576)
+    local t = mastra.spawn(function() ws:download("fifo2", "/cancelled.bin") end)
+    mastra.sleep(1000)
+    t:cancel()
+    local tok, terr = pcall(t.wait, t)
+    assert.is_false(tok)
+    assert.is_true(mastra.errors.CancelledError:is(terr))
+    assert.is_true(w:kill())
+    assert.is_false(ws.filesystem:exists("/timed-out.bin"))
+    assert.is_false(ws.filesystem:exists("/cancelled.bin"))
+    -- their temporary files go too (see http_stream_spec.lua for the bound)
+    assert.is_true(platform.waitUntil(function() return not temporary_files(srv, "halfway") end,
+      45000, 200))
+  end)
+
+  it("ends with a clean error when the server stops in the middle of a download", function()
+    local own = platform.start{}
+    finally(function() own:close() end)
+    local ws = platform_workspace(own, "dying")
+    ws:init()
+    local w = stalled_source(ws, "fifo", 2 * 1048576)
+    local t = mastra.spawn(function() return ws:download("fifo", "/never.bin") end)
+    mastra.sleep(1000)
+    assert.are.equal(0, own:stop())
+    local ok, err = pcall(t.wait, t)
+    assert.is_false(ok)
+    assert.is_true(mastra.errors.MastraError:is(err), tostring(err))
+    assert.matches("Direct%-exec transport failed", tostring(err))
+    -- the background writer's exec ended with the server too
+    assert.is_true(platform.waitUntil(function() return w.exitCode ~= nil or w.error ~= nil end,
+      10000))
+    pcall(ws.destroy, ws)
+  end)
+end)
+
 describe("Workspace transfers on a platform without stdin", function()
   local srv
 

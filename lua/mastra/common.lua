@@ -92,7 +92,9 @@ local STDIN_MAX = 524288 -- a stdin frame stays under the 1 MiB message limit
 
 --- The stdin option as a source: a function that returns the next chunk
 -- (64 KiB pieces of a string; what a function returns, cut to 512 KiB),
--- nil at the end.
+-- nil at the end. A function may also return false and a key: nothing
+-- now, wake the key (task.wake) when there is (the queue of a
+-- PlatformSandbox background process's sendStdin; direct_exec.lua waits).
 function common.stdinSource(stdin)
   if type(stdin) == "function" then
     local done = false
@@ -105,7 +107,8 @@ function common.stdinSource(stdin)
         return piece
       end
       if done then return nil end
-      local chunk = stdin()
+      local chunk, wake = stdin()
+      if chunk == false and wake ~= nil then return false, wake end
       if chunk == nil or chunk == "" then
         done = true
         return nil

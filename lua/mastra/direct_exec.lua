@@ -71,7 +71,8 @@ end
 -- one key, or nil), timeout? (ms > 0), handshakeTimeout? (ms, default
 -- 30000), maxRetainedBytes? (default: everything), onStdout?, onStderr?,
 -- stdin? (a source: a function that returns the next chunk, nil at the
--- end; res.stdinStarted says whether it was called)
+-- end, or false and a key to wait on when it has nothing now;
+-- res.stdinStarted says whether it was called)
 function direct_exec.run(spec)
   local res = { exitCode = nil, truncated = false, timedOut = false, opened = false }
   local out = stream(spec.onStdout, spec.maxRetainedBytes)
@@ -100,6 +101,7 @@ function direct_exec.run(spec)
   local sent, exited = false, false
   local feed = spec.stdin
   while true do
+    local stdin_key -- the source has nothing now: it wakes this key
     local state = ws:state()
     if state == "open" and not sent then
       local data = ordered({ command = spec.command, cwd = spec.cwd, env = spec.env },
@@ -112,10 +114,13 @@ function direct_exec.run(spec)
     end
     while feed and state == "open" and ws:bufferedAmount() < STDIN_HIGH do
       res.stdinStarted = true
-      local chunk = feed()
+      local chunk, key = feed()
       if chunk == nil then
         feed = nil
         ws:send('{"type":"stdin_close"}', "text")
+      elseif chunk == false then
+        stdin_key = key
+        break
       else
         ws:send("\2" .. chunk, "binary")
       end
@@ -161,7 +166,11 @@ function direct_exec.run(spec)
       deadline = math.huge -- the handshake is done: no deadline any more
       timer:close()
     end
-    task.wait(ws:id(), timer:id())
+    if stdin_key then
+      task.wait(ws:id(), timer:id(), stdin_key)
+    else
+      task.wait(ws:id(), timer:id())
+    end
   end
   flush(out)
   flush(err)

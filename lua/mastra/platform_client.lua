@@ -118,34 +118,31 @@ function client.apiError(status, body)
   }
 end
 
+-- NetworkError (or the descriptor limit) for a request to url that failed.
+local function unreachable(url, msg, name)
+  local why = ("cannot reach %s: %s (%s)"):format(url, msg, name)
+  -- libcurl's "Couldn't connect" does not say that socket() failed with
+  -- EMFILE: descriptorLimit looks at the descriptors themselves
+  local limit = errors.descriptorLimit(why, name, name == "CURLE_COULDNT_CONNECT")
+  if limit then error(limit, 0) end
+  errors.NetworkError:raise({ message = why, url = url, code = name }, 0)
+end
+client.unreachable = unreachable
+
 -- One HTTP exchange through libcurl, waiting in the current task.
 local function transport(spec)
-  local function unreachable(msg, name)
-    local why = ("cannot reach %s: %s (%s)"):format(spec.url, msg, name)
-    -- libcurl's "Couldn't connect" does not say that socket() failed with
-    -- EMFILE: descriptorLimit looks at the descriptors themselves
-    local limit = errors.descriptorLimit(why, name, name == "CURLE_COULDNT_CONNECT")
-    if limit then error(limit, 0) end
-    errors.NetworkError:raise({ message = why, url = spec.url, code = name }, 0)
-  end
   local req <close>, msg, name = core.http(spec)
-  if not req then unreachable(msg, name) end
+  if not req then unreachable(spec.url, msg, name) end
   while true do
     local status, a, b = req:result()
     if status then return { status = status, headers = a, body = b } end
-    if a then unreachable(a, b) end
+    if a then unreachable(spec.url, a, b) end
     task.wait(req:id())
   end
 end
 
---- Send a request under the project prefix. opts: json (a table, encoded
--- with its __jsonorder), query (a list of {name, value}), timeout,
--- freshConnection (a new connection, never a kept-alive one that libcurl
--- would silently send the request on again if it dropped: for a create).
--- Returns {status, headers, body, json}; a non-2xx answer raises
--- PlatformApiError.
-function client.request(cfg, method, path, opts)
-  opts = opts or {}
+-- The URL, headers and body of a request under the project prefix.
+local function prepare(cfg, path, opts)
   local url = ("%s/v1/%s/projects/%s%s"):format(cfg.baseUrl, cfg.provider,
     client.encodeComponent(cfg.projectId), path)
   if opts.query and #opts.query > 0 then
@@ -167,6 +164,18 @@ function client.request(cfg, method, path, opts)
     headers["content-type"] = opts.contentType
   end
   for k, v in pairs(opts.headers or {}) do headers[k] = v end
+  return url, headers, body
+end
+
+--- Send a request under the project prefix. opts: json (a table, encoded
+-- with its __jsonorder), query (a list of {name, value}), timeout,
+-- freshConnection (a new connection, never a kept-alive one that libcurl
+-- would silently send the request on again if it dropped: for a create).
+-- Returns {status, headers, body, json}; a non-2xx answer raises
+-- PlatformApiError.
+function client.request(cfg, method, path, opts)
+  opts = opts or {}
+  local url, headers, body = prepare(cfg, path, opts)
   local res
   if cfg.fetch then
     res = cfg.fetch{ method = method, url = url, headers = headers, body = body }
@@ -186,6 +195,20 @@ function client.request(cfg, method, path, opts)
     res.json = core.jsonDecode(res.body)
   end
   return res
+end
+
+--- A streamed request under the project prefix (core.http with
+-- streamResponse, and bodyStream when opts.bodyStream): the caller reads
+-- and writes it, and closes it. opts as client.request's (query, headers,
+-- contentType, timeout: default none), and bodyLength. Raises
+-- NetworkError when it cannot start.
+function client.stream(cfg, method, path, opts)
+  local url, headers = prepare(cfg, path, opts)
+  local req, msg, name = core.http{ method = method, url = url, headers = headers,
+    timeout = opts.timeout or 0, streamResponse = true,
+    bodyStream = opts.bodyStream or nil, bodyLength = opts.bodyLength }
+  if not req then unreachable(url, msg, name) end
+  return req, url
 end
 
 --- Milliseconds since the epoch of an ISO-8601 UTC time, or nil.

@@ -35,6 +35,7 @@ local fs_common = require "mastra.fs_common"
 local ext_match = fs_common.extMatch
 local client = require "mastra.platform_client"
 local common = require "mastra.common"
+local task = require "mastra.task"
 
 local PlatformFilesystem = { __name = "mastra.PlatformFilesystem" }
 PlatformFilesystem.__index = PlatformFilesystem
@@ -114,12 +115,16 @@ function PlatformFilesystem.__tostring(self)
     self.status)
 end
 
+local function object_path(self, key)
+  return "/fs/" .. client.encodeComponent(self.bucketName) .. "/" .. encode_key(key)
+end
+
 -- One request on /fs/{bucket}/{key}. Returns the response, or nil and the
 -- PlatformApiError when its status is one of `statuses`.
 function PlatformFilesystem:_fs(method, key, opts, statuses)
   opts = opts or {}
   opts.expectJson = false
-  local path = "/fs/" .. client.encodeComponent(self.bucketName) .. "/" .. encode_key(key)
+  local path = object_path(self, key)
   local ok, res = pcall(client.request, self._cfg, method, path, opts)
   if ok then return res end
   if statuses and errors.PlatformApiError:is(res) and statuses[res.status] then
@@ -181,6 +186,155 @@ function PlatformFilesystem:writeFile(path, content, opts)
     errors.FileExistsError:raise({ message = "File already exists: " .. path, path = path }, 2)
   end
 end
+
+-- {====== streams (Workspace:upload and download: workspace/transfer.lua) ======
+--
+-- An object's bytes come as the GET's response arrives and go out as the
+-- PUT's body (chunked), through core.http's streams, so that a transfer
+-- holds a few hundred KiB whatever its size. The bucket API has no ranges:
+-- one request carries the whole object. A PUT that does not finish (the
+-- source failed, the task was cancelled, the connection dropped) is
+-- aborted, and the platform stores nothing.
+
+-- core.http's send queue is drained below this before more is written.
+local SEND_LOW = 256 * 1024
+
+-- The next piece of req's response body, or nil at its end; a broken
+-- transfer raises NetworkError.
+local function next_piece(req, url)
+  while true do
+    local piece = req:read()
+    if piece then return piece end
+    local status, msg, name = req:result()
+    if status then return nil end
+    if msg then client.unreachable(url, msg, name) end
+    task.wait(req:id())
+  end
+end
+
+-- The response's status (waiting for it); a non-2xx one raises, 404 as
+-- FileNotFoundError for path.
+local function await_status(req, url, path)
+  local status
+  while true do
+    status = req:head()
+    if status then break end
+    local done, msg, name = req:result()
+    if done == nil and msg then client.unreachable(url, msg, name) end
+    task.wait(req:id())
+  end
+  if status >= 200 and status <= 299 then return status end
+  local parts = {}
+  for piece in next_piece, req, url do parts[#parts + 1] = piece end
+  if status == 404 and path then
+    errors.FileNotFoundError:raise({ message = "File not found: " .. path, path = path }, 0)
+  end
+  error(client.apiError(status, table.concat(parts)), 0)
+end
+
+--- The bytes of the file at path as they arrive: a function returning the
+-- next piece, nil at the end, and a function that abandons the rest.
+function PlatformFilesystem:_readStream(path)
+  local key = file_key(path)
+  if self._cfg.fetch then return common.stdinSource(self:readFile(path)) end
+  local req, url = client.stream(self._cfg, "GET", object_path(self, key), {})
+  local ok, err = pcall(await_status, req, url, path)
+  if not ok then
+    req:close()
+    error(err, 0)
+  end
+  local function close()
+    if req then
+      req:close()
+      req = nil
+    end
+  end
+  -- several tasks may ask at once (the chunked commands' writers): each
+  -- looks again after its wait
+  local function source()
+    while req do
+      local piece = req:read()
+      if piece then return piece end
+      local status, msg, name = req:result()
+      if status then
+        close()
+        return nil
+      end
+      if msg then
+        close()
+        client.unreachable(url, msg, name)
+      end
+      task.wait(req:id())
+    end
+    return nil
+  end
+  return source, close
+end
+
+--- A sink for the file at path: write(chunk) sends it (waiting while
+-- core.http's queue is full), close() ends the PUT and returns the bytes
+-- written, abort() cancels the PUT (nothing is stored).
+function PlatformFilesystem:_writeStream(path)
+  local key = file_key(path)
+  local bytes = 0
+  local sink = {}
+  if self._cfg.fetch then -- a fetch takes whole bodies
+    local parts = {}
+    function sink.write(chunk)
+      parts[#parts + 1] = chunk
+      bytes = bytes + #chunk
+    end
+    function sink.close()
+      self:writeFile(path, table.concat(parts))
+      return bytes
+    end
+    function sink.abort() parts = {} end
+    return sink
+  end
+  -- the PUT starts with the first bytes (or the close of an empty file):
+  -- a source that fails before giving any opens no request at all, and
+  -- one that is slow to start does not hold an idle one
+  local req, url
+  local function started()
+    if req == nil then
+      req, url = client.stream(self._cfg, "PUT", object_path(self, key), { bodyStream = true })
+    end
+    return req
+  end
+  -- the platform answered before the end of the body: an error
+  local function answered_early()
+    local ok, err = pcall(await_status, req, url, path)
+    req:close()
+    if ok then err = ("%s: the platform answered the PUT of %s before its end")
+      :format(url, path) end
+    error(err, 0)
+  end
+  function sink.write(chunk)
+    if not started():write(chunk) then answered_early() end
+    bytes = bytes + #chunk
+    while req:bufferedAmount() >= SEND_LOW do
+      local done, msg = req:result()
+      if done or msg then answered_early() end
+      task.wait(req:id())
+    end
+  end
+  function sink.close()
+    if not started():finish() then answered_early() end
+    local ok, err = pcall(function()
+      await_status(req, url, path)
+      while next_piece(req, url) do end
+    end)
+    req:close()
+    if not ok then error(err, 0) end
+    return bytes
+  end
+  function sink.abort()
+    if req then req:close() end
+  end
+  return sink
+end
+
+-- }======
 
 function PlatformFilesystem:appendFile(path, content, opts)
   local key = file_key(path)

@@ -614,16 +614,82 @@ function Handle:kill()
   return self._task:cancel()
 end
 
-function Handle.sendStdin(_)
-  error("ProcessHandle:sendStdin: a background process of a PlatformSandbox takes no"
-    .. " stdin (it reads end of file at once); to feed a command bytes, pass them to"
-    .. " executeCommand(command, args, {stdin = ...}) where the platform advertises stdin", 2)
+-- {====== stdin of a background process ======
+--
+-- Where the exec lease advertises "stdin", a background command's stdin
+-- stays open: sendStdin queues bytes that its exec sends as stdin frames
+-- (direct_exec.lua, with the WebSocket's backpressure), closeStdin ends
+-- it. Elsewhere the command reads end of file at once, sendStdin raises
+-- and closeStdin has nothing to do.
+
+-- sendStdin waits while more than this is queued and not yet sent.
+local STDIN_QUEUED_MAX = 1048576
+
+local function new_stdin_queue()
+  return { first = 1, last = 0, bytes = 0, closed = false, ended = false,
+    ready = {}, room = {} } -- ready, room: the keys woken
 end
 
-function Handle.closeStdin(_)
-  error("ProcessHandle:closeStdin: a background process of a PlatformSandbox takes no"
-    .. " stdin (it reads end of file at once)", 2)
+-- The stdin source of the exec (common.stdinSource's form): the next
+-- queued piece, nil once closed, or false and the key to wait on.
+local function stdin_feed(q)
+  return function()
+    if q.first <= q.last then
+      local piece = q[q.first]
+      q[q.first] = nil
+      q.first = q.first + 1
+      q.bytes = q.bytes - #piece
+      task.wake(q.room)
+      return piece
+    end
+    if q.closed then return nil end
+    return false, q.ready
+  end
 end
+
+local function stdin_closed(h, why)
+  errors.MastraError:raise({ message = ("ProcessHandle:sendStdin: process %s %s; its"
+    .. " stdin is closed"):format(h.pid, why), code = "EPIPE" }, 0)
+end
+
+--- Write data to the process's stdin; waits while more than 1 MiB is
+-- queued. Raises where the platform does not take stdin, and once the
+-- process has exited or its stdin was closed (code EPIPE).
+function Handle:sendStdin(data)
+  options.self("ProcessHandle:sendStdin", self, Handle)
+  options.arg("ProcessHandle:sendStdin", 1, "data", data, options.string)
+  local q = self._stdin
+  if q.ended or self.exitCode ~= nil or self.error ~= nil then stdin_closed(self, "has exited") end
+  if self._stdinOk == nil then self._stdinOk = self._sandbox:supportsStdin() end
+  if not self._stdinOk then
+    error("ProcessHandle:sendStdin: this platform does not support stdin (its exec lease"
+      .. ' does not advertise the "stdin" capability: the hosted platform closes stdin at'
+      .. " once, and the command read end of file). Write the data to a file instead:"
+      .. " ws:upload() or the filesystem tools", 2)
+  end
+  if q.closed then stdin_closed(self, "had closeStdin() called") end
+  if data == "" then return end
+  q.last = q.last + 1
+  q[q.last] = data
+  q.bytes = q.bytes + #data
+  task.wake(q.ready)
+  while q.bytes > STDIN_QUEUED_MAX do
+    task.wait(q.room)
+    if q.ended then stdin_closed(self, "has exited") end
+  end
+end
+
+--- Close the process's stdin (the process then reads end of file once
+-- what was sent before has gone).
+function Handle:closeStdin()
+  options.self("ProcessHandle:closeStdin", self, Handle)
+  local q = self._stdin
+  if q.closed then return end
+  q.closed = true
+  task.wake(q.ready)
+end
+
+-- }======
 
 function PlatformSandbox:_spawnProcess(command, opts)
   self._pidCounter = self._pidCounter + 1
@@ -643,12 +709,20 @@ function PlatformSandbox:_spawnProcess(command, opts)
     h._out.stderr:append(chunk)
     if opts.onStderr then opts.onStderr(chunk) end
   end
+  h._sandbox = self
+  h._stdin = new_stdin_queue()
   h._task = task.spawn(function()
     -- the handle keeps the output: the command's own result keeps none
-    local ok, r = pcall(self.executeCommand, self, command, nil, {
-      cwd = opts.cwd, env = opts.env, timeout = opts.timeout, maxRetainedBytes = 0,
-      onStdout = out, onStderr = err,
-    })
+    local ok, r = pcall(function()
+      h._stdinOk = self:supportsStdin()
+      return self:executeCommand(command, nil, {
+        cwd = opts.cwd, env = opts.env, timeout = opts.timeout, maxRetainedBytes = 0,
+        onStdout = out, onStderr = err,
+        stdin = h._stdinOk and stdin_feed(h._stdin) or nil,
+      })
+    end)
+    h._stdin.ended = true
+    task.wake(h._stdin.room)
     self._running[h] = nil
     if ok then
       h.exitCode = r.exitCode

@@ -367,28 +367,64 @@ oom:
   return 0; /* fails the transfer with CURLE_WRITE_ERROR */
 }
 
+/* Room for `more` bytes after `used` in *buf (capacity *cap: `first`
+** when there is none yet, doubled until it fits). 0, or -1 when out of
+** memory. */
+static int grow(char **buf, size_t *cap, size_t used, size_t more,
+                size_t first) {
+  size_t c = *cap ? *cap : first;
+  char *p;
+  if (*cap - used >= more) return 0;
+  while (c - used < more) {
+    if (c > ((size_t)-1) / 2) return -1;
+    c *= 2;
+  }
+  p = realloc(*buf, c);
+  if (p == NULL) return -1;
+  *buf = p;
+  *cap = c;
+  return 0;
+}
+
+/* A streamed response: queue the bytes, and pause while the caller has
+** not taken what waits (libcurl keeps buf and hands it over again once
+** unpaused). */
+static size_t on_stream_body(mastra__http_req *r, char *buf, size_t len) {
+  if (!r->head) {
+    curl_easy_getinfo(r->xfer.easy, CURLINFO_RESPONSE_CODE, &r->status);
+    r->head = 1;
+    if (!r->orphan) mastra__loop_signal(r->loop, r->id);
+  }
+  if (len == 0) return 0;
+  if (r->body_len >= MASTRA__HTTP_RECV_HIGH) {
+    r->recv_paused = 1;
+    return CURL_WRITEFUNC_PAUSE;
+  }
+  if (grow(&r->body, &r->body_cap, r->body_len, len, BODY_CHUNK) < 0) {
+    r->oom = 1;
+    return 0;
+  }
+  memcpy(r->body + r->body_len, buf, len);
+  if (r->body_len == 0 && !r->orphan) mastra__loop_signal(r->loop, r->id);
+  r->body_len += len;
+  return len;
+}
+
 static size_t on_body(char *buf, size_t size, size_t n, void *ud) {
   mastra__http_req *r = ud;
   size_t len = size * n;
+  if (r->stream_response) return on_stream_body(r, buf, len);
   if (r->body_cap - r->body_len < len) {
-    size_t cap = r->body_cap ? r->body_cap : BODY_CHUNK;
+    size_t first = BODY_CHUNK;
     curl_off_t announced = -1;
-    char *p;
     /* the first bytes: make room for the announced length at once (up to
     ** BODY_PREALLOC_MAX, so that a lying header costs little) */
     if (r->body_cap == 0
         && curl_easy_getinfo(r->xfer.easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T,
                              &announced) == CURLE_OK
-        && announced > (curl_off_t)cap && announced <= BODY_PREALLOC_MAX)
-      cap = (size_t)announced;
-    while (cap - r->body_len < len) {
-      if (cap > ((size_t)-1) / 2) goto oom;
-      cap *= 2;
-    }
-    p = realloc(r->body, cap);
-    if (p == NULL) goto oom;
-    r->body = p;
-    r->body_cap = cap;
+        && announced > (curl_off_t)first && announced <= BODY_PREALLOC_MAX)
+      first = (size_t)announced;
+    if (grow(&r->body, &r->body_cap, r->body_len, len, first) < 0) goto oom;
   }
   memcpy(r->body + r->body_len, buf, len);
   r->body_len += len;
@@ -396,6 +432,28 @@ static size_t on_body(char *buf, size_t size, size_t n, void *ud) {
 oom:
   r->oom = 1;
   return 0;
+}
+
+/* CURLOPT_READFUNCTION of a streamed request body: what is queued, the
+** end once finished, else pause until the owner writes more. */
+static size_t on_read(char *buf, size_t size, size_t n, void *ud) {
+  mastra__http_req *r = ud;
+  size_t room = size * n, avail = r->out_len - r->out_off;
+  size_t before = avail;
+  if (avail == 0) {
+    if (r->out_eof) return 0;
+    r->send_paused = 1;
+    return CURL_READFUNC_PAUSE;
+  }
+  if (avail > room) avail = room;
+  memcpy(buf, r->out + r->out_off, avail);
+  r->out_off += avail;
+  if (r->out_off == r->out_len) r->out_off = r->out_len = 0;
+  if (((before >= MASTRA__HTTP_SEND_LOW && before - avail < MASTRA__HTTP_SEND_LOW)
+       || r->out_len == 0)
+      && !r->orphan)
+    mastra__loop_signal(r->loop, r->id);
+  return avail;
 }
 
 /* Free what only the transfer needed. */
@@ -409,6 +467,9 @@ static void req_finish_transfer(mastra__http_req *r) {
   r->req_headers = NULL;
   free(r->req_body);
   r->req_body = NULL;
+  free(r->out);
+  r->out = NULL;
+  r->out_off = r->out_len = r->out_cap = 0;
 }
 
 static void req_done(mastra__xfer *x, CURLcode rc) {
@@ -418,6 +479,7 @@ static void req_done(mastra__xfer *x, CURLcode rc) {
   curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &r->status);
   req_finish_transfer(r);
   r->done = 1;
+  r->head = 1;
   if (r->orphan)
     mastra__loop_defer_free(r->loop, &r->handle);
   else
@@ -464,6 +526,15 @@ static CURLcode set_method(mastra__http_req *r, const mastra__http_opts *o) {
   int body = o->body != NULL;
   if (strcmp(method, "HEAD") == 0)
     return curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+  if (o->stream_body) {
+    /* an upload: Content-Length when the size is known, else chunked */
+    curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)o->body_size);
+    curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(e, CURLOPT_READDATA, r);
+    if (strcmp(method, "PUT") == 0) return CURLE_OK;
+    return curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+  }
   /* POST, PUT and PATCH without a body send Content-Length: 0, as fetch */
   if (!body && (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0
                 || strcmp(method, "PATCH") == 0))
@@ -511,6 +582,9 @@ int mastra__http_start(mastra__loop *loop, const mastra__http_opts *o,
   e = r->xfer.easy = curl_easy_init();
   if (e == NULL) goto oom;
   r->xfer.done = req_done;
+  r->stream_body = o->stream_body != 0;
+  r->stream_response = o->stream_response != 0;
+  r->out_size = o->stream_body && o->body_size >= 0 ? o->body_size : -1;
   for (i = 0; i < o->nheaders && rc == 0; i++)
     rc = add_header(&r->req_headers, o->headers[i]);
   /* what fetch does not send: curl's form content type for a body with
@@ -572,6 +646,93 @@ void mastra__http_error_message(const mastra__http_req *r, char *out,
     snprintf(out, outlen, "%s: %s", what, r->errbuf);
   else
     snprintf(out, outlen, "%s", what);
+}
+
+/* Let a paused direction go on (from the owner's calls only). */
+static void resume(mastra__http_req *r, int send) {
+  int mask;
+  if (r->done || r->xfer.easy == NULL) return;
+  if (send) {
+    if (!r->send_paused) return;
+    r->send_paused = 0;
+  } else {
+    if (!r->recv_paused) return;
+    r->recv_paused = 0;
+  }
+  mask = (r->send_paused ? CURLPAUSE_SEND : 0)
+         | (r->recv_paused ? CURLPAUSE_RECV : 0);
+  /* may call on_body or on_read at once: they only queue and signal */
+  curl_easy_pause(r->xfer.easy, mask);
+}
+
+int mastra__http_write(mastra__http_req *r, const char *data, size_t len,
+                       const char **why) {
+  if (r->done) {
+    *why = "ENOTCONN";
+    return -1;
+  }
+  if (!r->stream_body || r->out_eof) {
+    *why = "EPIPE";
+    return -1;
+  }
+  if (r->out_size >= 0 && (uint64_t)r->out_size - r->out_total < len) {
+    *why = "EFBIG";
+    return -1;
+  }
+  if (len == 0) return 0;
+  if (r->out_off > 0) { /* what was sent goes */
+    memmove(r->out, r->out + r->out_off, r->out_len - r->out_off);
+    r->out_len -= r->out_off;
+    r->out_off = 0;
+  }
+  if (grow(&r->out, &r->out_cap, r->out_len, len, BODY_CHUNK) < 0) goto oom;
+  memcpy(r->out + r->out_len, data, len);
+  r->out_len += len;
+  r->out_total += len;
+  resume(r, 1);
+  return 0;
+oom:
+  *why = "ENOMEM";
+  return -1;
+}
+
+int mastra__http_finish(mastra__http_req *r, const char **why) {
+  if (r->done) {
+    *why = "ENOTCONN";
+    return -1;
+  }
+  if (!r->stream_body || r->out_eof) {
+    *why = "EPIPE";
+    return -1;
+  }
+  if (r->out_size >= 0 && r->out_total != (uint64_t)r->out_size) {
+    *why = "EINVAL";
+    return -1;
+  }
+  r->out_eof = 1;
+  resume(r, 1);
+  return 0;
+}
+
+size_t mastra__http_buffered(const mastra__http_req *r) {
+  return r->out_len - r->out_off;
+}
+
+const char *mastra__http_take(mastra__http_req *r, size_t *len) {
+  *len = r->stream_response ? r->body_len : 0;
+  return r->body;
+}
+
+void mastra__http_taken(mastra__http_req *r) {
+  if (!r->stream_response) return;
+  r->body_len = 0;
+  /* a large queue of an earlier burst is given back */
+  if (r->body_cap > 2 * MASTRA__HTTP_RECV_HIGH) {
+    free(r->body);
+    r->body = NULL;
+    r->body_cap = 0;
+  }
+  resume(r, 0);
 }
 
 void mastra__http_release(mastra__http_req *r) {

@@ -11,13 +11,22 @@
 **     function. The HTTP requests of a loop share one (created on first
 **     use, shut down with the loop); each WebSocket has its own
 **     (ws_client.h says why).
-**   - mastra__http_req: one request with its response kept in C.
+**   - mastra__http_req: one request with its response kept in C, or
+**     streamed: its request body written in pieces (mastra__http_write,
+**     mastra__http_finish) and its response body taken in pieces
+**     (mastra__http_take), each direction paused while its queue is empty
+**     (the body to send) or full (the body received).
 **
 ** Invariants:
 **   - No libcurl callback calls libcurl, Lua, or frees anything: the timer
 **     callback only arms the loop's timer; the socket callback only starts,
 **     stops and (deferred) frees watchers.
-**   - A finished request signals its id on the loop. Nothing else does.
+**   - A request signals its id on the loop when it finishes; a streamed
+**     one also when received bytes wait in an empty queue, when its
+**     send queue falls below MASTRA__HTTP_SEND_LOW and when it empties.
+**     Nothing else does.
+**   - Only the owner's calls (from Lua, never from a libcurl callback)
+**     unpause a transfer (curl_easy_pause).
 */
 #ifndef MASTRA_HTTP_CLIENT_H
 #define MASTRA_HTTP_CLIENT_H
@@ -31,6 +40,11 @@
 
 #define MASTRA__HTTP_DEFAULT_TIMEOUT_MS 60000
 #define MASTRA__HTTP_MAX_REDIRECTS 20
+/* a streamed response pauses while this many received bytes wait */
+#define MASTRA__HTTP_RECV_HIGH (256 * 1024)
+/* a streamed request's id is signalled when its queue falls below this
+** (and when it empties) */
+#define MASTRA__HTTP_SEND_LOW (256 * 1024)
 
 /* {====== a libcurl multi on the loop ====== */
 
@@ -94,6 +108,13 @@ typedef struct mastra__http_opts {
   ** which a request that must not run twice (a create) cannot afford */
   int fresh_connection;
   const char *ca_file;         /* PEM bundle to trust; NULL: the system's */
+  /* 1: the body comes through mastra__http_write and mastra__http_finish
+  ** (`body` is ignored); body_size is its length (Content-Length), or -1
+  ** when unknown (chunked) */
+  int stream_body;
+  int64_t body_size;
+  /* 1: the response body is taken in pieces with mastra__http_take */
+  int stream_response;
 } mastra__http_opts;
 
 typedef struct mastra__http_req mastra__http_req;
@@ -109,10 +130,17 @@ struct mastra__http_req {
   long status;
   mastra__http_header *headers;
   size_t nheaders, capheaders;
-  char *body;
+  char *body;                 /* streamed: the received bytes not yet taken */
   size_t body_len, body_cap;
+  /* a streamed request body: the bytes queued to send are out[off..len) */
+  char *out;
+  size_t out_off, out_len, out_cap;
+  int64_t out_size;           /* the announced length, or -1 */
+  uint64_t out_total;         /* bytes written so far */
   /* the outcome */
   unsigned done : 1, orphan : 1, oom : 1, closed : 1;
+  unsigned stream_body : 1, stream_response : 1, out_eof : 1, head : 1;
+  unsigned send_paused : 1, recv_paused : 1;
   CURLcode result;
   char errbuf[CURL_ERROR_SIZE];
 };
@@ -126,6 +154,23 @@ int mastra__http_start(mastra__loop *loop, const mastra__http_opts *opts,
 const char *mastra__http_error_name(const mastra__http_req *r);
 void mastra__http_error_message(const mastra__http_req *r, char *out,
                                 size_t outlen);
+/* A streamed request body: queue len bytes (all of them: the caller
+** waits while mastra__http_buffered() >= MASTRA__HTTP_SEND_LOW). Returns 0,
+** or -1 with *why set: "ENOTCONN" (the request finished: read its
+** result), "EPIPE" (the body was finished), "EFBIG" (more than the
+** announced size), "ENOMEM". */
+int mastra__http_write(mastra__http_req *r, const char *data, size_t len,
+                       const char **why);
+/* The end of a streamed request body. -1 with *why ("ENOTCONN", "EPIPE",
+** or "EINVAL": fewer bytes than the announced size). */
+int mastra__http_finish(mastra__http_req *r, const char **why);
+/* Bytes queued to send. */
+size_t mastra__http_buffered(const mastra__http_req *r);
+/* A streamed response: the received bytes waiting (*len may be 0); once
+** the caller has copied them, mastra__http_taken empties the queue and
+** lets the transfer go on. */
+const char *mastra__http_take(mastra__http_req *r, size_t *len);
+void mastra__http_taken(mastra__http_req *r);
 /* The owner lets go: a running request is cancelled. Never signals. */
 void mastra__http_release(mastra__http_req *r);
 

@@ -2,10 +2,15 @@
 ** mastra.core: HTTP requests and WebSockets (src/core/http_client.h, src/core/ws_client.h).
 **
 **   core.http{method=, url=, headers={name=value}, body=, timeout=,
-**             followRedirects=, caFile=}             -> request
-**   req:id()      the id signalled when the request finishes
+**             followRedirects=, caFile=, bodyStream=, bodyLength=,
+**             streamResponse=}                       -> request
+**   req:id()      the id signalled when the request finishes (and, when
+**                 streamed, when bytes arrive or the send queue drains)
 **   req:result()  nil while running; then status, headers, body, or
 **                 nil, message, NAME
+**   req:write(data), req:finish(), req:bufferedAmount()  (bodyStream)
+**   req:head()    status, headers once the response's body began
+**   req:read()    (streamResponse) the bytes received, or nil
 **   req:close()   cancel (also __close and __gc)
 **
 **   core.websocket{url=, protocols={...}, headers={name=value}, timeout=,
@@ -199,9 +204,10 @@ static int req_id(lua_State *L) {
   return 1;
 }
 
+static void push_headers(lua_State *L, const mastra__http_req *r);
+
 static int req_result(lua_State *L) {
   mastra__http_req *r = checkreq(L);
-  size_t i;
   if (!r->done) {
     lua_pushnil(L);
     return 1;
@@ -212,6 +218,61 @@ static int req_result(lua_State *L) {
     return mastra__pushfail(L, mastra__http_error_name(r), "%s", msg);
   }
   lua_pushinteger(L, (lua_Integer)r->status);
+  push_headers(L, r);
+  /* streamed: the body went through req:read() */
+  if (r->stream_response)
+    lua_pushliteral(L, "");
+  else
+    lua_pushlstring(L, r->body ? r->body : "", r->body_len);
+  return 3;
+}
+
+/* bytes of a request body written; false (and the reason) when it cannot
+** be: the request finished (ENOTCONN), its body was finished (EPIPE),
+** more than bodyLength (EFBIG) */
+static int req_write(lua_State *L) {
+  mastra__http_req *r = checkreq(L);
+  size_t len;
+  const char *data = luaL_checklstring(L, 2, &len);
+  const char *why = NULL;
+  if (!r->stream_body)
+    luaL_error(L, "req:write: the request was not made with bodyStream = true");
+  if (mastra__http_write(r, data, len, &why) < 0)
+    return mastra__pushfail(L, why, "%s",
+                            strcmp(why, "ENOTCONN") == 0
+                                ? "the request has finished: see req:result()"
+                            : strcmp(why, "EPIPE") == 0
+                                ? "the request body was finished"
+                            : strcmp(why, "EFBIG") == 0
+                                ? "more bytes than bodyLength"
+                                : "out of memory");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int req_finish(lua_State *L) {
+  mastra__http_req *r = checkreq(L);
+  const char *why = NULL;
+  if (!r->stream_body)
+    luaL_error(L, "req:finish: the request was not made with bodyStream = true");
+  if (mastra__http_finish(r, &why) < 0)
+    return mastra__pushfail(L, why, "%s",
+                            strcmp(why, "ENOTCONN") == 0
+                                ? "the request has finished: see req:result()"
+                            : strcmp(why, "EPIPE") == 0
+                                ? "the request body was finished already"
+                                : "fewer bytes than bodyLength");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int req_buffered(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)mastra__http_buffered(checkreq(L)));
+  return 1;
+}
+
+static void push_headers(lua_State *L, const mastra__http_req *r) {
+  size_t i;
   lua_createtable(L, 0, (int)r->nheaders);
   for (i = 0; i < r->nheaders; i++) {
     const mastra__http_header *h = &r->headers[i];
@@ -225,13 +286,50 @@ static int req_result(lua_State *L) {
     }
     lua_setfield(L, -2, h->name);
   }
-  lua_pushlstring(L, r->body ? r->body : "", r->body_len);
-  return 3;
+}
+
+/* status, headers once the response's body began (or the request ended
+** with a response); nil before */
+static int req_head(lua_State *L) {
+  mastra__http_req *r = checkreq(L);
+  if (!r->head || r->status == 0 || (r->done && r->result != CURLE_OK)) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_pushinteger(L, (lua_Integer)r->status);
+  push_headers(L, r);
+  return 2;
+}
+
+/* streamResponse: the bytes received so far, or nil when none wait */
+static int req_read(lua_State *L) {
+  mastra__http_req *r = checkreq(L);
+  size_t len;
+  const char *p;
+  if (!r->stream_response)
+    luaL_error(L, "req:read: the request was not made with streamResponse = true");
+  p = mastra__http_take(r, &len);
+  if (len == 0) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_pushlstring(L, p, len);
+  mastra__http_taken(r);
+  return 1;
+}
+
+static int opt_bool(lua_State *L, int idx, const char *key) {
+  int t = lua_getfield(L, idx, key), v;
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+    luaL_error(L, "http: option '%s' must be a boolean", key);
+  v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
 }
 
 static const char *const http_keys[] = {
   "method", "url", "headers", "body", "timeout", "followRedirects", "caFile",
-  "freshConnection", NULL
+  "freshConnection", "bodyStream", "bodyLength", "streamResponse", NULL
 };
 
 static int core_http(lua_State *L) {
@@ -263,6 +361,20 @@ static int core_http(lua_State *L) {
     luaL_error(L, "http: option 'freshConnection' must be a boolean");
   o.fresh_connection = t == LUA_TBOOLEAN && lua_toboolean(L, -1);
   lua_pop(L, 1);
+  o.stream_body = opt_bool(L, 1, "bodyStream");
+  o.stream_response = opt_bool(L, 1, "streamResponse");
+  o.body_size = -1;
+  if (lua_getfield(L, 1, "bodyLength") != LUA_TNIL) {
+    lua_pop(L, 1);
+    if (!o.stream_body)
+      luaL_error(L, "http: option 'bodyLength' goes with bodyStream = true");
+    o.body_size = (int64_t)opt_count(L, 1, "http", "bodyLength", 0);
+  } else {
+    lua_pop(L, 1);
+  }
+  if (o.stream_body && o.body != NULL)
+    luaL_error(L, "http: options 'body' and 'bodyStream' exclude each other"
+               " (with bodyStream, write the body with req:write)");
   o.headers = opt_headers(L, 1, "http", NULL, 1, &o.nheaders);
   box = (mastra__http_req **)lua_newuserdatauv(L, sizeof *box, 0);
   *box = NULL; /* born closed */
@@ -483,6 +595,11 @@ static const luaL_Reg net_funcs[] = {
 static const luaL_Reg req_meth[] = {
   {"id", req_id},
   {"result", req_result},
+  {"head", req_head},
+  {"read", req_read},
+  {"write", req_write},
+  {"finish", req_finish},
+  {"bufferedAmount", req_buffered},
   {"close", req_close},
   {NULL, NULL}
 };

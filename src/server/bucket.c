@@ -114,12 +114,12 @@ void mp_bucket_close(mp_bucket_store *st) {
   free(st);
 }
 
-int mp_bucket_put(mp_bucket_store *st, const char *project,
-                  const char *bucket, const char *key, const void *data,
-                  size_t len, const char *content_type, int if_none_match,
-                  char *err, size_t errlen) {
-  mp_disk_source src;
-  int bfd, rc;
+/* The bucket directory of a put of key (created if missing): its fd, or
+** a code (< 0) with err set. */
+static int put_dir(mp_bucket_store *st, const char *project,
+                   const char *bucket, const char *key, char *err,
+                   size_t errlen) {
+  int bfd;
   if (!name_ok(project) || !name_ok(bucket)) {
     mp_disk_set_err(err, errlen, "bad project or bucket name");
     return MP_BUCKET_BAD_KEY;
@@ -129,15 +129,26 @@ int mp_bucket_put(mp_bucket_store *st, const char *project,
             key && *key ? mp_bucket_key_check(key, strlen(key)) : "empty");
     return MP_BUCKET_BAD_KEY;
   }
-  if (data == NULL && len > 0) {
-    mp_disk_set_err(err, errlen, "no data");
-    return MP_BUCKET_IO;
-  }
   bfd = mp_disk_bucket_dir(st, project, bucket, 1);
   if (bfd < 0) {
     mp_disk_set_err(err, errlen, "bucket directory: %s", strerror(errno));
     return mp_disk_io_code(errno);
   }
+  return bfd;
+}
+
+int mp_bucket_put(mp_bucket_store *st, const char *project,
+                  const char *bucket, const char *key, const void *data,
+                  size_t len, const char *content_type, int if_none_match,
+                  char *err, size_t errlen) {
+  mp_disk_source src;
+  int bfd, rc;
+  if (data == NULL && len > 0) {
+    mp_disk_set_err(err, errlen, "no data");
+    return MP_BUCKET_IO;
+  }
+  bfd = put_dir(st, project, bucket, key, err, errlen);
+  if (bfd < 0) return bfd;
   if (if_none_match && mp_disk_exists(bfd, key)) {
     close(bfd);
     mp_disk_set_err(err, errlen, "the object exists");
@@ -151,6 +162,81 @@ int mp_bucket_put(mp_bucket_store *st, const char *project,
                  if_none_match, err, errlen);
   close(bfd);
   return rc;
+}
+
+struct mp_bucket_upload {
+  int bfd, fd;
+  uint64_t size;
+  char tmpname[64];
+  char *key;
+  char ct[MP_BUCKET_CT_MAX + 1];
+};
+
+int mp_bucket_upload_begin(mp_bucket_store *st, const char *project,
+                           const char *bucket, const char *key,
+                           const char *content_type, mp_bucket_upload **out,
+                           char *err, size_t errlen) {
+  mp_bucket_upload *u;
+  int bfd, rc;
+  *out = NULL;
+  bfd = put_dir(st, project, bucket, key, err, errlen);
+  if (bfd < 0) return bfd;
+  u = calloc(1, sizeof *u);
+  if (u == NULL || (u->key = strdup(key)) == NULL) {
+    free(u);
+    close(bfd);
+    mp_disk_set_err(err, errlen, "out of memory");
+    return MP_BUCKET_NOMEM;
+  }
+  u->bfd = bfd;
+  snprintf(u->ct, sizeof u->ct, "%s", content_type ? content_type : "");
+  rc = mp_disk_upload_open(st, bfd, key, u->ct, &u->fd, u->tmpname, err,
+                           errlen);
+  if (rc < 0) {
+    free(u->key);
+    free(u);
+    close(bfd);
+    return rc;
+  }
+  *out = u;
+  return MP_BUCKET_OK;
+}
+
+int mp_bucket_upload_write(mp_bucket_upload *u, const void *data, size_t len,
+                           char *err, size_t errlen) {
+  if (mastra__write_all(u->fd, data, len) < 0) {
+    mp_disk_set_err(err, errlen, "write object: %s", strerror(errno));
+    return mp_disk_io_code(errno);
+  }
+  u->size += len;
+  return MP_BUCKET_OK;
+}
+
+static void upload_free(mp_bucket_upload *u) {
+  close(u->bfd);
+  free(u->key);
+  free(u);
+}
+
+int mp_bucket_upload_commit(mp_bucket_upload *u, int if_none_match, char *err,
+                            size_t errlen) {
+  int rc;
+  if (if_none_match && mp_disk_exists(u->bfd, u->key)) {
+    mp_bucket_upload_abort(u);
+    mp_disk_set_err(err, errlen, "the object exists");
+    return MP_BUCKET_EXISTS;
+  }
+  rc = mp_disk_upload_commit(u->bfd, u->fd, u->tmpname, u->key, u->ct,
+                             u->size, if_none_match, err, errlen);
+  upload_free(u);
+  return rc;
+}
+
+void mp_bucket_upload_abort(mp_bucket_upload *u) {
+  if (u == NULL) return;
+  close(u->fd);
+  unlinkat(u->bfd, u->tmpname, 0);
+  upload_free(u);
 }
 
 int mp_bucket_open_read(mp_bucket_store *st, const char *project,

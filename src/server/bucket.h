@@ -58,6 +58,22 @@ int mp_bucket_put(mp_bucket_store *st, const char *project,
                   const char *bucket, const char *key, const void *data,
                   size_t len, const char *content_type, int if_none_match,
                   char *err, size_t errlen);
+/* A put whose bytes come in pieces (a streamed PUT body): they go to a
+** temporary file in the bucket directory as they come, so the store never
+** holds them in memory. Commit makes it the object, durably and
+** atomically (as mp_bucket_put; if_none_match: EXISTS when the key
+** exists); abort removes it. Nothing is visible before the commit. Commit
+** and abort free the upload. */
+typedef struct mp_bucket_upload mp_bucket_upload;
+int mp_bucket_upload_begin(mp_bucket_store *st, const char *project,
+                           const char *bucket, const char *key,
+                           const char *content_type, mp_bucket_upload **out,
+                           char *err, size_t errlen);
+int mp_bucket_upload_write(mp_bucket_upload *u, const void *data, size_t len,
+                           char *err, size_t errlen);
+int mp_bucket_upload_commit(mp_bucket_upload *u, int if_none_match, char *err,
+                            size_t errlen);
+void mp_bucket_upload_abort(mp_bucket_upload *u);
 /* open the object for reading: *fd (the caller closes it) holds its bytes
 ** at [*offset, *offset + info->size); info->key is set too. The file stays
 ** readable however the key changes afterwards (a PUT renames a new file

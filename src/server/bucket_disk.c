@@ -29,7 +29,10 @@
 ** (renameat2 RENAME_NOREPLACE for if-none-match), and the directory is
 ** fsync'd; a new project or bucket directory is fsync'd into its parent.
 ** A crash leaves the old or the new object, plus possibly a temporary
-** file, which mp_bucket_open() removes. A move is a copy (atomic) then
+** file, which mp_bucket_open() removes. An object that arrives in pieces
+** (a streamed PUT) grows in its temporary file behind a header of size 0,
+** which the commit rewrites with the size before the fsync and the
+** rename; an abort unlinks it. A move is a copy (atomic) then
 ** an unlink of the source (a crash in between leaves both).
 **
 ** The store keeps one descriptor open (the root directory) and is meant
@@ -350,28 +353,11 @@ int mp_disk_io_code(int e) {
   return e == ENOSPC || e == EDQUOT ? MP_BUCKET_NOSPACE : MP_BUCKET_IO;
 }
 
-/* write object `key` atomically and durably into bfd */
-int mp_disk_write(mp_bucket_store *st, int bfd, const char *key, const char *ct,
-                     const mp_disk_source *src, int noreplace, char *err,
-                     size_t errlen) {
-  unsigned char hdr[HDR_MAX];
-  char tmpname[64], fname[MP_DISK_NAME_LEN + 1];
-  size_t hl;
-  int fd, rc;
-  hl = make_hdr(hdr, key, ct, src->len, mastra__wall_ms());
-  mp_disk_filename(key, fname);
-  fd = tmp_create(st, bfd, tmpname);
-  if (fd < 0) {
-    mp_disk_set_err(err, errlen, "create temporary file: %s", strerror(errno));
-    return mp_disk_io_code(errno);
-  }
-  if (mastra__write_all(fd, hdr, hl) < 0 ||
-      (src->src_fd < 0 ? mastra__write_all(fd, src->data, src->len)
-                       : copy_range(fd, src->src_fd, src->src_off,
-                                    src->len)) < 0) {
-    mp_disk_set_err(err, errlen, "write object: %s", strerror(errno));
-    goto fail;
-  }
+/* fsync and close the temporary file fd, then rename it over fname: OK,
+** EXISTS (noreplace) or IO/NOSPACE; on failure the temporary file is gone */
+static int tmp_finish(int bfd, int fd, const char *tmpname, const char *fname,
+                      int noreplace, char *err, size_t errlen) {
+  int rc;
   while ((rc = fsync(fd)) < 0 && errno == EINTR)
     ;
   if (rc < 0) {
@@ -399,6 +385,77 @@ fail:
   mp_disk_close_keep_errno(fd);
   unlinkat(bfd, tmpname, 0);
   return mp_disk_io_code(rc);
+}
+
+/* write object `key` atomically and durably into bfd */
+int mp_disk_write(mp_bucket_store *st, int bfd, const char *key, const char *ct,
+                     const mp_disk_source *src, int noreplace, char *err,
+                     size_t errlen) {
+  unsigned char hdr[HDR_MAX];
+  char tmpname[64], fname[MP_DISK_NAME_LEN + 1];
+  size_t hl;
+  int fd, rc;
+  hl = make_hdr(hdr, key, ct, src->len, mastra__wall_ms());
+  mp_disk_filename(key, fname);
+  fd = tmp_create(st, bfd, tmpname);
+  if (fd < 0) {
+    mp_disk_set_err(err, errlen, "create temporary file: %s", strerror(errno));
+    return mp_disk_io_code(errno);
+  }
+  if (mastra__write_all(fd, hdr, hl) < 0 ||
+      (src->src_fd < 0 ? mastra__write_all(fd, src->data, src->len)
+                       : copy_range(fd, src->src_fd, src->src_off,
+                                    src->len)) < 0) {
+    mp_disk_set_err(err, errlen, "write object: %s", strerror(errno));
+    rc = errno;
+    mp_disk_close_keep_errno(fd);
+    unlinkat(bfd, tmpname, 0);
+    return mp_disk_io_code(rc);
+  }
+  return tmp_finish(bfd, fd, tmpname, fname, noreplace, err, errlen);
+}
+
+int mp_disk_upload_open(mp_bucket_store *st, int bfd, const char *key,
+                        const char *ct, int *fd, char tmpname[64], char *err,
+                        size_t errlen) {
+  unsigned char hdr[HDR_MAX];
+  size_t hl = make_hdr(hdr, key, ct, 0, 0);
+  int e;
+  *fd = tmp_create(st, bfd, tmpname);
+  if (*fd < 0) {
+    mp_disk_set_err(err, errlen, "create temporary file: %s", strerror(errno));
+    return mp_disk_io_code(errno);
+  }
+  if (mastra__write_all(*fd, hdr, hl) == 0) return MP_BUCKET_OK;
+  e = errno;
+  mp_disk_set_err(err, errlen, "write object: %s", strerror(e));
+  close(*fd);
+  *fd = -1;
+  unlinkat(bfd, tmpname, 0);
+  return mp_disk_io_code(e);
+}
+
+int mp_disk_upload_commit(int bfd, int fd, const char *tmpname,
+                          const char *key, const char *ct, uint64_t size,
+                          int noreplace, char *err, size_t errlen) {
+  unsigned char hdr[HDR_MAX];
+  char fname[MP_DISK_NAME_LEN + 1];
+  size_t hl = make_hdr(hdr, key, ct, size, mastra__wall_ms()), done = 0;
+  int e;
+  mp_disk_filename(key, fname);
+  while (done < hl) { /* the header, with the size now known */
+    ssize_t n = pwrite(fd, hdr + done, hl - done, (off_t)done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      e = n < 0 ? errno : EIO;
+      mp_disk_set_err(err, errlen, "write object: %s", strerror(e));
+      close(fd);
+      unlinkat(bfd, tmpname, 0);
+      return mp_disk_io_code(e);
+    }
+    done += (size_t)n;
+  }
+  return tmp_finish(bfd, fd, tmpname, fname, noreplace, err, errlen);
 }
 
 /* does object key exist (an unreadable one counts as existing)? */

@@ -77,6 +77,18 @@ int mp_disk_io_code(int e);
 int mp_disk_write(mp_bucket_store *st, int bfd, const char *key,
                   const char *ct, const mp_disk_source *src, int noreplace,
                   char *err, size_t errlen);
+/* an object written in pieces (bucket.h, mp_bucket_upload): open its
+** temporary file in bfd with a header of size 0 (*fd, tmpname); the
+** caller appends the content to *fd */
+int mp_disk_upload_open(mp_bucket_store *st, int bfd, const char *key,
+                        const char *ct, int *fd, char tmpname[64], char *err,
+                        size_t errlen);
+/* write the header with the final size, then as mp_disk_write: fsync,
+** rename over the object (noreplace: EXISTS if it exists). fd is closed
+** and, on failure, the temporary file removed. */
+int mp_disk_upload_commit(int bfd, int fd, const char *tmpname,
+                          const char *key, const char *ct, uint64_t size,
+                          int noreplace, char *err, size_t errlen);
 /* does object key exist (an unreadable one counts as existing)? */
 int mp_disk_exists(int bfd, const char *key);
 

@@ -22,7 +22,9 @@
 ** - /ws/exec is routed as soon as its head is in: its lease is checked
 **   before any body is read, and it takes none;
 ** - the bodies being read at once hold at most srv->max_uploads bytes
-**   (their Content-Length, reserved up front): past that, 503;
+**   (their Content-Length, reserved up front): past that, 503; a bucket
+**   PUT's body is not held: it goes to a temporary file as it comes
+**   (mp_router_streams_body);
 ** - two Content-Length headers: 400; an error answer (4xx, 5xx) closes
 **   its connection (respond.c).
 */
@@ -144,6 +146,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                              "the body is larger than %zu bytes", r->limit);
       }
       r->too_large = 1;
+    } else if (mp_router_streams_body(url, method)) {
+      /* the body goes where the route puts it as it comes: no memory is
+      ** reserved; the route answers at once when it cannot take it */
+      r->begin = 1;
+      rc = mp_route(srv, conn, url, method, r);
+      r->begin = 0;
+      if (r->sink_write == NULL) r->responded = 1;
+      return rc;
     } else if (length > 0) {
       /* the body is read into memory: reserve it now, or refuse */
       if (srv->uploads_in_flight + length > srv->max_uploads) {

@@ -57,6 +57,12 @@ int mp_request_feed(struct MHD_Connection *conn, mp_request *r,
       r->too_large = 1;
       return 1;
     }
+    if (r->sink_write != NULL) { /* nothing is kept here */
+      if (!r->sink_failed && r->sink_write(r->state, upload, n) < 0)
+        r->sink_failed = 1;
+      r->len += n;
+      return 1;
+    }
     if (r->len + n > r->reserved && !r->busy) {
       /* a body longer than announced, or chunked: reserve as it comes */
       size_t more = r->len + n - r->reserved;

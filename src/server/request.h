@@ -23,6 +23,14 @@ typedef struct mp_request {
   ** exec): state_free(state) runs when the request ends, however it ends */
   void *state;
   void (*state_free)(void *state);
+  /* a body taken as it comes instead of into `body` (a bucket PUT: the
+  ** route sets it when called with `begin` at the head, router.h):
+  ** sink_write(state, piece, len) returns 0, or -1 once it failed (the
+  ** rest is dropped; the route answers the failure at the end). len still
+  ** counts the bytes. */
+  int begin;
+  int (*sink_write)(void *state, const char *data, size_t len);
+  int sink_failed;
 } mp_request;
 
 /* A request handler's calls after the first: take the body as it comes

@@ -41,11 +41,14 @@ int mp_router_authorized(mp_server *srv, struct MHD_Connection *conn,
   return mastra__secure_equal(h, strlen(h), srv->token, srv->token_len);
 }
 
+int mp_router_streams_body(const char *url, const char *method) {
+  return strcmp(method, "PUT") == 0 && strstr(url, "/fs/") != NULL;
+}
+
 size_t mp_router_body_limit(mp_server *srv, const char *url,
                              const char *method) {
   if (strcmp(url, "/ws/exec") == 0) return 0; /* an upgrade has no body */
-  if (strcmp(method, "PUT") == 0 && strstr(url, "/fs/") != NULL)
-    return srv->max_object;
+  if (mp_router_streams_body(url, method)) return srv->max_object;
   return srv->max_body;
 }
 

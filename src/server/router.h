@@ -18,6 +18,10 @@ int mp_router_authorized(mp_server *srv, struct MHD_Connection *conn,
 /* The largest body the route of url accepts. */
 size_t mp_router_body_limit(mp_server *srv, const char *url,
                             const char *method);
+/* Whether the route of url takes its body as it comes (a bucket PUT):
+** then mp_route is called once at the head with r->begin set, and the
+** route sets r->sink_write (or answers at once). */
+int mp_router_streams_body(const char *url, const char *method);
 /* Answer a request whose body has arrived (r->body, r->len). */
 enum MHD_Result mp_route(mp_server *srv, struct MHD_Connection *conn,
                          const char *url, const char *method, mp_request *r);

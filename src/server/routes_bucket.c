@@ -1,9 +1,16 @@
 /*
 ** The bucket routes of mastra-platform: /v1/.../projects/{p}/fs/{bucket}/
 ** {key} (docs/platform.md). GET of a key ending in '/' (or of the bucket)
-** lists, GET of an object maps its file and sends it without a copy, HEAD,
+** lists, GET of an object sends its file (sendfile), HEAD,
 ** PUT (If-None-Match: *), DELETE (?recursive=true), and POST with
 ** ?op=copy|rename|mkdir. The store itself is bucket.c.
+**
+** A PUT's body is not held in memory: the route is called at the head
+** (r->begin) and opens an upload of the store (a temporary file), each
+** piece of the body is written to it as it comes (r->sink_write), and at
+** the end of the body the upload is committed. A body that does not end
+** (the connection dropped, 413) is aborted when the request ends:
+** nothing of it is visible.
 */
 #define _GNU_SOURCE
 #include "routes_bucket.h"
@@ -12,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -134,47 +140,86 @@ static enum MHD_Result head_object(mp_server *srv, struct MHD_Connection *conn,
                       &info);
 }
 
-/* a GET's object, mapped: the page cache's pages go to the socket without a
-** copy in between. Safe because the store never changes an object file in
-** place (a PUT renames a new file over it, a DELETE unlinks it): the
-** mapping keeps the bytes that were current when the GET began. */
-typedef struct {
-  void *base;
-  size_t len;
-} mapping;
-
-static void unmap(void *cls) {
-  mapping *m = cls;
-  munmap(m->base, m->len);
-  free(m);
-}
-
+/* a GET's object: libmicrohttpd sends it from its file (sendfile: no copy
+** through user space, and the page cache's pages are not counted in the
+** server's memory as a mapping's are). Safe because the store never
+** changes an object file in place (a PUT renames a new file over it, a
+** DELETE unlinks it): the open file keeps the bytes that were current when
+** the GET began. */
 static enum MHD_Result get_object(mp_server *srv, struct MHD_Connection *conn,
                                   const char *project, const char *bucket,
                                   const char *key) {
   mp_object_info info;
   struct MHD_Response *resp;
-  mapping *m;
   uint64_t off;
   int fd, st;
   st = mp_bucket_open_read(srv->buckets, project, bucket, key, &fd, &off, &info);
   if (st < 0) return bucket_error(conn, st, key, NULL);
-  m = malloc(sizeof *m);
-  if (m == NULL || info.size > SIZE_MAX - off) goto fail;
-  m->len = (size_t)(off + info.size);
-  m->base = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (m->base == MAP_FAILED) goto fail;
-  close(fd);
-  resp = MHD_create_response_from_buffer_with_free_callback_cls(
-      (size_t)info.size, (char *)m->base + off, unmap, m);
-  if (resp == NULL) unmap(m);
+  /* the response owns fd from here, and closes it */
+  resp = MHD_create_response_from_fd_at_offset64(info.size, fd, off);
+  if (resp == NULL) {
+    close(fd);
+    mp_object_info_free(&info);
+    return mp_send_error(conn, 500, "internal_error", "cannot read object %s",
+                         key);
+  }
   return queue_object(conn, resp, &info);
-fail:
-  free(m);
-  close(fd);
-  mp_object_info_free(&info);
-  return mp_send_error(conn, 500, "internal_error",
-                                        "cannot read object %s", key);
+}
+
+typedef struct put_state {
+  mp_bucket_upload *u;   /* NULL once committed */
+  int rc;                /* the first failure of a write */
+  char err[512];
+} put_state;
+
+static int put_sink(void *state, const char *data, size_t len) {
+  put_state *ps = state;
+  if (ps->rc < 0) return -1;
+  ps->rc = mp_bucket_upload_write(ps->u, data, len, ps->err, sizeof ps->err);
+  return ps->rc < 0 ? -1 : 0;
+}
+
+static void put_state_free(void *state) {
+  put_state *ps = state;
+  mp_bucket_upload_abort(ps->u);
+  free(ps);
+}
+
+static enum MHD_Result put_object(mp_server *srv, struct MHD_Connection *conn,
+                                  const char *project, const char *bucket,
+                                  const char *key, mp_request *r) {
+  const char *inm =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "If-None-Match");
+  const char *type =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+  int none_match = inm != NULL && strcmp(inm, "*") == 0;
+  char err[512] = "";
+  put_state *ps;
+  int rc;
+  if (r->begin) { /* the head: open the upload the body goes to */
+    ps = calloc(1, sizeof *ps);
+    if (ps == NULL) return MHD_NO;
+    rc = mp_bucket_upload_begin(srv->buckets, project, bucket, key,
+                                type ? type : "", &ps->u, err, sizeof err);
+    if (rc < 0) {
+      free(ps);
+      return bucket_error(conn, rc, key, err);
+    }
+    r->state = ps;
+    r->state_free = put_state_free;
+    r->sink_write = put_sink;
+    return MHD_YES;
+  }
+  if (r->sink_write != NULL) { /* the body is in: commit it */
+    ps = r->state;
+    if (ps->rc < 0) return bucket_error(conn, ps->rc, key, ps->err);
+    rc = mp_bucket_upload_commit(ps->u, none_match, err, sizeof err);
+    ps->u = NULL;
+  } else {
+    rc = mp_bucket_put(srv->buckets, project, bucket, key, r->body, r->len,
+                       type ? type : "", none_match, err, sizeof err);
+  }
+  return rc < 0 ? bucket_error(conn, rc, key, err) : mp_send_empty(conn, 200);
 }
 
 static enum MHD_Result post_object(mp_server *srv, struct MHD_Connection *conn,
@@ -225,7 +270,6 @@ enum MHD_Result mp_routes_bucket(mp_server *srv, struct MHD_Connection *conn,
   char *bucket = mp_pct_decode(raw_bucket, strlen(raw_bucket), 0, &blen);
   char *key = mp_pct_decode(raw_key, strlen(raw_key), 0, &klen);
   const char *why = NULL;
-  char err[512] = "";
   enum MHD_Result out;
   int rc;
   if (bucket == NULL || key == NULL) {
@@ -249,14 +293,7 @@ enum MHD_Result mp_routes_bucket(mp_server *srv, struct MHD_Connection *conn,
     out = mp_send_error(conn, 400, "invalid_request",
                         "%s needs an object key", method);
   } else if (strcmp(method, "PUT") == 0) {
-    const char *inm =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "If-None-Match");
-    const char *type =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
-    rc = mp_bucket_put(srv->buckets, project, bucket, key, r->body, r->len,
-                       type ? type : "", inm != NULL && strcmp(inm, "*") == 0,
-                       err, sizeof err);
-    out = rc < 0 ? bucket_error(conn, rc, key, err) : mp_send_empty(conn, 200);
+    out = put_object(srv, conn, project, bucket, key, r);
   } else if (strcmp(method, "DELETE") == 0) {
     rc = mp_bucket_delete(srv->buckets, project, bucket, key,
                           mp_query_true(conn, "recursive"));

@@ -896,6 +896,64 @@ static void test_many(mp_bucket_store **stp) {
 
 /* }====== */
 
+/* An object written in pieces (a streamed PUT): invisible until the
+** commit; an abort leaves nothing; If-None-Match at the commit. */
+static void test_upload(mp_bucket_store *st) {
+  static unsigned char data[300000];
+  mp_bucket_upload *u = NULL;
+  mp_object_info info;
+  size_t off;
+  int fds = count_fds();
+  fill_random(data, sizeof data);
+  CHECK(mp_bucket_upload_begin(st, "up", "b", "big.bin", "application/x-test",
+                               &u, g_err, sizeof g_err) == MP_BUCKET_OK);
+  if (!CHECK(u != NULL)) return;
+  for (off = 0; off < sizeof data; off += 7000) {
+    size_t n = sizeof data - off < 7000 ? sizeof data - off : 7000;
+    CHECK(mp_bucket_upload_write(u, data + off, n, g_err, sizeof g_err)
+          == MP_BUCKET_OK);
+  }
+  /* nothing visible yet: one temporary file */
+  CHECK(mp_bucket_head(st, "up", "b", "big.bin", &info) == MP_BUCKET_NOT_FOUND);
+  CHECK(count_foreign_files("up", "b") == 1);
+  CHECK(mp_bucket_upload_commit(u, 0, g_err, sizeof g_err) == MP_BUCKET_OK);
+  CHECK(same_object(st, "up", "b", "big.bin", data, sizeof data));
+  memset(&info, 0, sizeof info);
+  CHECK(mp_bucket_head(st, "up", "b", "big.bin", &info) == MP_BUCKET_OK);
+  CHECK(info.size == sizeof data);
+  CHECK(strcmp(info.content_type, "application/x-test") == 0);
+  mp_object_info_free(&info);
+  CHECK(count_foreign_files("up", "b") == 0);
+  /* an empty one */
+  CHECK(mp_bucket_upload_begin(st, "up", "b", "empty", "", &u, g_err,
+                               sizeof g_err) == MP_BUCKET_OK);
+  CHECK(mp_bucket_upload_commit(u, 0, g_err, sizeof g_err) == MP_BUCKET_OK);
+  CHECK(same_object(st, "up", "b", "empty", "", 0));
+  /* aborted: the old object stays, no temporary file */
+  CHECK(mp_bucket_upload_begin(st, "up", "b", "big.bin", "", &u, g_err,
+                               sizeof g_err) == MP_BUCKET_OK);
+  CHECK(mp_bucket_upload_write(u, "half", 4, g_err, sizeof g_err)
+        == MP_BUCKET_OK);
+  mp_bucket_upload_abort(u);
+  mp_bucket_upload_abort(NULL);
+  CHECK(same_object(st, "up", "b", "big.bin", data, sizeof data));
+  CHECK(count_foreign_files("up", "b") == 0);
+  /* If-None-Match: the key exists at the commit */
+  CHECK(mp_bucket_upload_begin(st, "up", "b", "big.bin", "", &u, g_err,
+                               sizeof g_err) == MP_BUCKET_OK);
+  CHECK(mp_bucket_upload_write(u, "new", 3, g_err, sizeof g_err)
+        == MP_BUCKET_OK);
+  CHECK(mp_bucket_upload_commit(u, 1, g_err, sizeof g_err) == MP_BUCKET_EXISTS);
+  CHECK(same_object(st, "up", "b", "big.bin", data, sizeof data));
+  CHECK(count_foreign_files("up", "b") == 0);
+  /* bad keys are refused at the start */
+  u = NULL;
+  CHECK(mp_bucket_upload_begin(st, "up", "b", "../x", "", &u, g_err,
+                               sizeof g_err) == MP_BUCKET_BAD_KEY);
+  CHECK(u == NULL);
+  CHECK(count_fds() == fds);
+}
+
 int main(void) {
   const char *tmpdir = getenv("TMPDIR");
   mp_bucket_store *st;
@@ -925,6 +983,7 @@ int main(void) {
     test_mkdir(st);
     test_list(st);
     test_bad_keys(st);
+    test_upload(st);
     test_reopen(&st);
     if (st)
       test_many(&st);

@@ -12,10 +12,11 @@
 -- argument, so it works against a platform that speaks only the upstream
 -- protocol. A download reads the output of `cat` as it arrives.
 --
--- The filesystem side streams where the filesystem can
--- (LocalFilesystem's _readStream/_writeStream); a filesystem without them
--- (PlatformFilesystem: the bucket API moves whole objects) is read with
--- readFile and written with one writeFile at the end.
+-- The filesystem side streams through the filesystem's _readStream and
+-- _writeStream: LocalFilesystem's read and write the file in pieces,
+-- PlatformFilesystem's stream the object's GET and PUT (core.http's
+-- streams: no Range, one request per object). A filesystem without them
+-- is read with readFile and written with one writeFile at the end.
 local errors = require "mastra.errors"
 local options = require "mastra.options"
 local common = require "mastra.common"
@@ -71,7 +72,8 @@ transfer.base64 = b64
 
 -- {====== the filesystem side ======
 
--- A source of the file's bytes: a function returning chunks, nil at the end.
+-- A source of the file's bytes: a function returning chunks, nil at the
+-- end, and maybe a function that abandons the rest.
 local function reader(fs, path)
   if type(fs._readStream) == "function" then return fs:_readStream(path) end
   return common.stdinSource(fs:readFile(path))
@@ -148,16 +150,26 @@ local WRITE_PART = 'printf %s "$3" | base64 -d > "$1.mastra-part-$2"'
 local JOIN = 'cat -- "$1".mastra-part-* > "$1" && rm -f -- "$1".mastra-part-*'
 local DROP_PARTS = 'rm -f -- "$1".mastra-part-*'
 
+local upload_from
+
 --- Copy the file at `path` of the filesystem to `sandboxPath` in the
 -- sandbox (as its commands see it: relative to their working directory).
 -- Returns {bytes, method = "stdin" | "commands"}.
 function transfer.upload(self, path, sandboxPath, opts)
   local where = "Workspace:upload"
   opts = check(where, self, { "path", path }, { "sandboxPath", sandboxPath }, opts)
-  local sb = self.sandbox
-  local stdin = use_stdin(where, sb, opts.method or "auto")
-  local timeout = opts.timeout or 0
-  local source = reader(self.filesystem, path)
+  local stdin = use_stdin(where, self.sandbox, opts.method or "auto")
+  local source, close_source = reader(self.filesystem, path)
+  local ok, res = pcall(upload_from, self.sandbox, sandboxPath, source, stdin,
+    opts.timeout or 0)
+  if close_source then close_source() end
+  if not ok then error(res, 0) end
+  return res
+end
+
+-- The upload itself, from the source; the caller closes the source.
+function upload_from(sb, sandboxPath, source, stdin, timeout)
+  local where = "Workspace:upload"
   local bytes = 0
   local function counted()
     local c = source()
