@@ -302,9 +302,13 @@ void mp_nscg_setup(const char *data_dir, long long pids_max,
     ** no marker (MARK_DIR is root's): only this data directory's next
     ** server sweeps what this one leaves */
     cg.ncg = mp_ns_user_cgroups(cg.v2, hex, cg.cg, MP_NSCG_MAX);
-    for (i = 0; i < cg.ncg; i++) {
-      snprintf(cg.top[i], sizeof cg.top[i], "%s", cg.cg[i]);
-      if ((slash = strrchr(cg.top[i], '/')) != NULL) *slash = '\0';
+    for (i = 0; i < cg.ncg; i++) { /* the parent of each: .../<hex> */
+      size_t len;
+      slash = strrchr(cg.cg[i], '/');
+      len = slash != NULL ? (size_t)(slash - cg.cg[i]) : 0;
+      if (len >= sizeof cg.top[i]) len = 0;
+      memcpy(cg.top[i], cg.cg[i], len);
+      cg.top[i][len] = '\0';
     }
   } else {
     mark_claim(data_dir);
