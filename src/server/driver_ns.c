@@ -492,7 +492,12 @@ static void box_finish_now(ns_box *b) {
   b->cg_made = 0;
 }
 
-static void box_free(mastra__handle *h) { free(h); }
+static void box_free(mastra__handle *h) {
+  ns_box *b = (ns_box *)h;
+  mastra__timer_stop(&b->rmdir_timer);
+  mastra__io_stop(&b->keeper_io);
+  free(b);
+}
 
 static void box_shutdown(mastra__handle *h) {
   box_finish_now((ns_box *)h);
