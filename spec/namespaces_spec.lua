@@ -228,6 +228,22 @@ describe("the namespaces driver", function()
     other:destroy()
   end)
 
+  it("refuses a working directory that does not exist in a running sandbox, as the"
+    .. " process driver does", function()
+    local sb = new()
+    assert.are.equal(0, run(sb, "true").exitCode) -- its init is running
+    local path = "/v1/railway/projects/proj/sandbox/" .. sb.sandboxId .. "/exec"
+    local r = srv:json("POST", path, { command = "pwd", cwd = "/nope" })
+    assert.are.equal(400, r.status, r.body)
+    assert.matches("cannot run in directory '/nope': No such file or directory", r.body)
+    r = srv:json("POST", path, { command = "pwd", cwd = "/etc/hostname" })
+    assert.are.equal(400, r.status, r.body)
+    assert.matches("Not a directory", r.body)
+    -- a symlink resolves inside the sandbox's root (/bin -> usr/bin)
+    assert.are.equal("/usr/bin\n", run(sb, "pwd -P", { cwd = "/bin" }).stdout)
+    sb:destroy()
+  end)
+
   it("starts sandboxes through mastra-platform itself without mastra-ns-init"
     .. " beside it, and says so", function()
     -- the init is normally mastra-ns-init, beside the server's binary

@@ -244,8 +244,6 @@ static void child_exec(const mastra__proc_opts *opts, int in0, int o1,
     goto fail;
   for (i = 0; i < 3; i++)
     if (dup2(fds[i], i) < 0) goto fail;
-  if (opts->enter != NULL && opts->enter(opts->enter_arg, report) < 0)
-    goto fail;
   if (opts->cwd != NULL && chdir(opts->cwd) < 0) goto fail;
   if (report > 3) close_range(3, (unsigned)report - 1, 0);
   close_range((unsigned)report + 1, ~0u, 0);
@@ -326,7 +324,7 @@ int mastra__proc_spawn(mastra__loop *loop, const mastra__proc_opts *opts,
   argv[1] = "-c";
   argv[2] = (char *)opts->command;
   argv[3] = NULL;
-  if (opts->pdeathsig != 0 || opts->enter != NULL)
+  if (opts->pdeathsig != 0)
     rc = opts->fd3 > 2 ? EINVAL
          : spawn_fork(opts, in[0], o[1], e[1],
                       opts->argv ? opts->argv : argv, &pid);

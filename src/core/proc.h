@@ -40,21 +40,12 @@ typedef struct mastra__proc_opts {
   ** exits (PR_SET_PDEATHSIG, set in the child before exec; kept across
   ** exec). 0: none. Its descendants are not covered. */
   int pdeathsig;
-  /* Linux: called in the child after its stdio is in place and before the
-  ** chdir and the exec (NULL: none); it may enter namespaces and fork: it
-  ** returns 0 in the process that goes on to exec /bin/sh, or -1 with
-  ** errno set. `report` is the close-on-exec pipe whose EOF tells the
-  ** parent that the exec happened (closing it early ends the parent's
-  ** wait; a failure after that is the child's own to report). Forces the
-  ** fork path, like pdeathsig. */
-  int (*enter)(void *arg, int report);
-  void *enter_arg;
   /* Run exe with argv (NULL-terminated) instead of /bin/sh -c command
   ** (NULL: /bin/sh); `command` is then unused. */
   const char *exe;
   char *const *argv;
   /* > 2: the child gets this descriptor as its descriptor 3 (0: none).
-  ** Only without pdeathsig and enter (the posix_spawn path). */
+  ** Only without pdeathsig (the posix_spawn path). */
   int fd3;
 } mastra__proc_opts;
 

@@ -41,6 +41,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -393,6 +394,31 @@ fail:
   return -1;
 }
 
+/* A running sandbox's working directory that does not exist is the
+** spawn's error, as with the process driver (resolved in the init's root,
+** its symlinks there): -1 and err. 0 when it exists, and when it cannot be
+** told (a starting init): then the command says so and exits 127. */
+static int missing_cwd(const ns_box *b, const char *cwd, char *err,
+                       size_t errlen) {
+  struct open_how how;
+  char path[64];
+  int root, fd, e;
+  if (!b->ready || b->init_pid <= 0) return 0;
+  snprintf(path, sizeof path, "/proc/%ld/root", b->init_pid);
+  root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return 0;
+  memset(&how, 0, sizeof how);
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT;
+  fd = (int)syscall(SYS_openat2, root, cwd, &how, sizeof how);
+  e = errno;
+  close(root);
+  if (fd >= 0) close(fd);
+  if (fd >= 0 || (e != ENOENT && e != ENOTDIR)) return 0;
+  snprintf(err, errlen, "cannot run in directory '%s': %s", cwd, strerror(e));
+  return -1;
+}
+
 /* A command: `mastra-ns-init __ns-exec SERVER_PID CWD CGROUP_PROCS... --
 ** COMMAND` (ns_exec.c), spawned without a fork of the server, with the
 ** ready socket as its descriptor 3 */
@@ -418,6 +444,7 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
     snprintf(err, errlen, "the working directory is too long");
     return -ENAMETOOLONG;
   }
+  if (missing_cwd(b, cwd, err, errlen) < 0) return -ENOENT;
   snprintf(spid, sizeof spid, "%d", (int)getpid());
   argv[n++] = "mastra-ns-exec";
   argv[n++] = MP_NS_EXEC_ARG;
@@ -477,7 +504,12 @@ static void box_finish_now(ns_box *b) {
   b->cg_made = 0;
 }
 
-static void box_free(mastra__handle *h) { free(h); }
+static void box_free(mastra__handle *h) {
+  ns_box *b = (ns_box *)h;
+  mastra__timer_stop(&b->rmdir_timer);
+  mastra__io_stop(&b->keeper_io);
+  free(b);
+}
 
 static void box_shutdown(mastra__handle *h) {
   box_finish_now((ns_box *)h);
