@@ -146,6 +146,21 @@ describe("mastra-platform limits", function()
     end, 60000, 100), "the trash was not emptied")
     -- a GET of the destroyed record still answers
     assert.is_string(srv:curl("GET", P .. "/sandbox/" .. sb.id).json.destroyedAt)
+    -- trees moved in while a removal runs go with the next one: a burst
+    -- of destroys behind a big tree leaves an empty trash too
+    local big = create(srv)
+    assert.are.equal(200, legacy(srv, big.id, { command = "seq 1 20000 | xargs touch" }).status)
+    local ids = { big.id }
+    for i = 1, 10 do ids[i + 1] = create(srv).id end
+    for _, id in ipairs(ids) do
+      assert.are.equal(204, srv:curl("DELETE", P .. "/sandbox/" .. id).status)
+    end
+    assert.is_true(platform.waitUntil(function()
+      for f in lfs.dir(srv.dataDir .. "/trash") do
+        if f ~= "." and f ~= ".." then return false end
+      end
+      return true
+    end, 60000, 100), "the trash was not emptied after a burst of destroys")
   end)
 
   it("10: a destroyed record is kept --destroyed-ttl, then freed and not reloaded", function()

@@ -39,12 +39,17 @@ static void run_end(trash_run *run) {
   free(run);
 }
 
+static int empty_trash(mp_server *srv);
+
 static void on_rm(mastra__proc *p, void *data) {
+  trash_run *run = data;
+  mp_server *srv = run->srv;
   mastra__proc_consumed(p, &p->out);
   mastra__proc_consumed(p, &p->err);
   if (!p->done) return;
   if (p->exit_code != 0) mp_log("rm -rf in the trash exited %d", p->exit_code);
-  run_end(data);
+  run_end(run);
+  if (srv->trash_pending) empty_trash(srv);
 }
 
 void mp_trash_stop(mp_server *srv) {
@@ -79,6 +84,20 @@ static int rm_child(mp_server *srv, const char *command, const char *path) {
   return 0;
 }
 
+/* a child that removes every entry of the trash (dot files too), or a
+** note that one runs: 0; -1 if none can start */
+static int empty_trash(mp_server *srv) {
+  char dir[4200];
+  if (srv->trash_runs != NULL) {
+    srv->trash_pending = 1;
+    return 0;
+  }
+  srv->trash_pending = 0;
+  snprintf(dir, sizeof dir, "%s/trash", srv->data_dir);
+  return rm_child(srv, "exec find \"$MP_TRASH\" -mindepth 1 -maxdepth 1"
+                  " -exec rm -rf -- {} +", dir);
+}
+
 int mp_trash(mp_server *srv, const char *path) {
   char dir[4200], to[4300], hex[17];
   const char *base = strrchr(path, '/');
@@ -87,8 +106,7 @@ int mp_trash(mp_server *srv, const char *path) {
   if (mastra__random_hex(hex, 8) < 0) snprintf(hex, sizeof hex, "0");
   snprintf(to, sizeof to, "%s/%s-%s", dir, base, hex);
   if (mastra__mkdirs(dir, 0755, NULL) == 0 && rename(path, to) == 0) {
-    if (rm_child(srv, "exec rm -rf -- \"$MP_TRASH\"", to) < 0)
-      mastra__remove_tree(to); /* no child: here */
+    if (empty_trash(srv) < 0) mastra__remove_tree(to); /* no child: here */
     return 0;
   }
   if (errno == ENOENT) return -1;
@@ -99,8 +117,5 @@ int mp_trash(mp_server *srv, const char *path) {
 void mp_trash_empty(mp_server *srv) {
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/trash", srv->data_dir);
-  /* its entries (sbx_..., never a dot file), not the directory: a tree
-  ** trashed meanwhile goes in there */
-  if (access(dir, F_OK) == 0)
-    rm_child(srv, "exec rm -rf -- \"$MP_TRASH\"/*", dir);
+  if (access(dir, F_OK) == 0) empty_trash(srv);
 }
