@@ -4,6 +4,8 @@
 ** v2 (/sys/fs/cgroup is cgroup2) or v1 (pids, memory and cpu hierarchies),
 ** under mastra-platform/<12 hex of the data directory's SHA-256>/<id>:
 ** pids.max, the memory limit, and one cpu share for the whole sandbox.
+** With root at each hierarchy's root; without root under the server's own
+** cgroup, where it is delegated to the server (else no limits).
 **
 ** Each data directory's cgroup has a marker, MARK_DIR/<hex>: a file that
 ** holds the data directory's path, which its server keeps locked
@@ -37,7 +39,6 @@
 
 #include "log.h"
 #include "ns_init.h"
-#include "ns_user.h"
 #include "sha256.h"
 #include "util.h"
 
@@ -283,13 +284,118 @@ static int mkdir_enable(const char *dir) {
   return 0;
 }
 
+/* The directory of this process's own cgroup: in the cgroup v1 hierarchy
+** of `controller`, or in cgroup v2 where controller is NULL. 0, or -1. */
+static int own_cgroup(const char *controller, char *out, size_t n) {
+  FILE *f = fopen("/proc/self/cgroup", "re");
+  char line[4200];
+  int found = -1;
+  if (f == NULL) return -1;
+  while (found < 0 && fgets(line, sizeof line, f) != NULL) {
+    char *ctl = strchr(line, ':'), *path;
+    if (ctl == NULL || (path = strchr(++ctl, ':')) == NULL) continue;
+    *path++ = '\0';
+    path[strcspn(path, "\n")] = '\0';
+    if (controller == NULL) {
+      if (strcmp(line, "0:") != 0 || *ctl != '\0') continue;
+      snprintf(out, n, "/sys/fs/cgroup%s", strcmp(path, "/") ? path : "");
+      found = 0;
+    } else {
+      /* "cpu,cpuacct": one of a comma-joined list */
+      char *tok, *save = NULL;
+      for (tok = strtok_r(ctl, ",", &save); tok != NULL;
+           tok = strtok_r(NULL, ",", &save))
+        if (strcmp(tok, controller) == 0) break;
+      if (tok == NULL) continue;
+      snprintf(out, n, "/sys/fs/cgroup/%s%s", controller,
+               strcmp(path, "/") ? path : "");
+      found = 0;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+/* <parent>/mastra-platform/<hex>, made: one more hierarchy in use */
+static void add_tree(const char *parent) {
+  char top[4200], mid[4300];
+  if (cg.ncg >= MP_NSCG_MAX) return;
+  snprintf(top, sizeof top, "%s/mastra-platform", parent);
+  snprintf(mid, sizeof mid, "%s/%s", top, cg.hex);
+  if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0) {
+    snprintf(cg.top[cg.ncg], sizeof cg.top[0], "%s", top);
+    snprintf(cg.cg[cg.ncg++], sizeof cg.cg[0], "%s", mid);
+  }
+}
+
+/* With root: at the root of each hierarchy (v2: one; v1: pids, memory
+** and cpu, where writable). */
+static void trees_root(void) {
+  static const char *const v1[] = {"pids", "memory", "cpu"};
+  char dir[4200];
+  int i;
+  if (cg.v2) {
+    mp_ns_write_text(CG_ROOT "/cgroup.subtree_control", "+pids +memory +cpu");
+    add_tree(CG_ROOT);
+    return;
+  }
+  for (i = 0; i < 3; i++) {
+    snprintf(dir, sizeof dir, "%s/%s/cgroup.procs", CG_ROOT, v1[i]);
+    if (access(dir, W_OK) < 0) continue;
+    snprintf(dir, sizeof dir, "%s/%s", CG_ROOT, v1[i]);
+    add_tree(dir);
+  }
+}
+
+/* Without root: under the server's own cgroup, where it is delegated to
+** it (writable, as systemd makes a user's). In v2 the server first moves
+** itself to the leaf <own>/mastra-server, so that <own> may enable the
+** controllers of its children. */
+static void trees_delegated(void) {
+  static const char *const v1[] = {"pids", "memory", "cpu"};
+  char own[4096], path[4400];
+  int i;
+  if (cg.v2) {
+    if (own_cgroup(NULL, own, sizeof own) < 0 || access(own, W_OK) < 0)
+      return;
+    snprintf(path, sizeof path, "%s/mastra-server", own);
+    if (mkdir(path, 0755) < 0 && errno != EEXIST) return;
+    snprintf(path, sizeof path, "%s/mastra-server/cgroup.procs", own);
+    if (mp_ns_write_text(path, "0") < 0) return;
+    snprintf(path, sizeof path, "%s/cgroup.subtree_control", own);
+    mp_ns_write_text(path, "+pids +memory +cpu");
+    add_tree(own);
+    return;
+  }
+  for (i = 0; i < 3; i++)
+    if (own_cgroup(v1[i], own, sizeof own) == 0 && access(own, W_OK) == 0)
+      add_tree(own);
+}
+
+/* what limits the sandboxes (getInfo's metadata.limits); without cgroups,
+** the log says so */
+static void limits_say(int unpriv, char *out, size_t n) {
+  if (cg.ncg > 0) {
+    snprintf(out, n, "cgroup v%d%s", cg.v2 ? 2 : 1,
+             unpriv ? " (delegated)" : "");
+    return;
+  }
+  snprintf(out, n, "none: %s", unpriv ? "cgroups not delegated"
+           : "no writable cgroups");
+  if (unpriv)
+    mp_log("no limits: the cgroups of this server (uid %d) are not"
+           " delegated to it: sandboxes run without pids, memory and cpu"
+           " limits", (int)geteuid());
+  else
+    mp_log("no writable cgroups: sandboxes run without pids and memory"
+           " limits");
+}
+
 void mp_nscg_setup(const char *data_dir, long long pids_max,
                    long long memory_max, int unpriv, char *limits,
                    size_t limits_len) {
-  static const char *const v1[] = {"pids", "memory", "cpu"};
-  char hex[65], top[4200], mid[4300], *slash;
+  char hex[65];
   struct statfs st;
-  int i;
   cg.pids_max = pids_max;
   cg.memory_max = memory_max;
   mastra__sha256_hex(data_dir, strlen(data_dir), hex);
@@ -298,42 +404,14 @@ void mp_nscg_setup(const char *data_dir, long long pids_max,
   cg.ncg = 0;
   cg.v2 = statfs(CG_ROOT, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC;
   if (unpriv) {
-    /* under the server's own cgroup, where it is delegated (ns_user.c);
-    ** no marker (MARK_DIR is root's): only this data directory's next
+    /* no marker (MARK_DIR is root's): only this data directory's next
     ** server sweeps what this one leaves */
-    cg.ncg = mp_ns_user_cgroups(cg.v2, hex, cg.cg, MP_NSCG_MAX);
-    for (i = 0; i < cg.ncg; i++) { /* the parent of each: .../<hex> */
-      size_t len;
-      slash = strrchr(cg.cg[i], '/');
-      len = slash != NULL ? (size_t)(slash - cg.cg[i]) : 0;
-      if (len >= sizeof cg.top[i]) len = 0;
-      memcpy(cg.top[i], cg.cg[i], len);
-      cg.top[i][len] = '\0';
-    }
+    trees_delegated();
   } else {
     mark_claim(data_dir);
-    if (cg.v2) {
-      mp_ns_write_text(CG_ROOT "/cgroup.subtree_control", "+pids +memory +cpu");
-      snprintf(top, sizeof top, "%s/mastra-platform", CG_ROOT);
-      snprintf(mid, sizeof mid, "%s/%s", top, hex);
-      if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0) {
-        snprintf(cg.top[cg.ncg], sizeof cg.top[0], "%s", top);
-        snprintf(cg.cg[cg.ncg++], sizeof cg.cg[0], "%s", mid);
-      }
-    } else {
-      for (i = 0; i < 3; i++) {
-        snprintf(top, sizeof top, "%s/%s/cgroup.procs", CG_ROOT, v1[i]);
-        if (access(top, W_OK) < 0) continue;
-        snprintf(top, sizeof top, "%s/%s/mastra-platform", CG_ROOT, v1[i]);
-        snprintf(mid, sizeof mid, "%s/%s", top, hex);
-        if (mkdir_enable(top) == 0 && mkdir_enable(mid) == 0) {
-          snprintf(cg.top[cg.ncg], sizeof cg.top[0], "%s", top);
-          snprintf(cg.cg[cg.ncg++], sizeof cg.cg[0], "%s", mid);
-        }
-      }
-    }
+    trees_root();
   }
-  mp_ns_limits_say(cg.ncg, cg.v2, unpriv, limits, limits_len);
+  limits_say(unpriv, limits, limits_len);
   sweep_dirs(cg.cg, cg.ncg, 0, "left by a previous server");
   if (!unpriv) sweep_others();
 }

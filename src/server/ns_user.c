@@ -13,14 +13,11 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
 #include "ns_sys.h"
 
 int mp_ns_try(int (*fn)(void *arg, char *msg, size_t n), void *arg,
@@ -83,89 +80,6 @@ int mp_ns_user_probe(char *why, size_t n) {
   snprintf(why, n, "it is not root and cannot use unprivileged user"
            " namespaces (%s)", msg);
   return 0;
-}
-
-int mp_ns_own_cgroup(const char *controller, char *out, size_t n) {
-  FILE *f = fopen("/proc/self/cgroup", "re");
-  char line[4200];
-  int found = -1;
-  if (f == NULL) return -1;
-  while (found < 0 && fgets(line, sizeof line, f) != NULL) {
-    char *ctl = strchr(line, ':'), *path;
-    if (ctl == NULL || (path = strchr(++ctl, ':')) == NULL) continue;
-    *path++ = '\0';
-    path[strcspn(path, "\n")] = '\0';
-    if (controller == NULL) {
-      if (strcmp(line, "0:") != 0 || *ctl != '\0') continue;
-      snprintf(out, n, "/sys/fs/cgroup%s", strcmp(path, "/") ? path : "");
-      found = 0;
-    } else {
-      /* "cpu,cpuacct": one of a comma-joined list */
-      char *tok, *save = NULL;
-      for (tok = strtok_r(ctl, ",", &save); tok != NULL;
-           tok = strtok_r(NULL, ",", &save))
-        if (strcmp(tok, controller) == 0) break;
-      if (tok == NULL) continue;
-      snprintf(out, n, "/sys/fs/cgroup/%s%s", controller,
-               strcmp(path, "/") ? path : "");
-      found = 0;
-    }
-  }
-  fclose(f);
-  return found;
-}
-
-static int mkdir_enable(int v2, const char *dir) {
-  char path[4400];
-  if (mkdir(dir, 0755) < 0 && errno != EEXIST) return -1;
-  if (v2) {
-    snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
-    mp_ns_write_text(path, "+pids +memory +cpu");
-  }
-  return 0;
-}
-
-int mp_ns_user_cgroups(int v2, const char *hex, char (*out)[4300], int max) {
-  static const char *const v1[] = {"pids", "memory", "cpu"};
-  char own[4096], top[4200], path[4400];
-  int i, n = 0;
-  if (v2) {
-    if (mp_ns_own_cgroup(NULL, own, sizeof own) < 0 || access(own, W_OK) < 0)
-      return 0;
-    snprintf(path, sizeof path, "%s/mastra-server", own);
-    if (mkdir(path, 0755) < 0 && errno != EEXIST) return 0;
-    snprintf(path, sizeof path, "%s/mastra-server/cgroup.procs", own);
-    if (mp_ns_write_text(path, "0") < 0) return 0;
-    snprintf(path, sizeof path, "%s/cgroup.subtree_control", own);
-    mp_ns_write_text(path, "+pids +memory +cpu");
-    snprintf(top, sizeof top, "%s/mastra-platform", own);
-    snprintf(out[0], sizeof out[0], "%s/%s", top, hex);
-    return mkdir_enable(1, top) == 0 && mkdir_enable(1, out[0]) == 0;
-  }
-  for (i = 0; i < 3 && n < max; i++) {
-    if (mp_ns_own_cgroup(v1[i], own, sizeof own) < 0 || access(own, W_OK) < 0)
-      continue;
-    snprintf(top, sizeof top, "%s/mastra-platform", own);
-    snprintf(out[n], sizeof out[n], "%s/%s", top, hex);
-    if (mkdir_enable(0, top) == 0 && mkdir_enable(0, out[n]) == 0) n++;
-  }
-  return n;
-}
-
-void mp_ns_limits_say(int ncg, int v2, int unpriv, char *out, size_t n) {
-  if (ncg > 0) {
-    snprintf(out, n, "cgroup v%d%s", v2 ? 2 : 1, unpriv ? " (delegated)" : "");
-    return;
-  }
-  snprintf(out, n, "none: %s", unpriv ? "cgroups not delegated"
-           : "no writable cgroups");
-  if (unpriv)
-    mp_log("no limits: the cgroups of this server (uid %d) are not"
-           " delegated to it: sandboxes run without pids, memory and cpu"
-           " limits", (int)geteuid());
-  else
-    mp_log("no writable cgroups: sandboxes run without pids and memory"
-           " limits");
 }
 
 void mp_ns_user_no_net(char *err, size_t n) {
