@@ -134,6 +134,13 @@ static void on_rmdir_retry(mastra__timer *t) {
   box_done_if_detached(b);
 }
 
+/* its cgroups removed on the loop, tried until its processes are gone */
+static void cg_remove_later(ns_box *b) {
+  if (!b->cg_made) return;
+  b->rmdir_tries = 0;
+  mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
+}
+
 /* {====== the init ====== */
 
 static void close_fd(int *fd) {
@@ -470,10 +477,7 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
   if (b != NULL) {
     stop_init(b);
     net_leave(sb, b);
-    if (b->cg_made) {
-      b->rmdir_tries = 0;
-      mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
-    }
+    cg_remove_later(b);
   }
   mp_trash(srv, sb->root); /* removed off the loop */
 }
@@ -543,10 +547,7 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
   b->handle.shutdown = box_shutdown;
   b->handle.free = box_free;
   mastra__loop_add_handle(b->loop, &b->handle);
-  if (b->cg_made && b->rmdir_timer.slot == 0) {
-    b->rmdir_tries = 0;
-    mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
-  }
+  if (b->rmdir_timer.slot == 0) cg_remove_later(b);
   box_done_if_detached(b);
 }
 
