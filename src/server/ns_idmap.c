@@ -31,18 +31,9 @@
 #include "ns_sys.h"
 #include "ns_user.h"
 
-static int write_at(int dir, const char *name, const char *text) {
-  int fd = openat(dir, name, O_WRONLY | O_CLOEXEC);
-  ssize_t w;
-  if (fd < 0) return -1;
-  w = write(fd, text, strlen(text));
-  close(fd);
-  return w == (ssize_t)strlen(text) ? 0 : -1;
-}
-
 int mp_ns_idmap_userns(unsigned base, unsigned count, char *why, size_t n) {
   int p[2], dir = -1, fd = -1, status;
-  char c = 0, map[64], path[64];
+  char c = 0, path[64];
   pid_t pid;
   if (pipe2(p, O_CLOEXEC) < 0) {
     snprintf(why, n, "pipe: %s", strerror(errno));
@@ -70,9 +61,7 @@ int mp_ns_idmap_userns(unsigned base, unsigned count, char *why, size_t n) {
   }
   snprintf(path, sizeof path, "/proc/%d", (int)pid);
   dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  snprintf(map, sizeof map, "0 %u %u\n", base, count);
-  if (dir < 0 || write_at(dir, "uid_map", map) < 0
-      || write_at(dir, "gid_map", map) < 0) {
+  if (dir < 0 || mp_ns_write_maps(dir, base, count) < 0) {
     snprintf(why, n, "the id maps: %s", strerror(errno));
     goto out;
   }

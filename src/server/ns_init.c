@@ -366,16 +366,6 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
   reap_forever();
 }
 
-static void write_map(int dir, const char *name) {
-  char map[64];
-  int fd = openat(dir, name, O_WRONLY | O_CLOEXEC);
-  ssize_t n;
-  snprintf(map, sizeof map, "0 %d %d\n", MP_NS_UID_BASE, MP_NS_UID_COUNT);
-  n = fd < 0 ? -1 : write(fd, map, strlen(map));
-  if (n != (ssize_t)strlen(map)) die("the init's %s: %s", name, strerror(errno));
-  close(fd);
-}
-
 int mp_ns_init_main(int argc, char **argv) {
   /* argv: __ns-init SERVER_PID ID BASE ROOT READY_FD HOSTS
   **       [CGROUP_PROCS...]; HOSTS: the environment's hosts file
@@ -431,8 +421,8 @@ int mp_ns_init_main(int argc, char **argv) {
   write_byte(from_keeper[1], 'g');
   read_byte(to_keeper[0], 'u');
   if (!unpriv) {
-    write_map(procdir, "uid_map");
-    write_map(procdir, "gid_map");
+    if (mp_ns_write_maps(procdir, MP_NS_UID_BASE, MP_NS_UID_COUNT) < 0)
+      die("the init's id maps: %s", strerror(errno));
     write_byte(from_keeper[1], 'm');
   }
   close(procdir);

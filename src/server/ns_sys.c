@@ -16,8 +16,8 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-int mp_ns_write_text(const char *path, const char *text) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
+int mp_ns_write_at(int dir, const char *name, const char *text) {
+  int fd = openat(dir, name, O_WRONLY | O_CLOEXEC);
   ssize_t n;
   size_t len = strlen(text);
   if (fd < 0) return -1;
@@ -29,6 +29,17 @@ int mp_ns_write_text(const char *path, const char *text) {
     return -1;
   }
   return close(fd);
+}
+
+int mp_ns_write_text(const char *path, const char *text) {
+  return mp_ns_write_at(AT_FDCWD, path, text);
+}
+
+int mp_ns_write_maps(int procdir, unsigned base, unsigned count) {
+  char map[64];
+  snprintf(map, sizeof map, "0 %u %u\n", base, count);
+  if (mp_ns_write_at(procdir, "uid_map", map) < 0) return -1;
+  return mp_ns_write_at(procdir, "gid_map", map);
 }
 
 int mp_ns_map_self(unsigned uid, unsigned gid) {

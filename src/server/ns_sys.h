@@ -5,9 +5,14 @@
 #ifndef MP_NS_SYS_H
 #define MP_NS_SYS_H
 
-/* Write text to the file at path (a /proc or cgroup file): 0, or -1 with
-** errno. */
+/* Write text to the file name in directory dir (AT_FDCWD: path), a /proc
+** or cgroup file: 0, or -1 with errno. */
+int mp_ns_write_at(int dir, const char *name, const char *text);
 int mp_ns_write_text(const char *path, const char *text);
+
+/* The uid and gid maps of the process whose /proc directory is procdir:
+** ids 0..count-1 are host ids base... 0, or -1 with errno. */
+int mp_ns_write_maps(int procdir, unsigned base, unsigned count);
 
 /* In a process that just unshared CLONE_NEWUSER: map root in it to the
 ** process's host uid and gid (outer ids, read before the unshare), one id
