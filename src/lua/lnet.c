@@ -318,11 +318,12 @@ static int req_read(lua_State *L) {
   return 1;
 }
 
-static int opt_bool(lua_State *L, int idx, const char *key) {
+/* a boolean option of core.http, dflt when absent */
+static int opt_bool(lua_State *L, int idx, const char *key, int dflt) {
   int t = lua_getfield(L, idx, key), v;
   if (t != LUA_TNIL && t != LUA_TBOOLEAN)
     luaL_error(L, "http: option '%s' must be a boolean", key);
-  v = lua_toboolean(L, -1);
+  v = t == LUA_TNIL ? dflt : lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
 }
@@ -338,7 +339,6 @@ static int core_http(lua_State *L) {
   mastra__http_req **box;
   char err[256];
   size_t mlen;
-  int t;
   luaL_checktype(L, 1, LUA_TTABLE);
   check_keys(L, 1, "http", http_keys);
   memset(&o, 0, sizeof o);
@@ -351,18 +351,10 @@ static int core_http(lua_State *L) {
   o.ca_file = opt_string(L, 1, "http", "caFile", NULL);
   o.timeout_ms = opt_count(L, 1, "http", "timeout",
                         MASTRA__HTTP_DEFAULT_TIMEOUT_MS);
-  t = lua_getfield(L, 1, "followRedirects");
-  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
-    luaL_error(L, "http: option 'followRedirects' must be a boolean");
-  o.no_follow = t == LUA_TBOOLEAN && !lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  t = lua_getfield(L, 1, "freshConnection");
-  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
-    luaL_error(L, "http: option 'freshConnection' must be a boolean");
-  o.fresh_connection = t == LUA_TBOOLEAN && lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  o.stream_body = opt_bool(L, 1, "bodyStream");
-  o.stream_response = opt_bool(L, 1, "streamResponse");
+  o.no_follow = !opt_bool(L, 1, "followRedirects", 1);
+  o.fresh_connection = opt_bool(L, 1, "freshConnection", 0);
+  o.stream_body = opt_bool(L, 1, "bodyStream", 0);
+  o.stream_response = opt_bool(L, 1, "streamResponse", 0);
   o.body_size = -1;
   if (lua_getfield(L, 1, "bodyLength") != LUA_TNIL) {
     lua_pop(L, 1);
