@@ -353,6 +353,16 @@ int mp_disk_io_code(int e) {
   return e == ENOSPC || e == EDQUOT ? MP_BUCKET_NOSPACE : MP_BUCKET_IO;
 }
 
+/* The temporary file could not be made into the object: err says what
+** failed (what: e), the file is closed (fd >= 0) and removed. The code. */
+static int tmp_abandon(int bfd, int fd, const char *tmpname, const char *what,
+                       int e, char *err, size_t errlen) {
+  mp_disk_set_err(err, errlen, "%s: %s", what, strerror(e));
+  if (fd >= 0) close(fd);
+  unlinkat(bfd, tmpname, 0);
+  return mp_disk_io_code(e);
+}
+
 /* fsync and close the temporary file fd, then rename it over fname: OK,
 ** EXISTS (noreplace) or IO/NOSPACE; on failure the temporary file is gone */
 static int tmp_finish(int bfd, int fd, const char *tmpname, const char *fname,
@@ -360,31 +370,19 @@ static int tmp_finish(int bfd, int fd, const char *tmpname, const char *fname,
   int rc;
   while ((rc = fsync(fd)) < 0 && errno == EINTR)
     ;
-  if (rc < 0) {
-    mp_disk_set_err(err, errlen, "fsync object: %s", strerror(errno));
-    goto fail;
-  }
-  if (close(fd) < 0) {
-    fd = -1;
-    mp_disk_set_err(err, errlen, "close object: %s", strerror(errno));
-    goto fail;
-  }
-  fd = -1;
+  if (rc < 0)
+    return tmp_abandon(bfd, fd, tmpname, "fsync object", errno, err, errlen);
+  if (close(fd) < 0)
+    return tmp_abandon(bfd, -1, tmpname, "close object", errno, err, errlen);
   if (tmp_commit(bfd, tmpname, fname, noreplace) < 0) {
     if (noreplace && errno == EEXIST) {
       unlinkat(bfd, tmpname, 0);
       mp_disk_set_err(err, errlen, "the object exists");
       return MP_BUCKET_EXISTS;
     }
-    mp_disk_set_err(err, errlen, "commit object: %s", strerror(errno));
-    goto fail;
+    return tmp_abandon(bfd, -1, tmpname, "commit object", errno, err, errlen);
   }
   return MP_BUCKET_OK;
-fail:
-  rc = errno;
-  mp_disk_close_keep_errno(fd);
-  unlinkat(bfd, tmpname, 0);
-  return mp_disk_io_code(rc);
 }
 
 /* write object `key` atomically and durably into bfd */
@@ -394,7 +392,7 @@ int mp_disk_write(mp_bucket_store *st, int bfd, const char *key, const char *ct,
   unsigned char hdr[HDR_MAX];
   char tmpname[64], fname[MP_DISK_NAME_LEN + 1];
   size_t hl;
-  int fd, rc;
+  int fd;
   hl = make_hdr(hdr, key, ct, src->len, mastra__wall_ms());
   mp_disk_filename(key, fname);
   fd = tmp_create(st, bfd, tmpname);
@@ -405,13 +403,8 @@ int mp_disk_write(mp_bucket_store *st, int bfd, const char *key, const char *ct,
   if (mastra__write_all(fd, hdr, hl) < 0 ||
       (src->src_fd < 0 ? mastra__write_all(fd, src->data, src->len)
                        : copy_range(fd, src->src_fd, src->src_off,
-                                    src->len)) < 0) {
-    mp_disk_set_err(err, errlen, "write object: %s", strerror(errno));
-    rc = errno;
-    mp_disk_close_keep_errno(fd);
-    unlinkat(bfd, tmpname, 0);
-    return mp_disk_io_code(rc);
-  }
+                                    src->len)) < 0)
+    return tmp_abandon(bfd, fd, tmpname, "write object", errno, err, errlen);
   return tmp_finish(bfd, fd, tmpname, fname, noreplace, err, errlen);
 }
 
@@ -427,12 +420,9 @@ int mp_disk_upload_open(mp_bucket_store *st, int bfd, const char *key,
     return mp_disk_io_code(errno);
   }
   if (mastra__write_all(*fd, hdr, hl) == 0) return MP_BUCKET_OK;
-  e = errno;
-  mp_disk_set_err(err, errlen, "write object: %s", strerror(e));
-  close(*fd);
+  e = tmp_abandon(bfd, *fd, tmpname, "write object", errno, err, errlen);
   *fd = -1;
-  unlinkat(bfd, tmpname, 0);
-  return mp_disk_io_code(e);
+  return e;
 }
 
 int mp_disk_upload_commit(int bfd, int fd, const char *tmpname,
@@ -441,18 +431,13 @@ int mp_disk_upload_commit(int bfd, int fd, const char *tmpname,
   unsigned char hdr[HDR_MAX];
   char fname[MP_DISK_NAME_LEN + 1];
   size_t hl = make_hdr(hdr, key, ct, size, mastra__wall_ms()), done = 0;
-  int e;
   mp_disk_filename(key, fname);
   while (done < hl) { /* the header, with the size now known */
     ssize_t n = pwrite(fd, hdr + done, hl - done, (off_t)done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      e = n < 0 ? errno : EIO;
-      mp_disk_set_err(err, errlen, "write object: %s", strerror(e));
-      close(fd);
-      unlinkat(bfd, tmpname, 0);
-      return mp_disk_io_code(e);
-    }
+    if (n <= 0)
+      return tmp_abandon(bfd, fd, tmpname, "write object", n < 0 ? errno : EIO,
+                         err, errlen);
     done += (size_t)n;
   }
   return tmp_finish(bfd, fd, tmpname, fname, noreplace, err, errlen);
