@@ -37,10 +37,7 @@ describe("mastra.fleet", function()
   end
 
   local function template(extra)
-    local o = { accessToken = srv.token, proxyUrl = srv.url, projectId = "proj",
-      environmentId = "env" }
-    for k, v in pairs(extra or {}) do o[k] = v end
-    return mastra.PlatformSandbox.new(o)
+    return mastra.PlatformSandbox.new(srv:sandboxOptions(extra))
   end
 
   local function ids(prefix, n)

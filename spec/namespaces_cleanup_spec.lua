@@ -136,10 +136,7 @@ describe("the namespaces driver's cleanup", function()
   end
 
   local function new(srv, extra)
-    local o = { accessToken = srv.token, proxyUrl = srv.url, projectId = "proj",
-      environmentId = "env" }
-    for k, v in pairs(extra or {}) do o[k] = v end
-    local sb = mastra.PlatformSandbox.new(o)
+    local sb = mastra.PlatformSandbox.new(srv:sandboxOptions(extra))
     sb:start()
     return sb
   end

@@ -33,10 +33,7 @@ describe("the namespaces driver", function()
   local srv
 
   local function new(extra)
-    local o = { accessToken = srv.token, proxyUrl = srv.url, projectId = "proj",
-      environmentId = "env" }
-    for k, v in pairs(extra or {}) do o[k] = v end
-    local sb = mastra.PlatformSandbox.new(o)
+    local sb = mastra.PlatformSandbox.new(srv:sandboxOptions(extra))
     sb:start()
     return sb
   end

@@ -13,10 +13,7 @@ describe("PlatformSandbox on the local platform", function()
   local srv
 
   local function new(extra)
-    local o = { accessToken = srv.token, proxyUrl = srv.url, projectId = "proj",
-      environmentId = "env" }
-    for k, v in pairs(extra or {}) do o[k] = v end
-    return mastra.PlatformSandbox.new(o)
+    return mastra.PlatformSandbox.new(srv:sandboxOptions(extra))
   end
 
   setup(function()

@@ -227,6 +227,15 @@ function Server:_release()
 end
 
 --- Run shell text in the server's sandbox (curl, kill, bash ...).
+--- The options of a PlatformSandbox of this server (project "proj",
+-- environment "env"), then `extra`.
+function Server:sandboxOptions(extra)
+  local o = { accessToken = self.token, proxyUrl = self.url, projectId = "proj",
+    environmentId = "env" }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+
 function Server:sh(command, args, opts)
   return self.sandbox:executeCommand(command, args, opts)
 end
