@@ -98,6 +98,21 @@ describe("checkpoints: an explicit delete is final", function()
     assert_starts_empty(srv, "k-del")
   end)
 
+  it("a destroy with an emptied tree drops the key's older checkpoint", function()
+    local sb = create(srv, { id = "k-emptied", environmentId = "env" })
+    run(srv, sb, "echo data > f.txt")
+    destroy(srv, sb)
+    local again = create(srv, { id = "k-emptied", environmentId = "env" })
+    assert.are.equal(true, again.restoredFromCheckpoint)
+    assert.are.equal("data\n", run(srv, again, "cat f.txt"))
+    local key_tar = again.restoredCheckpointName:sub(1, 38) .. ".tar"
+    assert.is_true(has(files(srv), key_tar))
+    run(srv, again, "rm f.txt")
+    destroy(srv, again) -- nothing to keep: the older archive goes
+    assert.is_false(has(files(srv), key_tar))
+    assert_starts_empty(srv, "k-emptied")
+  end)
+
   it("holds against the capture that follows commands", function()
     local sb = create(srv, { id = "k-debounce", environmentId = "env" })
     run(srv, sb, "echo data > f.txt")

@@ -409,15 +409,10 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   if (!run->explicit_request && dir_is_empty(sb->dir, srv->driver->layer_tree)) {
     /* nothing to keep: an empty tree is what a missing checkpoint restores
     ** too, so drop the older one instead of running tar (fleets of short
-    ** sandboxes destroy empty trees all the time); rm runs in the child,
-    ** as freeing a large file can take a while */
+    ** sandboxes destroy empty trees all the time), and with no child: it
+    ** goes to the trash, as freeing a large file can take a while */
     run->empty = 1;
-    if (sh_quote(qkey, sizeof qkey, key) < 0) {
-      fail(run, "%s", "a path is too long");
-      return;
-    }
-    snprintf(cmd, sizeof cmd, "exec rm -f %s", qkey);
-    if (spawn_run(srv, run, cmd, err, sizeof err) < 0) fail(run, "%s", err);
+    capture_done(srv, run);
     return;
   }
   if (mastra__random_hex(hex, 12) < 0) {
