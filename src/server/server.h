@@ -81,6 +81,7 @@ struct mp_server {
   struct mp_conn *conns, *conns_tail; /* httpd.c: waiting for a head */
   struct mp_trash_run *trash_runs; /* trash.c: the rm -rf children */
   int trash_pending;               /* trash.c: moved in during a removal */
+  mastra__timer trash_timer;       /* trash.c: the next removal, batched */
   mastra__timer header_timer; /* httpd.c: closes the overdue ones */
   struct mp_ws_session *ws_sessions; /* exec_ws.c: the open sessions */
   size_t max_body;            /* JSON bodies */

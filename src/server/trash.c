@@ -5,6 +5,11 @@
 ** then). It is renamed to DATA/trash/<name>-<random> instead, and `rm -rf` runs in
 ** a child (a mastra__proc on the loop, released when it ends; the loop's
 ** close kills it at shutdown, and the next start empties the trash).
+**
+** One child at a time empties the whole trash, and a removal starts
+** TRASH_BATCH_MS after the first entry that waits: a burst of destroys
+** costs a few children (an exec costs milliseconds on a small VM, more than
+** removing a sandbox's tree), not three processes per sandbox.
 */
 #define _GNU_SOURCE
 #include "trash.h"
@@ -19,6 +24,8 @@
 #include "proc.h"
 #include "sandbox.h"
 #include "util.h"
+
+#define TRASH_BATCH_MS 250
 
 /* a removal running: srv->trash_runs */
 typedef struct mp_trash_run {
@@ -53,6 +60,7 @@ static void on_rm(mastra__proc *p, void *data) {
 }
 
 void mp_trash_stop(mp_server *srv) {
+  if (srv->trash_timer.loop != NULL) mastra__timer_stop(&srv->trash_timer);
   while (srv->trash_runs != NULL) run_end(srv->trash_runs);
 }
 
@@ -93,9 +101,25 @@ static int empty_trash(mp_server *srv) {
     return 0;
   }
   srv->trash_pending = 0;
+  mastra__timer_stop(&srv->trash_timer);
   snprintf(dir, sizeof dir, "%s/trash", srv->data_dir);
   return rm_child(srv, "exec find \"$MP_TRASH\" -mindepth 1 -maxdepth 1"
                   " -exec rm -rf -- {} +", dir);
+}
+
+static void on_batch(mastra__timer *t) { empty_trash(t->data); }
+
+/* a removal soon (the entries that come meanwhile go with it): 0, or -1
+** if the loop cannot take a timer */
+static int empty_trash_soon(mp_server *srv) {
+  if (srv->trash_runs != NULL) {
+    srv->trash_pending = 1;
+    return 0;
+  }
+  if (srv->trash_timer.loop == NULL)
+    mastra__timer_init(srv->loop, &srv->trash_timer, on_batch, srv);
+  if (srv->trash_timer.slot != 0) return 0;
+  return mastra__timer_start(&srv->trash_timer, TRASH_BATCH_MS) < 0 ? -1 : 0;
 }
 
 int mp_trash(mp_server *srv, const char *path) {
@@ -106,7 +130,7 @@ int mp_trash(mp_server *srv, const char *path) {
   if (mastra__random_hex(hex, 8) < 0) snprintf(hex, sizeof hex, "0");
   snprintf(to, sizeof to, "%s/%s-%s", dir, base, hex);
   if (mastra__mkdirs(dir, 0755, NULL) == 0 && rename(path, to) == 0) {
-    if (empty_trash(srv) < 0) mastra__remove_tree(to); /* no child: here */
+    if (empty_trash_soon(srv) < 0) mastra__remove_tree(to); /* here */
     return 0;
   }
   if (errno == ENOENT) return -1;
