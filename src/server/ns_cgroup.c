@@ -99,6 +99,25 @@ int mp_nscg_make(const char *id, char *err, size_t errlen) {
 
 /* fn(pid, data) for each pid of dir/cgroup.procs (a file of the cgroup
 ** file system says its size is 0: read to its end). -1 if unreadable. */
+int mp_nscg_rename(const char *from, const char *to) {
+  char a[4400], b[4400];
+  int i, e;
+  for (i = 0; i < cg.ncg; i++) {
+    snprintf(a, sizeof a, "%s/%s", cg.cg[i], from);
+    snprintf(b, sizeof b, "%s/%s", cg.cg[i], to);
+    if (rename(a, b) < 0) break;
+  }
+  if (i == cg.ncg) return 0;
+  e = errno;
+  while (--i >= 0) { /* back to one name in every hierarchy */
+    snprintf(a, sizeof a, "%s/%s", cg.cg[i], from);
+    snprintf(b, sizeof b, "%s/%s", cg.cg[i], to);
+    rename(b, a);
+  }
+  errno = e;
+  return -1;
+}
+
 static int each_pid(const char *dir, void (*fn)(long pid, void *data),
                     void *data) {
   char path[4500], buf[4096], num[24];
@@ -178,7 +197,10 @@ static void sweep_dirs(char dirs[][4300], int n, int remove_dirs,
       char dir[4600];
       if (d == NULL) continue;
       while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "sbx_", 4) != 0) continue;
+        /* a sandbox's, or a warm one's (driver_ns.c) */
+        if (strncmp(e->d_name, "sbx_", 4) != 0
+            && strncmp(e->d_name, "pool-", 5) != 0)
+          continue;
         snprintf(dir, sizeof dir, "%s/%s", dirs[i], e->d_name);
         if (tries == 0) mp_log("removing the cgroup %s %s", dir, why);
         if (cg_remove(dir) < 0) left = 1;

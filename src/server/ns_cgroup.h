@@ -25,6 +25,9 @@ int mp_nscg_count(void);
 void mp_nscg_procs(const char *id, int i, char *out, size_t n);
 /* make sandbox id's cgroups and write its limits: 0, or -1 and err */
 int mp_nscg_make(const char *id, char *err, size_t errlen);
+/* rename sandbox from's cgroups to sandbox to's (a warm sandbox taken by
+** a create): 0, or -1 and errno with from's names kept */
+int mp_nscg_rename(const char *from, const char *to);
 /* fn(pid, data) for each process in sandbox id's cgroups (host pids);
 ** -1 without cgroups */
 int mp_nscg_each(const char *id, void (*fn)(long pid, void *data),
