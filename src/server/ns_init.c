@@ -12,7 +12,9 @@
 **     /dev/pts, /dev/shm), sets the hostname to the sandbox id, brings
 **     loopback up, forks the init, writes the init's uid and gid maps
 **     (0 -> MP_NS_UID_BASE, MP_NS_UID_COUNT ids), tells the server "R
-**     <init pid>" on the ready socket, and waits for the init;
+**     <init pid>" on the ready socket, and waits for the init; a warm
+**     keeper (the server's pool) says "W" instead, and sets the hostname
+**     only once the server names its sandbox, "h <id>", then says "R";
 **     a PRIVATE sandbox's keeper also bind-mounts its environment's hosts
 **     file read-only at /etc/hosts, and says "N <init pid>" first: the
 **     server attaches the init's network namespace to the environment's
@@ -250,6 +252,39 @@ static void mount_root(const char *base, const char *root, const char *hosts,
   }
 }
 
+/* A warm keeper (its ID argument "-", driver_ns.c's pool): its sandbox
+** is ready ("W" told the server so) but has no id yet; the server names
+** it with "h <id>", when a create takes it, then it says "R" as any keeper; and its command line
+** (args, nargs: the strings are contiguous) becomes "mastra-ns-init
+** __ns-init SERVER_PID ID", so that ps names its sandbox as a cold
+** keeper's does. EOF: the server closed the pool. */
+static void await_name(char **args, int nargs) {
+  char msg[300];
+  size_t n = 0;
+  ssize_t r;
+  while (n == 0 || msg[n - 1] != '\n') {
+    if (n == sizeof msg - 1) die("the server's name line is too long");
+    do r = read(ready_fd, msg + n, sizeof msg - 1 - n);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0) _exit(1);
+    n += (size_t)r;
+  }
+  msg[n - 1] = '\0';
+  if (msg[0] != 'h' || msg[1] != ' ' || msg[2] == '\0')
+    die("the server said '%s', not a name", msg);
+  if (sethostname(msg + 2, strlen(msg + 2)) < 0)
+    die("sethostname: %s", strerror(errno));
+  {
+    char line[400], *end = args[nargs - 1] + strlen(args[nargs - 1]);
+    int len = snprintf(line, sizeof line, "%s%c%s%c%s%c%s", args[0], 0,
+                       args[1], 0, args[2], 0, msg + 2);
+    if (len > 0 && len < end - args[0]) {
+      memset(args[0], 0, (size_t)(end - args[0]));
+      memcpy(args[0], line, (size_t)len);
+    }
+  }
+}
+
 /* a PRIVATE sandbox: "N <init>", then the server's answer */
 static void await_network(pid_t init) {
   char msg[1100];
@@ -368,8 +403,9 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
 
 int mp_ns_init_main(int argc, char **argv) {
   /* argv: __ns-init SERVER_PID ID BASE ROOT READY_FD HOSTS
-  **       [CGROUP_PROCS...]; HOSTS: the environment's hosts file
-  **       (PRIVATE), or "-" */
+  **       [CGROUP_PROCS...]; ID: the hostname, or "-" (a warm keeper:
+  **       await_name); HOSTS: the environment's hosts file (PRIVATE), or
+  **       "-" */
   char merged[4200], msg[64];
   int to_keeper[2], from_keeper[2], i, status, procdir;
   pid_t init;
@@ -401,7 +437,7 @@ int mp_ns_init_main(int argc, char **argv) {
               | CLONE_NEWNET) < 0)
     die("unshare: %s", strerror(errno));
   mount_root(argv[3], argv[4], hosts, merged, sizeof merged);
-  if (sethostname(argv[2], strlen(argv[2])) < 0)
+  if (strcmp(argv[2], "-") != 0 && sethostname(argv[2], strlen(argv[2])) < 0)
     die("sethostname: %s", strerror(errno));
   loopback_up();
   if (pipe2(to_keeper, O_CLOEXEC) < 0 || pipe2(from_keeper, O_CLOEXEC) < 0)
@@ -427,6 +463,10 @@ int mp_ns_init_main(int argc, char **argv) {
   }
   close(procdir);
   if (hosts != NULL) await_network(init);
+  if (strcmp(argv[2], "-") == 0) { /* "W": in its cgroups, its init up */
+    if (write(ready_fd, "W\n", 2) != 2) _exit(1);
+    await_name(argv - 1, argc + 1);
+  }
   snprintf(msg, sizeof msg, "R %d\n", (int)init);
   if (write(ready_fd, msg, strlen(msg)) < 0) _exit(1);
   close_range(0, ~0u, 0);
