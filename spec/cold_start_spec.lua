@@ -78,8 +78,11 @@ for _, url in ipairs(urls) do print(url) end
       local pid = tonumber(platform.readFile(state .. "/platform.state"):match("pid=(%d+)"))
       assert.are.equal(0, sb:executeCommand("kill -0 " .. pid).exitCode)
       -- one server on this data directory (the bracket keeps the pattern
-      -- from matching the shell that runs pgrep)
-      local ps = sb:executeCommand("pgrep -f -c " .. quote(state .. "/platfor[m]-data"))
+      -- from matching the shell that runs pgrep; "serve" from matching the
+      -- keepers of its warm sandboxes, whose paths are in its data
+      -- directory)
+      local ps = sb:executeCommand("pgrep -f -c " .. quote("serv[e] .*" .. state
+        .. "/platform-data"))
       assert.are.equal("1\n", ps.stdout)
     end)
 

@@ -72,6 +72,33 @@ local function user_pids(uid)
   return pids
 end
 
+-- the pids of uid's processes of sandbox id: its keeper (whose command
+-- line names it) and the keeper's child, its init; and its commands (with
+-- MASTRA_SANDBOX_ID=id in their environment)
+local function sandbox_pids(uid, id)
+  local pids, marker = {}, "\0MASTRA_SANDBOX_ID=" .. id .. "\0"
+  for _, pid in ipairs(user_pids(uid)) do
+    local cmd = (util.read_file("/proc/" .. pid .. "/cmdline") or ""):gsub("%z", " ")
+    local env = "\0" .. (util.read_file("/proc/" .. pid .. "/environ") or "") .. "\0"
+    if cmd:find("__ns%-init %d+ " .. id) then
+      pids[#pids + 1] = pid
+      local kids = util.read_file(("/proc/%s/task/%s/children"):format(pid, pid)) or ""
+      for k in kids:gmatch("%d+") do pids[#pids + 1] = k end
+    elseif env:find(marker, 1, true) then
+      pids[#pids + 1] = pid
+    end
+  end
+  return pids
+end
+
+local function alive_of(pids)
+  local left = {}
+  for _, pid in ipairs(pids) do
+    if util.alive(tonumber(pid)) then left[#left + 1] = pid end
+  end
+  return left
+end
+
 local function new(srv, extra)
   local sb = mastra.PlatformSandbox.new(srv:sandboxOptions(extra))
   sb:start()
@@ -253,10 +280,13 @@ describe("the namespaces driver without root", function()
       local a, b = new(one), new(one)
       assert.are.equal(0, run(a, DETACHED).exitCode)
       assert.are.equal(0, run(b, DETACHED).exitCode)
-      local before, aid = #user_pids_(), a.sandboxId
+      local aid = a.sandboxId
+      local apids = sandbox_pids(uid, aid)
+      assert.is_true(#apids >= 3, "the keeper, init and setsid'd child of A: "
+        .. table.concat(apids, " "))
       a:destroy()
-      assert.is_true(util.wait_until(function() return #user_pids_() <= before - 3 end, 5000),
-        "the processes of a destroyed sandbox: " .. #user_pids_() .. " of " .. before)
+      assert.is_true(util.wait_until(function() return #alive_of(apids) == 0 end, 5000),
+        "the processes of a destroyed sandbox: " .. table.concat(alive_of(apids), " "))
       assert.is_true(util.wait_until(function()
         return lfs.attributes(one.dataDir .. "/sandboxes/" .. aid) == nil
       end, 5000))

@@ -28,6 +28,10 @@
 ** outlives the record until its keeper is reaped and its cgroups removed;
 ** at the server's exit the wait is bounded (~2 s).
 **
+** The warm pool (ns_pool.c): a fresh ISOLATED create takes a box whose
+** keeper and init run already (mp_ns_pool_take); a restore, a PRIVATE
+** sandbox and a record loaded at start start their own.
+**
 ** PRIVATE networks (net.c): mp_ns_setup opens the net module (which sweeps
 ** what a previous server left) and mp_ns_finish closes it. A PRIVATE
 ** sandbox's keeper bind-mounts its environment's hosts file and says "N
@@ -38,6 +42,7 @@
 */
 #define _GNU_SOURCE
 #include "driver_ns.h"
+#include "ns_box.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +69,7 @@
 #include "ns_exec.h"
 #include "ns_idmap.h"
 #include "ns_init.h"
+#include "ns_pool.h"
 #include "ns_user.h"
 #include "orphans.h"
 #include "trash.h"
@@ -88,27 +94,6 @@ static struct {
   char net_err[512];           /* why net is NULL */
 } cfg;
 
-/* A sandbox's part of the driver. Released on the loop (a destroyed
-** record forgotten, a create that failed), it outlives its sandbox
-** ("detached", sb NULL) until its keeper is reaped and its cgroups are
-** removed, both on the loop, then frees itself; the loop's close ends what
-** is left with a bounded wait. */
-typedef struct ns_box {
-  mastra__handle handle;       /* on the loop's list once detached */
-  mastra__loop *loop;
-  mp_sandbox *sb;              /* NULL once detached */
-  char id[MP_ID_MAX];          /* its cgroups' name */
-  pid_t keeper;
-  int keeper_fd;               /* pidfd of the keeper (our child) */
-  int init_fd;                 /* pidfd of the init, once ready */
-  long init_pid;
-  int ready_fd;                /* our end of the ready socket */
-  int started, ready, cg_made;
-  int joined;                  /* a member of its environment's network */
-  unsigned rmdir_tries;
-  mastra__io keeper_io, ready_io;
-  mastra__timer rmdir_timer;
-} ns_box;
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
@@ -175,6 +160,10 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
   close_fd(&b->ready_fd);
   close_fd(&b->init_fd);
   b->started = b->ready = 0;
+  if (b->warm) {
+    mp_ns_pool_failed(b, "its keeper exited before a create took it");
+    return;
+  }
   if (sb == NULL) {
     box_done_if_detached(b);
     return;
@@ -228,6 +217,21 @@ static void on_ready(mastra__io *io, uint32_t revents) {
   n = recv(b->ready_fd, buf, sizeof buf - 1, MSG_PEEK | MSG_DONTWAIT);
   if (n <= 0) return;
   buf[n] = '\0';
+  if (b->warm) { /* "W" (ready to be named), or a failure */
+    if (n >= 2 && buf[0] == 'W' && buf[1] == '\n'
+        && recv(b->ready_fd, buf, 2, MSG_DONTWAIT) == 2) {
+      mp_ns_pool_ready(b);
+      mastra__io_start(&b->ready_io, EPOLLIN); /* for an "R" once named */
+      return;
+    }
+    if (buf[0] == 'W' && n < 2) { /* the rest is on its way */
+      mastra__io_start(&b->ready_io, EPOLLIN);
+      return;
+    }
+    buf[strcspn(buf, "\n")] = '\0';
+    mp_ns_pool_failed(b, buf[0] == 'E' ? buf + 2 : buf);
+    return;
+  }
   if (buf[0] == 'R' || buf[0] == 'N') {
     char *nl = strchr(buf, '\n');
     if (nl == NULL) { /* the rest of the line is on its way */
@@ -244,25 +248,14 @@ static void on_ready(mastra__io *io, uint32_t revents) {
   }
 }
 
-static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
-                      size_t errlen) {
-  ns_box *b = sb->driver_data;
+int mp_ns_start_keeper(mp_server *srv, ns_box *b, const char *name,
+                       const char *root, const char *hosts, char *err,
+                       size_t errlen) {
   char spid[24], cgp[MP_NSCG_MAX][4500], *argv[9 + MP_NSCG_MAX];
-  const char *hosts = "-";
   posix_spawn_file_actions_t fa;
   int sv[2], i, rc;
-  if (b->started) return 0;
-  if (is_private(sb)) {
-    hosts = cfg.net ? mp_net_hosts_path(cfg.net, sb->environment) : NULL;
-    if (hosts == NULL) {
-      snprintf(err, errlen, "PRIVATE networks are not available: %s",
-               cfg.net ? "cannot create the environment's hosts file"
-               : cfg.net_err);
-      return -1;
-    }
-  }
   if (!b->cg_made) {
-    if (mp_nscg_make(sb->id, err, errlen) < 0) return -1;
+    if (mp_nscg_make(b->id, err, errlen) < 0) return -1;
     b->cg_made = 1;
   }
   mastra__timer_stop(&b->rmdir_timer);
@@ -274,13 +267,13 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
   argv[0] = "mastra-ns-init";
   argv[1] = MP_NS_INIT_ARG;
   argv[2] = spid;
-  argv[3] = sb->id;
+  argv[3] = (char *)name;
   argv[4] = cfg.base;
-  argv[5] = sb->root;
+  argv[5] = (char *)root;
   argv[6] = "3";
   argv[7] = (char *)hosts;
   for (i = 0; i < mp_nscg_count(); i++) {
-    mp_nscg_procs(sb->id, i, cgp[i], sizeof cgp[i]);
+    mp_nscg_procs(b->id, i, cgp[i], sizeof cgp[i]);
     argv[8 + i] = cgp[i];
   }
   argv[8 + i] = NULL;
@@ -319,6 +312,23 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
   return 0;
 }
 
+static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
+                      size_t errlen) {
+  const char *hosts = "-";
+  if (((ns_box *)sb->driver_data)->started) return 0;
+  if (is_private(sb)) {
+    hosts = cfg.net ? mp_net_hosts_path(cfg.net, sb->environment) : NULL;
+    if (hosts == NULL) {
+      snprintf(err, errlen, "PRIVATE networks are not available: %s",
+               cfg.net ? "cannot create the environment's hosts file"
+               : cfg.net_err);
+      return -1;
+    }
+  }
+  return mp_ns_start_keeper(srv, sb->driver_data, sb->id, sb->root, hosts,
+                            err, errlen);
+}
+
 /* SIGKILL the keeper and the init (every process of the sandbox dies with
 ** its pid namespace's init) */
 static void stop_init(ns_box *b) {
@@ -332,16 +342,22 @@ static void stop_init(ns_box *b) {
 
 /* {====== the driver ====== */
 
+ns_box *mp_ns_box_new(mastra__loop *loop, const char *id) {
+  ns_box *b = calloc(1, sizeof *b);
+  if (b == NULL) return NULL;
+  b->keeper_fd = b->init_fd = b->ready_fd = -1;
+  b->loop = loop;
+  snprintf(b->id, sizeof b->id, "%s", id);
+  mastra__timer_init(loop, &b->rmdir_timer, on_rmdir_retry, b);
+  return b;
+}
+
 static ns_box *box_of(mp_server *srv, mp_sandbox *sb) {
   ns_box *b = sb->driver_data;
   if (b != NULL) return b;
-  b = calloc(1, sizeof *b);
+  b = mp_ns_box_new(srv->loop, sb->id);
   if (b == NULL) return NULL;
-  b->keeper_fd = b->init_fd = b->ready_fd = -1;
-  b->loop = srv->loop;
   b->sb = sb;
-  snprintf(b->id, sizeof b->id, "%s", sb->id);
-  mastra__timer_init(srv->loop, &b->rmdir_timer, on_rmdir_retry, b);
   sb->driver_data = b;
   return b;
 }
@@ -354,16 +370,27 @@ static int make_owned(const char *path, int mode) {
   return chmod(path, (mode_t)mode);
 }
 
-static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
-                      size_t errlen) {
+int mp_ns_make_tree(const char *root, char *err, size_t errlen) {
   static const char *const parts[] = {"upper", "work", "merged"};
   char path[4400];
   size_t i;
-  int fresh;
-  if (box_of(srv, sb) == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return -1;
+  for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", root, parts[i]);
+    if (mastra__mkdirs(path, 0755, NULL) < 0) goto fail;
   }
+  snprintf(path, sizeof path, "%s/upper/workspace", root);
+  if (make_owned(path, 0755) < 0) goto fail;
+  snprintf(path, sizeof path, "%s/upper/root", root);
+  if (make_owned(path, 0700) < 0) goto fail;
+  return 0;
+fail:
+  snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+  return -1;
+}
+
+static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
+                      size_t errlen) {
+  int fresh;
   {
     /* the checkpoint's tree is the upper layer */
     size_t n = strlen(sb->root) + sizeof "/upper";
@@ -376,30 +403,19 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
     free(sb->dir);
     sb->dir = dir;
   }
-  /* a sandbox loaded at startup has its tree: its init starts at its
-  ** first command */
-  fresh = access(sb->dir, F_OK) < 0;
-  for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-    snprintf(path, sizeof path, "%s/%s", sb->root, parts[i]);
-    if (mastra__mkdirs(path, 0755, NULL) < 0) {
-      snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-      return -1;
-    }
-  }
-  /* root's home and the working directory belong to the sandbox's root */
-  snprintf(path, sizeof path, "%s/workspace", sb->dir);
-  if (make_owned(path, 0755) < 0) goto fail;
-  snprintf(path, sizeof path, "%s/root", sb->dir);
-  if (make_owned(path, 0700) < 0) goto fail;
-  /* a restore writes the upper layer first: its init starts at its first
-  ** command */
-  if (fresh && !sb->restoring && start_init(srv, sb, err, errlen) < 0)
+  /* a sandbox loaded at startup has its tree, and a restore writes it
+  ** first: their inits start at their first command */
+  fresh = access(sb->dir, F_OK) < 0 && !sb->restoring;
+  if (fresh && !is_private(sb) && mp_ns_pool_take(srv, sb) == 0) return 0;
+  if (box_of(srv, sb) == NULL) {
+    snprintf(err, errlen, "out of memory");
     return -1;
+  }
+  if (mp_ns_make_tree(sb->root, err, errlen) < 0) return -1;
+  if (fresh && start_init(srv, sb, err, errlen) < 0) return -1;
   return 0;
-fail:
-  snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-  return -1;
 }
+
 
 /* A running sandbox's working directory that does not exist is the
 ** spawn's error, as with the process driver (resolved in the init's root,
@@ -482,9 +498,7 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
   mp_trash(srv, sb->root); /* removed off the loop */
 }
 
-/* the keeper reaped and the cgroups removed, waiting at most ~2 s (at the
-** server's exit, or when the loop closes on a detached box) */
-static void box_finish_now(ns_box *b) {
+void mp_ns_box_finish_now(ns_box *b) {
   int i;
   stop_init(b);
   mastra__io_stop(&b->keeper_io);
@@ -516,7 +530,7 @@ static void box_free(mastra__handle *h) {
 }
 
 static void box_shutdown(mastra__handle *h) {
-  box_finish_now((ns_box *)h);
+  mp_ns_box_finish_now((ns_box *)h);
   free(h);
 }
 
@@ -536,10 +550,14 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
   sb->driver_data = NULL;
   b->sb = NULL;
   if (mastra__loop_closed(b->loop)) {
-    box_finish_now(b);
+    mp_ns_box_finish_now(b);
     free(b);
     return;
   }
+  mp_ns_box_detach(b);
+}
+
+void mp_ns_box_detach(ns_box *b) {
   stop_init(b);
   mastra__io_stop(&b->ready_io);
   close_fd(&b->ready_fd);
@@ -550,6 +568,7 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
   if (b->rmdir_timer.slot == 0) cg_remove_later(b);
   box_done_if_detached(b);
 }
+
 
 typedef struct stray_scan {
   const ns_box *b;
@@ -611,7 +630,10 @@ int mp_ns_available(char *why, size_t n) {
 
 const char *mp_ns_limits(void) { return cfg.limits; }
 
+void mp_ns_start(mp_server *srv) { mp_ns_pool_start(srv); }
+
 void mp_ns_finish(void) {
+  mp_ns_pool_finish();
   mp_nscg_finish();
   if (cfg.idmap_fd >= 0) close(cfg.idmap_fd);
   cfg.idmap_fd = -1;
@@ -648,10 +670,11 @@ static void find_init(void) {
 }
 
 int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
-                long long memory_max, int egress) {
+                long long memory_max, int egress, int warm_pool) {
   char dir[4200];
   find_init();
   snprintf(cfg.base, sizeof cfg.base, "%s", base);
+  mp_ns_pool_setup(srv->data_dir, warm_pool);
   cfg.unpriv = geteuid() != 0;
   cfg.idmap_fd = -1;
   if (!cfg.unpriv) cfg.idmap_fd = mp_ns_idmap_open(base);

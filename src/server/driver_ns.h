@@ -18,13 +18,18 @@ int mp_ns_available(char *why, size_t n);
 ** veths and hosts files); egress: --egress (net.h). -1 after saying why
 ** on stderr. */
 int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
-                long long memory_max, int egress);
+                long long memory_max, int egress, int warm_pool);
+/* Once the loop runs and the trash is emptied: the warm pool (warm_pool
+** keepers and inits of ISOLATED sandboxes started ahead), after removing
+** a killed server's */
+void mp_ns_start(mp_server *srv);
 
 /* What limits a sandbox's processes, for its JSON's `limits`: "cgroup
 ** v1", "cgroup v2" (with " (delegated)" without root), or "none: <why>" */
 const char *mp_ns_limits(void);
-/* At exit, after every sandbox was released: remove this data directory's
-** cgroups, close the PRIVATE networks. */
+/* At exit, after every sandbox was released and the loop closed: remove
+** the warm pool's directory and this data directory's cgroups, close the
+** PRIVATE networks. */
 void mp_ns_finish(void);
 
 #endif

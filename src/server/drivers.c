@@ -83,10 +83,15 @@ int mp_driver_pick(mp_server *srv, const mp_driver_opts *o) {
             strerror(errno));
     return -1;
   }
-  if (mp_ns_setup(srv, real, o->pids_max, o->memory_max, o->egress) < 0)
+  if (mp_ns_setup(srv, real, o->pids_max, o->memory_max, o->egress,
+                  o->warm_pool) < 0)
     return -1;
   srv->driver = &mp_ns_driver;
   return 0;
+}
+
+void mp_driver_start(mp_server *srv) {
+  if (srv->driver == &mp_ns_driver) mp_ns_start(srv);
 }
 
 void mp_driver_finish(mp_server *srv) {

@@ -12,10 +12,13 @@ typedef struct mp_driver_opts {
   long long pids_max;    /* per sandbox (namespaces) */
   long long memory_max;  /* bytes per sandbox (namespaces) */
   int egress;            /* --egress: NAT out of PRIVATE networks (net.h) */
+  int warm_pool;         /* warm sandboxes (namespaces; driver_ns.c) */
 } mp_driver_opts;
 
 #define MP_DEFAULT_PIDS_MAX 1024
 #define MP_DEFAULT_MEMORY_MAX (2LL << 30)
+#define MP_DEFAULT_WARM_POOL 2
+#define MP_WARM_POOL_MAX 64
 
 /* Sets srv->driver, before the records are loaded: `namespaces` where it
 ** can run (root, or unprivileged user namespaces), after building a
@@ -25,6 +28,8 @@ typedef struct mp_driver_opts {
 ** base); a requested `namespaces` is an error where it cannot run. 0, or
 ** -1 after saying why on stderr. */
 int mp_driver_pick(mp_server *srv, const mp_driver_opts *o);
+/* Once the loop runs and the trash is emptied (the warm pool) */
+void mp_driver_start(mp_server *srv);
 /* At exit, after mp_sandbox_free_all: what the driver keeps for the whole
 ** server (the namespaces driver's cgroups) */
 void mp_driver_finish(mp_server *srv);

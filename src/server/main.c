@@ -5,6 +5,7 @@
 **                         [--token-file FILE]
 **                         [--driver process|namespaces] [--base DIR] [--egress]
 **                         [--sandbox-pids-max N] [--sandbox-memory-max SIZE]
+**                         [--warm-pool N]
 **                         [--idle-exit SECONDS] [--lease-ttl SECONDS]
 **                         [--checkpoint-retention DAYS]
 **                         [--default-idle-minutes M]
@@ -96,6 +97,9 @@ static void usage(FILE *f) {
           "                       memory per sandbox, k/m/g suffixes"
           " (namespaces; default 2g;\n"
           "                       0: no limit)\n"
+          "  --warm-pool N        ISOLATED sandboxes kept started ahead, for"
+          " a fast create\n"
+          "                       (namespaces; default 2; 0: none)\n"
           "  --idle-exit SECONDS  exit after SECONDS with no request and no"
           " sandbox (default: never)\n"
           "  --lease-ttl SECONDS  lifetime of exec leases (default 900)\n"
@@ -280,7 +284,7 @@ int main(int argc, char **argv) {
   const char *listen = "127.0.0.1:0", *token_file = NULL;
   mp_driver_opts dopts = {getenv("MASTRA_PLATFORM_DRIVER"),
                           getenv("MASTRA_PLATFORM_BASE"), MP_DEFAULT_PIDS_MAX,
-                          MP_DEFAULT_MEMORY_MAX, 0};
+                          MP_DEFAULT_MEMORY_MAX, 0, MP_DEFAULT_WARM_POOL};
   const char *inspector = NULL;
   char inspector_listen[80], login[256] = "";
   long history = DEFAULT_SESSION_HISTORY;
@@ -347,6 +351,16 @@ int main(int argc, char **argv) {
         return 2;
       }
       if (a[10] == 'p') dopts.pids_max = n; else dopts.memory_max = n;
+    }
+    else if (strcmp(a, "--warm-pool") == 0) {
+      char *end;
+      long n = strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || n < 0 || n > MP_WARM_POOL_MAX) {
+        fprintf(stderr, "mastra-platform: --warm-pool wants a number of"
+                " sandboxes from 0 to %d (got '%s')\n", MP_WARM_POOL_MAX, v);
+        return 2;
+      }
+      dopts.warm_pool = (int)n;
     }
     else if (strcmp(a, "--idle-exit") == 0) {
       if (parse_seconds(a, v, &idle_exit) < 0) return 2;
@@ -426,6 +440,7 @@ int main(int argc, char **argv) {
   }
   kill_previous(&srv);
   mp_trash_empty(&srv);
+  mp_driver_start(&srv);
   if (mp_checkpoint_start(&srv) < 0) return 1;
   if (mp_activity_start(&srv, (size_t)history) < 0) return 1;
 

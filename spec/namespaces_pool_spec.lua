@@ -1,0 +1,261 @@
+-- The warm pool of the namespaces driver (docs/platform.md, "Drivers"):
+-- keepers and inits of ISOLATED sandboxes started ahead under DATA/pool,
+-- taken by fresh creates. A taken one is its sandbox in every way (hostname,
+-- tree, cgroups, command line), the pool refills, nothing of it outlives the
+-- server (exit, kill -9 and the next start), and what cannot use it (a
+-- restore, a PRIVATE sandbox) does not touch it. Skipped, saying why, where
+-- the driver cannot run (not root).
+local lfs = require "lfs"
+local mastra = require "mastra"
+local platform = require "spec.support.platform"
+local util = require "spec.support.util"
+
+local function is_root()
+  local p = io.popen("id -u")
+  local uid = util.trim(p:read("a"))
+  p:close()
+  return uid == "0"
+end
+
+-- the names in dir, sorted ({} when it does not exist)
+local function ls(dir)
+  local out = {}
+  if lfs.attributes(dir, "mode") ~= "directory" then return out end
+  for name in lfs.dir(dir) do
+    if name ~= "." and name ~= ".." then out[#out + 1] = name end
+  end
+  table.sort(out)
+  return out
+end
+
+-- the cgroup directories named name (a glob) of data directory dir (its
+-- cgroup: mastra-platform/<the first 12 hex of the SHA-256 of dir>; v1 and
+-- v2)
+local function cgroups(dir, name)
+  local p = io.popen("printf %s " .. mastra.quote(dir) .. " | sha256sum | cut -c1-12")
+  local hex = util.trim(p:read("a"))
+  p:close()
+  p = io.popen("ls -d /sys/fs/cgroup/*/mastra-platform/" .. hex .. "/" .. name
+    .. " /sys/fs/cgroup/mastra-platform/" .. hex .. "/" .. name .. " 2>/dev/null")
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+-- the server's children whose command line has text, as { pid = cmdline }
+local function children_with(srv, text)
+  local found = {}
+  for name in lfs.dir("/proc") do
+    local pid = tonumber(name)
+    if pid then
+      local stat = util.read_file("/proc/" .. name .. "/stat") or ""
+      local cmd = (util.read_file("/proc/" .. name .. "/cmdline") or ""):gsub("%z", " ")
+      if tonumber(stat:match("%) %a (%d+)") or "") == srv.pid and cmd:find(text, 1, true) then
+        found[pid] = cmd
+      end
+    end
+  end
+  return found
+end
+
+local function count(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n
+end
+
+local function has(list, x)
+  for _, v in ipairs(list) do if v == x then return true end end
+  return false
+end
+
+local function overlay_mounts(dir)
+  local n = 0
+  for line in (util.read_file("/proc/self/mountinfo") or ""):gmatch("[^\n]+") do
+    if line:find(dir, 1, true) then n = n + 1 end
+  end
+  return n
+end
+
+describe("the namespaces driver's warm pool", function()
+  if not is_root() then
+    pending("the namespaces driver needs root here: skipped")
+    return
+  end
+
+  local function serve(extra)
+    local args = { "--driver", "namespaces" }
+    for _, a in ipairs(extra or {}) do args[#args + 1] = a end
+    return platform.start{ args = args }
+  end
+
+  local function new(srv, extra)
+    local sb = mastra.PlatformSandbox.new(srv:sandboxOptions(extra))
+    sb:start()
+    return sb
+  end
+
+  -- the pool of srv holds n members whose keepers run
+  local function wait_pool(srv, n)
+    local pool = srv.dataDir .. "/pool"
+    assert.is_true(util.wait_until(function()
+      return #ls(pool) == n and count(children_with(srv, pool .. "/")) == n
+    end, 10000), "pool: " .. table.concat(ls(pool), " ") .. "; log: " .. srv.stderrTail)
+    return ls(pool)
+  end
+
+  it("a create takes a warm sandbox, which is its own in every way; the pool refills",
+    function()
+      local srv = serve{ "--warm-pool", "2" }
+      local ok, err = pcall(function()
+        local pool = srv.dataDir .. "/pool"
+        local members = wait_pool(srv, 2)
+        local oldest = members[1]
+        assert.are_not.equal("", cgroups(srv.dataDir, "pool-" .. oldest))
+        local a = new(srv)
+        local id = a.sandboxId
+        -- the oldest member is the sandbox now: its directory and cgroups
+        -- carry the sandbox's id, and its keeper's command line names it
+        assert.is_false(has(ls(pool), oldest))
+        assert.are.equal("", cgroups(srv.dataDir, "pool-" .. oldest))
+        assert.are_not.equal("", cgroups(srv.dataDir, id))
+        local r = a:executeCommand(
+          "hostname; ls -A /workspace | wc -l; id -u; stat -c %U /workspace")
+        assert.are.equal(0, r.exitCode, r.stderr)
+        assert.are.equal(id .. "\n0\n0\nroot\n", r.stdout)
+        assert.are.equal("directory",
+          lfs.attributes(srv.dataDir .. "/sandboxes/" .. id .. "/upper/workspace", "mode"))
+        assert.are.equal(1, count(children_with(srv, "__ns-init " .. srv.pid .. " " .. id)))
+        -- what it writes lands in its own layer, not another member's
+        assert.are.equal(0, a:executeCommand("echo mine > /workspace/a.txt").exitCode)
+        assert.are.equal("mine\n", util.read_file(srv.dataDir .. "/sandboxes/" .. id
+          .. "/upper/workspace/a.txt"))
+        -- the pool is back to two, with a new member
+        local after = wait_pool(srv, 2)
+        assert.is_false(has(after, oldest))
+        local b = new(srv)
+        assert.are_not.equal(id, b.sandboxId)
+        local rb = b:executeCommand("hostname; test -e /workspace/a.txt; echo $?")
+        assert.are.equal(b.sandboxId .. "\n1\n", rb.stdout)
+        -- a destroy ends it as any sandbox
+        local pids = children_with(srv, id)
+        a:destroy()
+        assert.is_true(util.wait_until(function()
+          for pid in pairs(pids) do if util.alive(pid) then return false end end
+          return cgroups(srv.dataDir, id) == ""
+        end, 5000), "left: " .. cgroups(srv.dataDir, id))
+        -- the server's exit ends the members too, and removes their tree
+        wait_pool(srv, 2)
+        local keepers = children_with(srv, pool .. "/")
+        srv:stop()
+        for pid in pairs(keepers) do assert.is_false(util.alive(pid), "keeper " .. pid) end
+        assert.are.same({}, ls(pool))
+        assert.are.equal("", cgroups(srv.dataDir, "pool-*"))
+        assert.are.equal(0, overlay_mounts(srv.dataDir))
+      end)
+      srv:close()
+      assert(ok, err)
+    end)
+
+  it("--warm-pool 0 keeps none, and sandboxes start as without it", function()
+    local srv = serve{ "--warm-pool", "0" }
+    local ok, err = pcall(function()
+      local sb = new(srv)
+      local r = sb:executeCommand("hostname")
+      assert.are.equal(sb.sandboxId .. "\n", r.stdout)
+      assert.are.same({}, ls(srv.dataDir .. "/pool"))
+      assert.are.equal(0, count(children_with(srv, srv.dataDir .. "/pool/")))
+      -- a cold keeper names its sandbox from the start
+      assert.are.equal(1, count(children_with(srv, " " .. sb.sandboxId .. " ")))
+    end)
+    srv:close()
+    assert(ok, err)
+  end)
+
+  it("a restore and a PRIVATE sandbox leave the pool alone", function()
+    local srv = serve{ "--warm-pool", "2" }
+    local ok, err = pcall(function()
+      local members = wait_pool(srv, 2)
+      local p = new(srv, { networkIsolation = "PRIVATE" })
+      assert.matches("10%.231%.", p:executeCommand("cat /etc/hosts").stdout)
+      assert.are.same(members, ls(srv.dataDir .. "/pool"))
+      -- a first sandbox with a key takes a member; its restore does not
+      local k = new(srv, { id = "pool-key" })
+      assert.are.equal(0, k:executeCommand("echo kept > /workspace/k.txt").exitCode)
+      k:destroy()
+      local now = wait_pool(srv, 2)
+      local back = mastra.PlatformSandbox.new(srv:sandboxOptions{ id = "pool-key" })
+      assert.are.equal(true, back:start().restored)
+      assert.are.equal(true, back:getInfo().metadata.restoredFromCheckpoint)
+      assert.are.equal("kept\n", back:executeCommand("cat /workspace/k.txt").stdout)
+      assert.are.equal(back.sandboxId .. "\n", back:executeCommand("hostname").stdout)
+      assert.are.same(now, ls(srv.dataDir .. "/pool"))
+    end)
+    srv:close()
+    assert(ok, err)
+  end)
+
+  it("a warm keeper that dies is replaced, and creates go on", function()
+    local srv = serve{ "--warm-pool", "1" }
+    local ok, err = pcall(function()
+      local pool = srv.dataDir .. "/pool"
+      local member = wait_pool(srv, 1)[1]
+      local victim = next(children_with(srv, pool .. "/" .. member .. " "))
+      assert.is_truthy(victim)
+      os.execute("kill -KILL " .. victim)
+      assert.is_true(util.wait_until(function()
+        return srv.stderrTail:find("a warm sandbox failed: its keeper exited", 1, true) ~= nil
+      end, 5000), srv.stderrTail)
+      local again = wait_pool(srv, 1)
+      assert.are_not.equal(member, again[1])
+      assert.is_true(util.wait_until(function()
+        return cgroups(srv.dataDir, "pool-" .. member) == ""
+      end, 5000))
+      local sb = new(srv)
+      assert.are.equal(sb.sandboxId .. "\n", sb:executeCommand("hostname").stdout)
+    end)
+    srv:close()
+    assert(ok, err)
+  end)
+
+  it("after kill -9 of the server its members die, and the next start removes them",
+    function()
+      local dir = platform.tmpdir()
+      local srv = platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token",
+        args = { "--driver", "namespaces", "--warm-pool", "2" } }
+      local again
+      local ok, err = pcall(function()
+        local pool = srv.dataDir .. "/pool"
+        local old = wait_pool(srv, 2)
+        local keepers = children_with(srv, pool .. "/")
+        srv:kill9()
+        assert.is_true(util.wait_until(function()
+          for pid in pairs(keepers) do if util.alive(pid) then return false end end
+          return true
+        end, 5000))
+        assert.are.same(old, ls(pool)) -- left: the next start removes them
+        again = platform.start{ dataDir = srv.dataDir, tokenFile = srv.tokenFile,
+          args = { "--driver", "namespaces", "--warm-pool", "0" } }
+        assert.are.same({}, ls(pool))
+        for _, m in ipairs(old) do assert.are.equal("", cgroups(srv.dataDir, "pool-" .. m)) end
+        local sb = new(again)
+        assert.are.equal(0, sb:executeCommand("true").exitCode)
+        again:stop()
+        assert.are.equal(0, overlay_mounts(srv.dataDir))
+      end)
+      if again then again:close() end
+      srv:close()
+      platform.rm_rf(dir)
+      assert(ok, err)
+    end)
+
+  it("refuses a --warm-pool that is not a count from 0 to 64, saying so", function()
+    for _, bad in ipairs{ "x", "-1", "65", "" } do
+      local ok, err = pcall(platform.start, { args = { "--driver", "namespaces",
+        "--warm-pool", bad } })
+      assert.is_false(ok, bad)
+      assert.matches("--warm-pool wants a number of sandboxes from 0 to 64 (got '"
+        .. bad .. "')", tostring(err), 1, true)
+    end
+  end)
+end)
