@@ -9,12 +9,13 @@
 -- PLATFORM_BIN: default build/mastra-platform beside this checkout; BASE: a
 -- base directory ("" or absent: a minimal one built into the scratch
 -- directory, `mastra-platform base build --minimal`, removed at the end);
--- N: samples per figure (default 100). Both servers run at once and the
--- samples alternate between them (one process sample, one namespaces
--- sample, ...), so a noisy neighbour hits both alike. Requests go over HTTP
--- from this process (client.request: POST /sandbox, then the legacy POST
--- /sandbox/{id}/exec), so each figure includes one HTTP round trip per
--- request; the fleet goes through PlatformSandbox:clone, start,
+-- N: samples per figure (default 100). Three servers run at once: the
+-- process driver, the namespaces driver, and the namespaces driver without
+-- its warm pool (`--warm-pool 0`, "ns-cold"); the samples alternate
+-- between them (one of each in turn), so a noisy neighbour hits all
+-- alike. Requests go over HTTP from this process (client.request: POST
+-- /sandbox, then the legacy POST /sandbox/{id}/exec), so each figure
+-- includes one HTTP round trip per request; the fleet goes through PlatformSandbox:clone, start,
 -- executeCommand and destroy, as bench/platform.lua's does. The limit is
 -- bench/ns_limit (built by CMake beside mastra-platform's build, or
 -- MASTRA_BENCH_NS_LIMIT), run between the rounds. Prints one line per
@@ -68,14 +69,15 @@ end
 local host <close> = mastra.LocalSandbox.new{ workingDirectory = dir .. "/wd", timeout = 0 }
 host:start()
 
--- a server with `driver`: its url, pid, client config and helpers
-local function serve(driver)
-  local data = dir .. "/data-" .. driver
+-- a server named name with `driver` (and extra flags): its url, pid,
+-- client config and helpers
+local function serve(name, driver, extra)
+  local data = dir .. "/data-" .. name
   local out = {}
   local server = host.processes:spawn("exec " .. mastra.quote(bin) .. " serve --listen 127.0.0.1:0"
-    .. " --driver " .. driver .. " --base " .. mastra.quote(base)
+    .. " --driver " .. driver .. " --base " .. mastra.quote(base) .. (extra or "")
     .. " --data-dir " .. mastra.quote(data) .. " --default-idle-minutes 0"
-    .. " 2>" .. mastra.quote(dir .. "/platform-" .. driver .. ".log"),
+    .. " 2>" .. mastra.quote(dir .. "/platform-" .. name .. ".log"),
     { onStdout = function(s) out[#out + 1] = s end })
   local line
   for _ = 1, 400 do
@@ -84,8 +86,8 @@ local function serve(driver)
     mastra.sleep(50)
   end
   assert(line, "mastra-platform did not start: "
-    .. sh("cat " .. mastra.quote(dir .. "/platform-" .. driver .. ".log")))
-  local s = { driver = driver, server = server }
+    .. sh("cat " .. mastra.quote(dir .. "/platform-" .. name .. ".log")))
+  local s = { driver = name, server = server }
   s.url = line:match('"url":"([^"]+)"')
   s.pid = tonumber(line:match('"pid":(%d+)'))
   s.token = sh("cat " .. mastra.quote(data .. "/token")):gsub("%s+$", "")
@@ -108,7 +110,10 @@ local function serve(driver)
   return s
 end
 
-local servers = { serve("process"), serve("namespaces") }
+-- the namespaces driver with its warm pool (the default, 2), and without
+-- (every create starts its keeper and init: the cold figure)
+local servers = { serve("process", "process"), serve("namespaces", "namespaces"),
+  serve("ns-cold", "namespaces", " --warm-pool 0") }
 local load_before = load_avg()
 
 -- the limit: bench/ns_limit, N samples of unshare + overlay + exec of
@@ -132,7 +137,10 @@ for _, s in ipairs(servers) do
 end
 
 -- create to first exec, interleaved (each sandbox destroyed after, outside
--- the timing); the limit in two halves around it
+-- the timing), PAUSE_MS between rounds: the warm pool refills 100 ms after
+-- a take (docs/platform.md, "The warm pool"), and an agent's creates come
+-- further apart than this loop's; the limit in two halves around it
+local PAUSE_MS = 150
 run_limit(math.max(5, n // 4))
 for i = 1, n do
   for _, s in ipairs(servers) do
@@ -142,6 +150,7 @@ for i = 1, n do
     s.f.first[i] = mastra.now() - t0
     s.destroy(id)
   end
+  mastra.sleep(PAUSE_MS)
 end
 run_limit(math.max(5, n // 4))
 
@@ -207,7 +216,7 @@ for _, s in ipairs(servers) do
   s.server:wait()
 end
 
-local p, ns = servers[1].f, servers[2].f
+local p, ns, cold = servers[1].f, servers[2].f, servers[3].f
 print(("load average before %s, after %s; N = %d"):format(load_before, load_after, n))
 local full, bare = limit["ns.limit"], limit["ns.limit.unshare"]
 if full then
@@ -226,8 +235,8 @@ for _, s in ipairs(servers) do
       pct(f.exec, 0.99), FLEET, FLEET_C, pct(f.fleet, 0.5), FLEET_ROUNDS, f.rss, f.helpers))
 end
 if full then
-  print(("create->first exec, namespaces / limit (p50): %.2fx"):format(
-    pct(ns.first, 0.5) / pct(full, 0.5)))
+  print(("create->first exec, namespaces / limit (p50): %.2fx; without the pool: %.2fx"):format(
+    pct(ns.first, 0.5) / pct(full, 0.5), pct(cold.first, 0.5) / pct(full, 0.5)))
 end
 print(("exec true, namespaces / process (p50): %.2fx"):format(
   pct(ns.exec, 0.5) / pct(p.exec, 0.5)))
