@@ -34,7 +34,10 @@
 ** <init>" before "R": on_ready attaches the init's network namespace
 ** (mp_net_join, on the loop: a few rtnetlink round trips) and answers "j",
 ** so its commands, which wait for "R", find eth0 in place. Destroy, reap
-** and an init that exits leave the network (mp_net_leave).
+** and an init that exits leave the network (mp_net_leave). Without root
+** (mp_net_open_user) the keepers join the switch's user namespace first
+** (handed as MP_NS_IDMAP_FD, the root's id map slot) and send "N" with
+** their network namespace and an rtnetlink socket made in it.
 */
 #define _GNU_SOURCE
 #include "driver_ns.h"
@@ -64,6 +67,7 @@
 #include "ns_exec.h"
 #include "ns_idmap.h"
 #include "ns_init.h"
+#include "ns_sys.h"
 #include "ns_user.h"
 #include "orphans.h"
 #include "trash.h"
@@ -83,7 +87,8 @@ static struct {
   char init_bin[4200];         /* mastra-ns-init, or /proc/self/exe */
   int unpriv;                  /* not root: ns_user.c */
   char limits[300];            /* mp_ns_limits */
-  int idmap_fd;                /* with root: ns_idmap.c, or -1 */
+  int idmap_fd;                /* with root: ns_idmap.c; without: the
+                               ** switch's user namespace (net.h); or -1 */
   mp_net *net;                 /* PRIVATE networks, or NULL */
   char net_err[512];           /* why net is NULL */
 } cfg;
@@ -190,19 +195,26 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
 static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
                          size_t len) {
   char path[64], addr[32], err[600], answer[700];
-  int fd, rc = -1;
-  if (recv(b->ready_fd, answer, len, MSG_DONTWAIT) != (ssize_t)len) return;
+  int fd, rc = -1, got[2] = {-1, -1}, n;
+  /* without root the line comes with the sandbox's network namespace and an
+  ** rtnetlink socket made in it (net.h, mp_net_join_nl) */
+  if (mp_ns_recv_fds(b->ready_fd, answer, len, MSG_DONTWAIT, got, 2, &n)
+      != (long)len) {
+    while (n > 0) close(got[--n]);
+    return;
+  }
   snprintf(path, sizeof path, "/proc/%ld/ns/net", atol(line + 2));
-  fd = open(path, O_RDONLY | O_CLOEXEC);
+  fd = got[0] >= 0 ? got[0] : open(path, O_RDONLY | O_CLOEXEC);
   if (cfg.net == NULL)
     snprintf(err, sizeof err, "PRIVATE networks are not available: %s",
              cfg.net_err);
   else if (fd < 0)
     snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
   else
-    rc = mp_net_join(cfg.net, sb->environment, sb->id, fd, addr, sizeof addr,
-                     err, sizeof err);
+    rc = mp_net_join_nl(cfg.net, sb->environment, sb->id, fd, got[1], addr,
+                        sizeof addr, err, sizeof err);
   if (fd >= 0) close(fd);
+  if (got[1] >= 0) close(got[1]);
   if (rc == 0) {
     b->joined = 1;
     snprintf(answer, sizeof answer, "j\n");
@@ -657,16 +669,23 @@ int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
   if (!cfg.unpriv) cfg.idmap_fd = mp_ns_idmap_open(base);
   mp_nscg_setup(srv->data_dir, pids_max, memory_max, cfg.unpriv, cfg.limits,
                 sizeof cfg.limits);
-  if (cfg.unpriv) {
-    mp_ns_user_no_net(cfg.net_err, sizeof cfg.net_err);
-    if (!egress) return 0;
+  if (cfg.unpriv && egress) {
+    mp_ns_user_no_egress(cfg.net_err, sizeof cfg.net_err);
     fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);
     return -1;
   }
   /* sweeps what a previous server of this data directory left (bridges,
-  ** veths, NAT rules, hosts files), then makes the switch namespace */
+  ** veths, NAT rules, hosts files), then makes the switch namespace;
+  ** without root in a user namespace of its own, U, which the keepers
+  ** join first (as MP_NS_IDMAP_FD, free without root): net.h */
   snprintf(dir, sizeof dir, "%s/net", srv->data_dir);
-  cfg.net = mp_net_open(dir, egress, cfg.net_err, sizeof cfg.net_err);
+  if (cfg.unpriv) {
+    cfg.net = mp_net_open_user(dir, cfg.net_err, sizeof cfg.net_err);
+    if (cfg.net != NULL)
+      cfg.idmap_fd = fcntl(mp_net_userns(cfg.net), F_DUPFD_CLOEXEC, 0);
+  } else {
+    cfg.net = mp_net_open(dir, egress, cfg.net_err, sizeof cfg.net_err);
+  }
   if (cfg.net == NULL) {
     if (egress) {
       fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);

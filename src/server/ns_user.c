@@ -4,7 +4,8 @@
 ** first, map root in it to the server's uid and gid (a single id each,
 ** written by the keeper itself), and unshare the other namespaces there:
 ** the owner of a user namespace holds its capabilities, so the mounts,
-** pivot_root, hostname and loopback work as with root.
+** pivot_root, hostname and loopback work as with root. PRIVATE networks
+** without root: net.h (mp_net_open_user); --egress needs root.
 */
 #define _GNU_SOURCE
 #include "ns_user.h"
@@ -82,10 +83,11 @@ int mp_ns_user_probe(char *why, size_t n) {
   return 0;
 }
 
-void mp_ns_user_no_net(char *err, size_t n) {
-  /* the switch namespace and the veths need root on the host */
+void mp_ns_user_no_egress(char *err, size_t n) {
+  /* the bridges, the forwarding and the NAT would be the host's */
   snprintf(err, n, "the server runs without root (uid %d, in unprivileged"
-           " user namespaces), and a PRIVATE network (or --egress) needs a"
-           " server run as root: use ISOLATED, or run mastra-platform as"
-           " root", (int)geteuid());
+           " user namespaces), and --egress routes and NATs the private"
+           " networks through the host's network namespace, which needs"
+           " root: run without --egress (PRIVATE networks work, without"
+           " a way out), or run mastra-platform as root", (int)geteuid());
 }

@@ -18,7 +18,7 @@ int mp_ns_user_probe(char *why, size_t n);
 int mp_ns_try(int (*fn)(void *arg, char *msg, size_t n), void *arg,
               char *why, size_t n);
 
-/* why a server without root has no PRIVATE networks, and what to do */
-void mp_ns_user_no_net(char *err, size_t n);
+/* why a server without root has no --egress, and what to do */
+void mp_ns_user_no_egress(char *err, size_t n);
 
 #endif
