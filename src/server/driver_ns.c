@@ -680,7 +680,18 @@ int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
   ** join first (as MP_NS_IDMAP_FD, free without root): net.h */
   snprintf(dir, sizeof dir, "%s/net", srv->data_dir);
   if (cfg.unpriv) {
+    char why[300];
     cfg.net = mp_net_open_user(dir, cfg.net_err, sizeof cfg.net_err);
+    /* sandboxes nested under it, or no PRIVATE (ISOLATED as before) */
+    if (cfg.net != NULL
+        && !mp_ns_user_probe_under(mp_net_userns(cfg.net), why, sizeof why)) {
+      snprintf(cfg.net_err, sizeof cfg.net_err, "the server runs without root"
+               " (uid %d), and a sandbox's namespaces cannot be made under the"
+               " user namespace of its private networks: %s", (int)geteuid(),
+               why);
+      mp_net_close(cfg.net);
+      cfg.net = NULL;
+    }
     if (cfg.net != NULL)
       cfg.idmap_fd = fcntl(mp_net_userns(cfg.net), F_DUPFD_CLOEXEC, 0);
   } else {

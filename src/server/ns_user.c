@@ -56,10 +56,16 @@ int mp_ns_try(int (*fn)(void *arg, char *msg, size_t n), void *arg,
   return 0;
 }
 
+/* arg: NULL, or the user namespace (an int descriptor) to make it under */
 static int user_probe(void *arg, char *msg, size_t n) {
   const char *step = "unshare(CLONE_NEWUSER)";
-  unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
-  (void)arg;
+  unsigned uid, gid;
+  if (arg != NULL && setns(*(int *)arg, CLONE_NEWUSER) < 0) {
+    snprintf(msg, n, "setns into the user namespace: %s", strerror(errno));
+    return -1;
+  }
+  uid = (unsigned)geteuid();
+  gid = (unsigned)getegid();
   if (unshare(CLONE_NEWUSER) == 0) {
     step = "the user namespace's id maps";
     if (mp_ns_map_self(uid, gid) == 0) {
@@ -81,6 +87,10 @@ int mp_ns_user_probe(char *why, size_t n) {
   snprintf(why, n, "it is not root and cannot use unprivileged user"
            " namespaces (%s)", msg);
   return 0;
+}
+
+int mp_ns_user_probe_under(int userns, char *why, size_t n) {
+  return mp_ns_try(user_probe, &userns, why, n);
 }
 
 void mp_ns_user_no_egress(char *err, size_t n) {
