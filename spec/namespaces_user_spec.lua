@@ -135,6 +135,7 @@ describe("the namespaces driver without root", function()
     local o = { user = opts.user or UID, base = false, cgroup = opts.cgroup,
       dataDir = opts.dataDir, tokenFile = opts.tokenFile,
       args = { "--driver", "namespaces", "--base", base, "--sandbox-pids-max", "64" } }
+    for _, a in ipairs(opts.args or {}) do o.args[#o.args + 1] = a end
     return platform.start(o)
   end
 
@@ -171,12 +172,106 @@ describe("the namespaces driver without root", function()
     sb:destroy()
   end)
 
-  it("refuses a PRIVATE network, saying why and what to do", function()
-    local ok, err = pcall(new, srv, { networkIsolation = "PRIVATE" })
+  -- the links of the network namespaces that pid holds (its own and its
+  -- descriptors'): "ns link" lines, root's view (nsenter)
+  local function links_held_by(pid)
+    local seen, out = {}, {}
+    local paths = { "/proc/" .. pid .. "/ns/net" }
+    for fd in lfs.dir("/proc/" .. pid .. "/fd") do
+      local target = lfs.symlinkattributes("/proc/" .. pid .. "/fd/" .. fd, "target") or ""
+      if target:match("^net:") then paths[#paths + 1] = "/proc/" .. pid .. "/fd/" .. fd end
+    end
+    for _, path in ipairs(paths) do
+      local ns = lfs.symlinkattributes(path, "target")
+      if ns and not seen[ns] then
+        seen[ns] = true
+        local text = sh("nsenter --net=" .. path .. " ip -o link show")
+        for name in text:gmatch("%d+: ([%w%-_.@]+):") do out[#out + 1] = ns .. " " .. name end
+      end
+    end
+    return out
+  end
+
+  -- the host's links of the platform (mpb-, mpv-)
+  local function host_links()
+    return trim(sh("ip -o link show | grep -oE ' mp[bv]-[0-9a-f]+' || true"))
+  end
+
+  it("runs PRIVATE networks: an environment's sandboxes reach each other, no one else",
+    function()
+      local token = ("private-%d-%d"):format(os.time(), math.random(1e9))
+      local host_before = host_links()
+      local made = {}
+      local function make(env, network)
+        local sb = new(srv, { environmentId = env, networkIsolation = network })
+        made[#made + 1] = sb
+        return sb
+      end
+      local server
+      local ok, err = pcall(function()
+        local A = make("nsu-e", "PRIVATE")
+        assert.are.equal(0, run(A, "printf %s " .. mastra.quote(token) .. " > page.txt").exitCode)
+        server = A.processes:spawn("exec python3 -m http.server 8000")
+        local own = run(A, "getent hosts $(hostname) | cut -d' ' -f1")
+        local addr = trim(own.stdout)
+        assert.matches("^10%.231%.%d+%.%d+$", addr, own.stderr)
+        -- fetches by sandbox id and by address, trying while the server starts
+        local function fetch(sb, host, tries)
+          return run(sb, ("for i in $(seq %d); do python3 -c 'import sys, urllib.request;"
+            .. " sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode())'"
+            .. " http://%s:8000/page.txt 2>/dev/null && exit 0; sleep 0.2; done; exit 1")
+            :format(tries, host), { timeout = 60000 })
+        end
+        local B = make("nsu-e", "PRIVATE")
+        for _, host in ipairs{ A.sandboxId, addr } do
+          local r = fetch(B, host, 50)
+          assert.are.equal(0, r.exitCode, host .. ": " .. r.stderr)
+          assert.are.equal(token, r.stdout)
+        end
+        -- an ISOLATED sandbox of E (loopback only) and a PRIVATE one of F cannot
+        local C, D = make("nsu-e", "ISOLATED"), make("nsu-f", "PRIVATE")
+        local links = run(C, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+        assert.are.equal("lo", trim(links.stdout))
+        local dnet = trim(run(D, "getent hosts $(hostname) | cut -d' ' -f1").stdout)
+        assert.matches("^10%.231%.%d+%.%d+$", dnet)
+        assert.are_not.equal(addr:match("^(.*)%.%d+$"), dnet:match("^(.*)%.%d+$"))
+        for _, sb in ipairs{ C, D } do
+          for _, host in ipairs{ A.sandboxId, addr } do
+            local r = fetch(sb, host, 1)
+            assert.are_not.equal(0, r.exitCode, host)
+            assert.is_nil(r.stdout:find(token, 1, true))
+          end
+          -- not even with a route of its own to A's subnet (D is root in it)
+          run(sb, "ip route add " .. addr:match("^(.*)%.%d+$") .. ".0/24 dev eth0 2>/dev/null")
+          assert.are_not.equal(0, fetch(sb, addr, 1).exitCode)
+        end
+        -- the bridges and veths are in the server's switch, not the host's
+        local held = table.concat(links_held_by(srv.pid), "\n")
+        assert.matches(" mpb%-", held)
+        assert.matches(" mpv%-", held)
+        assert.are.equal(host_before, host_links())
+        server:kill()
+        server = nil
+        for _, sb in ipairs(made) do sb:destroy() end
+        made = {}
+        -- a destroy removes the links (off the loop: soon)
+        assert.is_true(util.wait_until(function()
+          return not table.concat(links_held_by(srv.pid), "\n"):find(" mp[bv]%-")
+        end, 5000), table.concat(links_held_by(srv.pid), "\n"))
+        assert.are.equal(host_before, host_links())
+      end)
+      if server then pcall(server.kill, server) end
+      for _, sb in ipairs(made) do pcall(sb.destroy, sb) end
+      assert(ok, err)
+    end)
+
+  it("refuses --egress, saying why and what to do", function()
+    local ok, err = pcall(start, { args = { "--egress" } })
     assert.is_false(ok)
-    assert.matches("a PRIVATE network %(or %-%-egress%) needs a server run as root",
+    assert.matches("%-%-egress routes and NATs the private networks through the host's",
       tostring(err))
-    assert.matches("use ISOLATED, or run mastra%-platform as root", tostring(err))
+    assert.matches("run without %-%-egress %(PRIVATE networks work, without a way out%)",
+      tostring(err))
   end)
 
   it("hides the data directory and the token; ps shows only the sandbox", function()
@@ -277,9 +372,15 @@ describe("the namespaces driver without root", function()
     must(("chown %d:%d %s"):format(uid, uid, mastra.quote(dir)))
     local one = start{ user = uid, dataDir = dir .. "/data", tokenFile = dir .. "/token" }
     local ok, err = pcall(function()
-      local a, b = new(one), new(one)
+      -- b is on a private network: its switch goes with the server
+      local a, b = new(one), new(one, { networkIsolation = "PRIVATE", environmentId = "nsu-k" })
       assert.are.equal(0, run(a, DETACHED).exitCode)
       assert.are.equal(0, run(b, DETACHED).exitCode)
+      local function state() return util.read_file(one.dataDir .. "/net/state") or "" end
+      local tag = state():match("\ntag (%x+)\n")
+      assert.is_string(tag, state())
+      assert.matches("\nveth mpv%-" .. tag .. "%x+ 10%.231%.%d+%.%d+ " .. b.sandboxId .. "\n",
+        state())
       local aid = a.sandboxId
       local apids = sandbox_pids(uid, aid)
       assert.is_true(#apids >= 3, "the keeper, init and setsid'd child of A: "
@@ -295,10 +396,18 @@ describe("the namespaces driver without root", function()
       assert.is_true(util.wait_until(function() return #user_pids_() == 0 end, 5000),
         "left after kill -9: " .. table.concat(user_pids_(), " "))
       assert.are.same({}, mounts(dir))
+      assert.is_nil(host_links():find(tag, 1, true))
       local two = start{ user = uid, dataDir = dir .. "/data", tokenFile = dir .. "/token" }
       local ok2, err2 = pcall(function()
-        local back = new(two, { sandboxId = id })
+        -- the sweep of the new server: the old tag is gone, its own recorded
+        local now = util.read_file(one.dataDir .. "/net/state") or ""
+        assert.is_nil(now:find(tag, 1, true), now)
+        assert.matches("\ntag %x+\n", now)
+        local back = new(two, { sandboxId = id, networkIsolation = "PRIVATE",
+          environmentId = "nsu-k" })
         assert.are.equal("again\n", run(back, "echo again").stdout)
+        assert.matches("^10%.231%.%d+%.%d+$", trim(run(back,
+          "getent hosts $(hostname) | cut -d' ' -f1").stdout))
         assert.are.equal(0, run(back, DETACHED).exitCode)
         two:stop()
         assert.is_true(util.wait_until(function() return #user_pids_() == 0 end, 5000),

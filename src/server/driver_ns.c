@@ -38,7 +38,10 @@
 ** <init>" before "R": on_ready attaches the init's network namespace
 ** (mp_net_join, on the loop: a few rtnetlink round trips) and answers "j",
 ** so its commands, which wait for "R", find eth0 in place. Destroy, reap
-** and an init that exits leave the network (mp_net_leave).
+** and an init that exits leave the network (mp_net_leave). Without root
+** (mp_net_open_user) the keepers join the switch's user namespace first
+** (handed as MP_NS_IDMAP_FD, the root's id map slot) and send "N" with
+** their network namespace and an rtnetlink socket made in it.
 */
 #define _GNU_SOURCE
 #include "driver_ns.h"
@@ -70,6 +73,7 @@
 #include "ns_idmap.h"
 #include "ns_init.h"
 #include "ns_pool.h"
+#include "ns_sys.h"
 #include "ns_user.h"
 #include "orphans.h"
 #include "trash.h"
@@ -89,7 +93,8 @@ static struct {
   char init_bin[4200];         /* mastra-ns-init, or /proc/self/exe */
   int unpriv;                  /* not root: ns_user.c */
   char limits[300];            /* mp_ns_limits */
-  int idmap_fd;                /* with root: ns_idmap.c, or -1 */
+  int idmap_fd;                /* with root: ns_idmap.c; without: the
+                               ** switch's user namespace (net.h); or -1 */
   mp_net *net;                 /* PRIVATE networks, or NULL */
   char net_err[512];           /* why net is NULL */
 } cfg;
@@ -102,6 +107,7 @@ static void sleep_ms(long ms) {
 }
 
 static void box_done_if_detached(ns_box *b);
+static void box_detach(ns_box *b);
 
 /* the cgroups of a destroyed sandbox, once its processes are gone */
 static void on_rmdir_retry(mastra__timer *t) {
@@ -179,19 +185,26 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
 static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
                          size_t len) {
   char path[64], addr[32], err[600], answer[700];
-  int fd, rc = -1;
-  if (recv(b->ready_fd, answer, len, MSG_DONTWAIT) != (ssize_t)len) return;
+  int fd, rc = -1, got[2] = {-1, -1}, n;
+  /* without root the line comes with the sandbox's network namespace and an
+  ** rtnetlink socket made in it (net.h, mp_net_join_nl) */
+  if (mp_ns_recv_fds(b->ready_fd, answer, len, MSG_DONTWAIT, got, 2, &n)
+      != (long)len) {
+    while (n > 0) close(got[--n]);
+    return;
+  }
   snprintf(path, sizeof path, "/proc/%ld/ns/net", atol(line + 2));
-  fd = open(path, O_RDONLY | O_CLOEXEC);
+  fd = got[0] >= 0 ? got[0] : open(path, O_RDONLY | O_CLOEXEC);
   if (cfg.net == NULL)
     snprintf(err, sizeof err, "PRIVATE networks are not available: %s",
              cfg.net_err);
   else if (fd < 0)
     snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
   else
-    rc = mp_net_join(cfg.net, sb->environment, sb->id, fd, addr, sizeof addr,
-                     err, sizeof err);
+    rc = mp_net_join_nl(cfg.net, sb->environment, sb->id, fd, got[1], addr,
+                        sizeof addr, err, sizeof err);
   if (fd >= 0) close(fd);
+  if (got[1] >= 0) close(got[1]);
   if (rc == 0) {
     b->joined = 1;
     snprintf(answer, sizeof answer, "j\n");
@@ -248,9 +261,10 @@ static void on_ready(mastra__io *io, uint32_t revents) {
   }
 }
 
-int mp_ns_start_keeper(mp_server *srv, ns_box *b, const char *name,
-                       const char *root, const char *hosts, char *err,
-                       size_t errlen) {
+/* b's keeper (mp_ns_box_ops.start_keeper) */
+static int start_keeper(mp_server *srv, ns_box *b, const char *name,
+                        const char *root, const char *hosts, char *err,
+                        size_t errlen) {
   char spid[24], cgp[MP_NSCG_MAX][4500], *argv[9 + MP_NSCG_MAX];
   posix_spawn_file_actions_t fa;
   int sv[2], i, rc;
@@ -325,8 +339,8 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
       return -1;
     }
   }
-  return mp_ns_start_keeper(srv, sb->driver_data, sb->id, sb->root, hosts,
-                            err, errlen);
+  return start_keeper(srv, sb->driver_data, sb->id, sb->root, hosts, err,
+                      errlen);
 }
 
 /* SIGKILL the keeper and the init (every process of the sandbox dies with
@@ -342,7 +356,8 @@ static void stop_init(ns_box *b) {
 
 /* {====== the driver ====== */
 
-ns_box *mp_ns_box_new(mastra__loop *loop, const char *id) {
+/* a box named id (mp_ns_box_ops.make) */
+static ns_box *box_new(mastra__loop *loop, const char *id) {
   ns_box *b = calloc(1, sizeof *b);
   if (b == NULL) return NULL;
   b->keeper_fd = b->init_fd = b->ready_fd = -1;
@@ -355,7 +370,7 @@ ns_box *mp_ns_box_new(mastra__loop *loop, const char *id) {
 static ns_box *box_of(mp_server *srv, mp_sandbox *sb) {
   ns_box *b = sb->driver_data;
   if (b != NULL) return b;
-  b = mp_ns_box_new(srv->loop, sb->id);
+  b = box_new(srv->loop, sb->id);
   if (b == NULL) return NULL;
   b->sb = sb;
   sb->driver_data = b;
@@ -370,7 +385,8 @@ static int make_owned(const char *path, int mode) {
   return chmod(path, (mode_t)mode);
 }
 
-int mp_ns_make_tree(const char *root, char *err, size_t errlen) {
+/* root's tree (mp_ns_box_ops.make_tree) */
+static int make_tree(const char *root, char *err, size_t errlen) {
   static const char *const parts[] = {"upper", "work", "merged"};
   char path[4400];
   size_t i;
@@ -411,7 +427,7 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  if (mp_ns_make_tree(sb->root, err, errlen) < 0) return -1;
+  if (make_tree(sb->root, err, errlen) < 0) return -1;
   if (fresh && start_init(srv, sb, err, errlen) < 0) return -1;
   return 0;
 }
@@ -498,7 +514,9 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
   mp_trash(srv, sb->root); /* removed off the loop */
 }
 
-void mp_ns_box_finish_now(ns_box *b) {
+/* the keeper reaped and the cgroups removed, waiting at most ~2 s
+** (mp_ns_box_ops.finish_now) */
+static void box_finish_now(ns_box *b) {
   int i;
   stop_init(b);
   mastra__io_stop(&b->keeper_io);
@@ -530,7 +548,7 @@ static void box_free(mastra__handle *h) {
 }
 
 static void box_shutdown(mastra__handle *h) {
-  mp_ns_box_finish_now((ns_box *)h);
+  box_finish_now((ns_box *)h);
   free(h);
 }
 
@@ -550,14 +568,15 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
   sb->driver_data = NULL;
   b->sb = NULL;
   if (mastra__loop_closed(b->loop)) {
-    mp_ns_box_finish_now(b);
+    box_finish_now(b);
     free(b);
     return;
   }
-  mp_ns_box_detach(b);
+  box_detach(b);
 }
 
-void mp_ns_box_detach(ns_box *b) {
+/* a box on no sandbox, ended on the loop (mp_ns_box_ops.detach) */
+static void box_detach(ns_box *b) {
   stop_init(b);
   mastra__io_stop(&b->ready_io);
   close_fd(&b->ready_fd);
@@ -603,6 +622,14 @@ static size_t ns_kill_strays(mp_sandbox *sb, int (*in_command)(void *data,
   if (s.b != NULL && s.b->cg_made) mp_nscg_each(sb->id, kill_stray, &s);
   return s.n;
 }
+
+static const mp_ns_box_ops box_ops = {
+    .make = box_new,
+    .make_tree = make_tree,
+    .start_keeper = start_keeper,
+    .detach = box_detach,
+    .finish_now = box_finish_now,
+};
 
 const mp_driver mp_ns_driver = {
     .name = "namespaces",
@@ -674,22 +701,40 @@ int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
   char dir[4200];
   find_init();
   snprintf(cfg.base, sizeof cfg.base, "%s", base);
-  mp_ns_pool_setup(srv->data_dir, warm_pool);
+  mp_ns_pool_setup(srv->data_dir, warm_pool, &box_ops);
   cfg.unpriv = geteuid() != 0;
   cfg.idmap_fd = -1;
   if (!cfg.unpriv) cfg.idmap_fd = mp_ns_idmap_open(base);
   mp_nscg_setup(srv->data_dir, pids_max, memory_max, cfg.unpriv, cfg.limits,
                 sizeof cfg.limits);
-  if (cfg.unpriv) {
-    mp_ns_user_no_net(cfg.net_err, sizeof cfg.net_err);
-    if (!egress) return 0;
+  if (cfg.unpriv && egress) {
+    mp_ns_user_no_egress(cfg.net_err, sizeof cfg.net_err);
     fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);
     return -1;
   }
   /* sweeps what a previous server of this data directory left (bridges,
-  ** veths, NAT rules, hosts files), then makes the switch namespace */
+  ** veths, NAT rules, hosts files), then makes the switch namespace;
+  ** without root in a user namespace of its own, U, which the keepers
+  ** join first (as MP_NS_IDMAP_FD, free without root): net.h */
   snprintf(dir, sizeof dir, "%s/net", srv->data_dir);
-  cfg.net = mp_net_open(dir, egress, cfg.net_err, sizeof cfg.net_err);
+  if (cfg.unpriv) {
+    char why[300];
+    cfg.net = mp_net_open_user(dir, cfg.net_err, sizeof cfg.net_err);
+    /* sandboxes nested under it, or no PRIVATE (ISOLATED as before) */
+    if (cfg.net != NULL
+        && !mp_ns_user_probe_under(mp_net_userns(cfg.net), why, sizeof why)) {
+      snprintf(cfg.net_err, sizeof cfg.net_err, "the server runs without root"
+               " (uid %d), and a sandbox's namespaces cannot be made under the"
+               " user namespace of its private networks: %s", (int)geteuid(),
+               why);
+      mp_net_close(cfg.net);
+      cfg.net = NULL;
+    }
+    if (cfg.net != NULL)
+      cfg.idmap_fd = fcntl(mp_net_userns(cfg.net), F_DUPFD_CLOEXEC, 0);
+  } else {
+    cfg.net = mp_net_open(dir, egress, cfg.net_err, sizeof cfg.net_err);
+  }
   if (cfg.net == NULL) {
     if (egress) {
       fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);

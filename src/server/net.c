@@ -13,15 +13,20 @@
 #include <fcntl.h>
 #include <net/if.h>
 #include <sched.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "linkdel.h"
+#include "ns_sys.h"
 #include "rtnl.h"
 #include "sha256.h"
 #include "util.h"
@@ -55,6 +60,8 @@ struct mp_net {
   char *dir;
   int egress;
   char tag[TAG_LEN + 1];
+  int unpriv;   /* the switch is in user namespace userns (no root) */
+  int userns;   /* that user namespace, or -1 */
   int host_ns;  /* the namespace the server runs in */
   int links_ns; /* the namespace of the bridges (the switch, or host_ns) */
   int nl;       /* rtnetlink, in links_ns */
@@ -330,7 +337,91 @@ static int ns_socket(const mp_net *net, int ns, char *err, size_t errlen) {
   return fd;
 }
 
-mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen) {
+/* {====== without root: the switch in a user namespace of its own ====== */
+
+/* the holder: a child that makes user namespace U (root in it: our uid and
+** gid) and the switch (a network namespace of U), checks that a bridge can
+** be made there, sends U, the switch and two rtnetlink sockets of the
+** switch, and exits; the descriptors hold them */
+static void holder(int sock, unsigned uid, unsigned gid) {
+  const char *step = "unshare(CLONE_NEWUSER)";
+  char msg[300];
+  int fds[4] = {-1, -1, -1, -1}, rc;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (unshare(CLONE_NEWUSER) < 0) goto fail;
+  step = "the user namespace's id maps";
+  if (mp_ns_map_self(uid, gid) < 0) goto fail;
+  step = "unshare(CLONE_NEWNET) in it";
+  if (unshare(CLONE_NEWNET) < 0) goto fail;
+  step = "its descriptors";
+  fds[0] = open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+  fds[1] = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  fds[2] = mp_rtnl_open();
+  fds[3] = mp_rtnl_open();
+  if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 || fds[3] < 0) goto fail;
+  /* bridges and veths need their modules (a user namespace cannot load
+  ** them) and a kernel that lets a user namespace make them */
+  rc = mp_rtnl_bridge_add(fds[2], MP_NET_BRIDGE_PREFIX "probe");
+  if (rc < 0) {
+    errno = -rc;
+    step = "a bridge in it";
+    goto fail;
+  }
+  mp_rtnl_link_del(fds[2], MP_NET_BRIDGE_PREFIX "probe");
+  _exit(mp_ns_send_fds(sock, "ok", 2, fds, 4) < 0 ? 1 : 0);
+fail:
+  snprintf(msg, sizeof msg, "%s: %s", step, strerror(errno));
+  _exit(write(sock, msg, strlen(msg)) < 0 ? 1 : 0);
+}
+
+/* without root: the switch from a holder (above); net->userns, links_ns,
+** nl and *dnl */
+static int switch_in_userns(mp_net *net, int *dnl, char *err, size_t errlen) {
+  int sv[2], fds[4], n, i, st;
+  long got;
+  char msg[400];
+  pid_t pid;
+  unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+    snprintf(err, errlen, "socketpair: %s", strerror(errno));
+    return -1;
+  }
+  pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    holder(sv[1], uid, gid);
+  }
+  close(sv[1]);
+  if (pid < 0) {
+    snprintf(err, errlen, "fork: %s", strerror(errno));
+    close(sv[0]);
+    return -1;
+  }
+  got = mp_ns_recv_fds(sv[0], msg, sizeof msg - 1, 0, fds, 4, &n);
+  if (got < 0) snprintf(msg, sizeof msg, "%s", strerror(errno));
+  else msg[got] = '\0';
+  close(sv[0]);
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  if (n != 4 || strcmp(msg, "ok") != 0) {
+    for (i = 0; i < n; i++) close(fds[i]);
+    snprintf(err, errlen, "the server runs without root (uid %d), and the"
+             " user namespace that would hold its private networks cannot"
+             " be made: %s", (int)uid, msg[0] ? msg : "its child failed");
+    return -1;
+  }
+  net->userns = fds[0];
+  net->links_ns = fds[1];
+  net->nl = fds[2];
+  *dnl = fds[3]; /* with mp_rtnl_open's options: they go with the socket */
+  return 0;
+}
+
+int mp_net_userns(const mp_net *net) { return net->userns; }
+
+/* }====== */
+
+static mp_net *net_open(const char *state_dir, int egress, int unpriv, char *err,
+                        size_t errlen) {
   mp_net *net = calloc(1, sizeof *net);
   char path[4096];
   if (net == NULL || (net->dir = strdup(state_dir)) == NULL) {
@@ -339,7 +430,8 @@ mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen)
     return NULL;
   }
   net->egress = egress != 0;
-  net->host_ns = net->links_ns = net->nl = -1;
+  net->unpriv = unpriv != 0;
+  net->userns = net->host_ns = net->links_ns = net->nl = -1;
   mp_net_sweep(state_dir);
   path_in(state_dir, "hosts", path, sizeof path);
   if (mastra__mkdirs(path, 0755, NULL) < 0) {
@@ -357,7 +449,12 @@ mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen)
     snprintf(err, errlen, "cannot open /proc/thread-self/ns/net: %s", strerror(errno));
     goto fail;
   }
-  {
+  if (net->unpriv) {
+    /* the switch, in a user namespace of its own */
+    int dnl = -1;
+    if (switch_in_userns(net, &dnl, err, errlen) < 0) goto fail;
+    net->del = mp_linkdel_start(dnl);
+  } else {
     /* the switch (a namespace of our own, held by links_ns and the sockets),
     ** or with egress the host's */
     int dnl, e;
@@ -377,10 +474,10 @@ mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen)
       goto fail;
     }
     net->del = mp_linkdel_start(dnl);
-    if (net->del == NULL) {
-      snprintf(err, errlen, "cannot start the thread that deletes links");
-      goto fail;
-    }
+  }
+  if (net->del == NULL) {
+    snprintf(err, errlen, "cannot start the thread that deletes links");
+    goto fail;
   }
   state_write(net); /* the tag first: a crash from here on is swept */
   if (net->egress && egress_up(net, err, errlen) < 0) goto fail;
@@ -388,6 +485,14 @@ mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen)
 fail:
   mp_net_close(net);
   return NULL;
+}
+
+mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen) {
+  return net_open(state_dir, egress, 0, err, errlen);
+}
+
+mp_net *mp_net_open_user(const char *state_dir, char *err, size_t errlen) {
+  return net_open(state_dir, 0, 1, err, errlen);
 }
 
 void mp_net_close(mp_net *net) {
@@ -417,6 +522,7 @@ void mp_net_close(mp_net *net) {
   if (net->egress && net->tag[0]) egress_down(net->dir, net->tag);
   if (net->nl >= 0) close(net->nl);
   if (net->links_ns >= 0) close(net->links_ns);
+  if (net->userns >= 0) close(net->userns);
   if (net->host_ns >= 0) close(net->host_ns);
   path_in(net->dir, "hosts", path, sizeof path);
   mastra__remove_tree(path);
@@ -504,10 +610,17 @@ static void bridge_drop(mp_net *net, envnet *e) {
 
 /* inside the member's namespace: eth0's address and state, lo up, and with
 ** egress the default route */
-static int configure_peer(mp_net *net, int netns_fd, struct in_addr a, int idx,
-                          char *err, size_t errlen) {
-  int fd = ns_socket(net, netns_fd, err, errlen), ix, lo, rc;
-  if (fd < 0) return -1;
+static int configure_peer(mp_net *net, int netns_fd, int peer_nl, struct in_addr a,
+                          int idx, char *err, size_t errlen) {
+  int fd = peer_nl >= 0 ? dup(peer_nl) : ns_socket(net, netns_fd, err, errlen), ix, lo, rc;
+  if (fd < 0) {
+    if (peer_nl >= 0) snprintf(err, errlen, "dup: %s", strerror(errno));
+    return -1;
+  }
+  if (peer_nl >= 0) { /* mp_rtnl_open's guard, on a socket made elsewhere */
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
   ix = mp_rtnl_link_index(fd, "eth0");
   lo = mp_rtnl_link_index(fd, "lo");
   rc = ix < 0 ? ix : lo < 0 ? lo : mp_rtnl_addr_add(fd, ix, a, 24);
@@ -525,6 +638,11 @@ static int configure_peer(mp_net *net, int netns_fd, struct in_addr a, int idx,
 
 int mp_net_join(mp_net *net, const char *env, const char *name, int netns_fd,
                 char *addr, size_t addrlen, char *err, size_t errlen) {
+  return mp_net_join_nl(net, env, name, netns_fd, -1, addr, addrlen, err, errlen);
+}
+
+int mp_net_join_nl(mp_net *net, const char *env, const char *name, int netns_fd,
+                   int peer_nl, char *addr, size_t addrlen, char *err, size_t errlen) {
   envnet *e;
   member *m, *mm;
   int made_bridge = 0, host, rc, ix;
@@ -591,7 +709,7 @@ int mp_net_join(mp_net *net, const char *env, const char *name, int netns_fd,
   rc = ix < 0 ? ix : mp_rtnl_no_ipv6_addr(net->nl, ix);
   if (rc == 0) rc = mp_rtnl_link_up(net->nl, ix);
   if (rc < 0) snprintf(err, errlen, "cannot set up veth %s: %s", m->veth, strerror(-rc));
-  if (rc < 0 || configure_peer(net, netns_fd, a, e->idx, err, errlen) < 0) {
+  if (rc < 0 || configure_peer(net, netns_fd, peer_nl, a, e->idx, err, errlen) < 0) {
     mp_linkdel_queue(net->del, m->veth);
     free(m);
     goto fail;

@@ -10,7 +10,9 @@
 ** (the kernel removes a namespace, its bridges and veths, and the veths'
 ** peers, when its last reference goes). With --egress they live in the
 ** host's namespace: the bridge gets the subnet's first address, members a
-** default route through it, and an nftables table NATs them out.
+** default route through it, and an nftables table NATs them out. Without
+** root (mp_net_open_user) the switch belongs to a user namespace of the
+** server's own: below.
 **
 ** A join is a few rtnetlink round trips (quick, synchronous kernel
 ** answers), safe on the server's loop. Deleting a link waits for the kernel
@@ -40,6 +42,19 @@ typedef struct mp_net mp_net;
 /* state_dir: <data>/net (created); egress: nonzero when the server runs with
 ** --egress. Sweeps what a previous server on state_dir left first. */
 mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen);
+/* Without root (the namespaces driver in unprivileged user namespaces,
+** ns_user.c): the switch is the network namespace of a user namespace U of
+** the server's own (root in it: the server's uid and gid), made by a child
+** that sends their descriptors, and two rtnetlink sockets of the switch,
+** and exits. The server uses those sockets (the kernel checks the opener's
+** capabilities, U's, and the sender's: the server's uid owns U, so it has
+** every capability in U and in the user namespaces under it). Sandboxes'
+** user namespaces must be made under U (their keepers setns() into
+** mp_net_userns first), and a join needs an rtnetlink socket made inside
+** the sandbox (mp_net_join_nl). No egress. */
+mp_net *mp_net_open_user(const char *state_dir, char *err, size_t errlen);
+/* U (without root), or -1 */
+int mp_net_userns(const mp_net *net);
 /* removes every bridge and veth it made (without egress: by dropping the
 ** switch namespace, which the kernel then dismantles), the hosts files and
 ** the NAT rules */
@@ -56,6 +71,12 @@ void mp_net_sweep(const char *state_dir);
 ** Returns 0, or -1 with a message in err. */
 int mp_net_join(mp_net *net, const char *env, const char *name, int netns_fd,
                 char *addr, size_t addrlen, char *err, size_t errlen);
+/* mp_net_join, configuring the member's side through peer_nl, an rtnetlink
+** socket made in netns_fd (by a process that may: without root the
+** server cannot enter a sandbox's namespace), or -1: one made by entering
+** netns_fd (root) */
+int mp_net_join_nl(mp_net *net, const char *env, const char *name, int netns_fd,
+                   int peer_nl, char *addr, size_t addrlen, char *err, size_t errlen);
 /* removes the member's hosts line at once and queues the deletion of its
 ** veth (its eth0 goes with it), and of the bridge with the last member.
 ** Unknown names are ignored. */

@@ -1,7 +1,9 @@
 /*
 ** A sandbox's part of the `namespaces` driver, shared by driver_ns.c (the
 ** driver: keepers, commands, release) and ns_pool.c (the warm pool, whose
-** members are boxes on no sandbox yet). Not for the rest of the server.
+** members are boxes on no sandbox yet), which gets the driver's box
+** functions as mp_ns_box_ops (the driver calls the pool, never the other
+** way). Not for the rest of the server.
 */
 #ifndef MP_NS_BOX_H
 #define MP_NS_BOX_H
@@ -37,24 +39,28 @@ typedef struct ns_box {
   mastra__timer rmdir_timer;
 } ns_box;
 
-/* a box whose cgroups are named id, on no sandbox: NULL without memory */
-ns_box *mp_ns_box_new(mastra__loop *loop, const char *id);
-/* root/{upper,work,merged}, with upper's workspace and root's home owned
-** by the sandbox's root: 0, or -1 and err */
-int mp_ns_make_tree(const char *root, char *err, size_t errlen);
-/* b's cgroups, then its keeper over the tree at root, which mounts it,
-** forks the init and says "R" (its hostname name), or, with name "-",
-** says "W" and waits for "h <id>" (ns_init.c); hosts: the environment's
-** hosts file, or "-". The loop watches both: 0, or -1 and err */
-int mp_ns_start_keeper(mp_server *srv, ns_box *b, const char *name,
-                       const char *root, const char *hosts, char *err,
-                       size_t errlen);
-/* a box on no sandbox and not on the loop's list, ended on the loop: its
-** init and keeper killed, the keeper reaped and the cgroups removed as
-** they become free, then freed */
-void mp_ns_box_detach(ns_box *b);
-/* the same, now, waiting at most ~2 s (the server's exit, the loop's
-** close); b is not freed */
-void mp_ns_box_finish_now(ns_box *b);
+/* What the warm pool (ns_pool.c) does with boxes: the driver's functions
+** (driver_ns.c), handed to it at setup */
+typedef struct mp_ns_box_ops {
+  /* a box whose cgroups are named id, on no sandbox: NULL without memory */
+  ns_box *(*make)(mastra__loop *loop, const char *id);
+  /* root/{upper,work,merged}, with upper's workspace and root's home owned
+  ** by the sandbox's root: 0, or -1 and err */
+  int (*make_tree)(const char *root, char *err, size_t errlen);
+  /* b's cgroups, then its keeper over the tree at root, which mounts it,
+  ** forks the init and says "R" (its hostname name), or, with name "-",
+  ** says "W" and waits for "h <id>" (ns_init.c); hosts: the environment's
+  ** hosts file, or "-". The loop watches both: 0, or -1 and err */
+  int (*start_keeper)(mp_server *srv, ns_box *b, const char *name,
+                      const char *root, const char *hosts, char *err,
+                      size_t errlen);
+  /* b, on no sandbox and not on the loop's list, ended on the loop: its
+  ** init and keeper killed, the keeper reaped and the cgroups removed as
+  ** they become free, then freed */
+  void (*detach)(ns_box *b);
+  /* the same, now, waiting at most ~2 s (the server's exit, the loop's
+  ** close); b is not freed */
+  void (*finish_now)(ns_box *b);
+} mp_ns_box_ops;
 
 #endif

@@ -42,12 +42,16 @@
 ** mounts: the host's root owns them inside too.
 **
 ** Without root (the server is not root: ns_user.c), the keeper first
-** unshares a user namespace of its own, where root is the server's uid and
-** gid (a single id each, mapped by the keeper itself), then the others,
+** joins the user namespace the server hands as MP_NS_IDMAP_FD, if any (the
+** parent of every sandbox's, for PRIVATE networks: net.h), then unshares a
+** user namespace of its own, where root is the server's uid and gid (a
+** single id each, mapped by the keeper itself), then the others,
 ** owned by it; /dev's nodes are the host's, bound (no mknod), overlayfs
 ** keeps its xattrs in user.overlay.* (userxattr), and the init stays in
 ** the keeper's user namespace, dumpable: commands join that user
-** namespace first, then the others (driver_ns.c).
+** namespace first, then the others (driver_ns.c). A PRIVATE sandbox's
+** keeper sends its "N" line with a descriptor of its network namespace and
+** an rtnetlink socket made there: the server cannot enter it.
 **
 ** A failure before "R" is told as "E <message>" on the ready socket.
 */
@@ -56,6 +60,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -80,6 +85,9 @@
 static int ready_fd = -1;
 /* the server is not root: the keeper's own user namespace (ns_user.c) */
 static int unpriv;
+/* without root, a PRIVATE sandbox's network namespace and an rtnetlink
+** socket made in it, sent with "N" (the server cannot enter it: net.h) */
+static int net_fds[2] = {-1, -1};
 
 static void die(const char *fmt, ...) {
   char msg[1024];
@@ -290,7 +298,13 @@ static void await_network(pid_t init) {
   char msg[1100];
   ssize_t n;
   snprintf(msg, sizeof msg, "N %d\n", (int)init);
-  if (write(ready_fd, msg, strlen(msg)) < 0) _exit(1);
+  if (net_fds[0] >= 0) {
+    if (mp_ns_send_fds(ready_fd, msg, strlen(msg), net_fds, 2) < 0) _exit(1);
+    close(net_fds[0]);
+    close(net_fds[1]);
+  } else if (write(ready_fd, msg, strlen(msg)) < 0) {
+    _exit(1);
+  }
   do n = read(ready_fd, msg, sizeof msg - 1); while (n < 0 && errno == EINTR);
   if (n <= 0) _exit(1);
   msg[n] = '\0';
@@ -426,8 +440,16 @@ int mp_ns_init_main(int argc, char **argv) {
       die("cannot join %s: %s", argv[i], strerror(errno));
   unpriv = geteuid() != 0;
   if (unpriv) {
-    /* the user namespace first: it owns the others */
-    unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
+    /* the user namespace first: it owns the others; under the server's
+    ** user namespace for PRIVATE networks when it hands one (net.h) */
+    unsigned uid, gid;
+    if (mp_ns_is_userns(MP_NS_IDMAP_FD)) {
+      if (setns(MP_NS_IDMAP_FD, CLONE_NEWUSER) < 0)
+        die("the server's user namespace: %s", strerror(errno));
+      close(MP_NS_IDMAP_FD);
+    }
+    uid = (unsigned)geteuid();
+    gid = (unsigned)getegid();
     if (unshare(CLONE_NEWUSER) < 0)
       die("user namespace: %s", strerror(errno));
     if (mp_ns_map_self(uid, gid) < 0)
@@ -436,6 +458,12 @@ int mp_ns_init_main(int argc, char **argv) {
   if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC
               | CLONE_NEWNET) < 0)
     die("unshare: %s", strerror(errno));
+  if (unpriv && hosts != NULL) {
+    net_fds[0] = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    net_fds[1] = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (net_fds[0] < 0 || net_fds[1] < 0)
+      die("the network namespace: %s", strerror(errno));
+  }
   mount_root(argv[3], argv[4], hosts, merged, sizeof merged);
   if (strcmp(argv[2], "-") != 0 && sethostname(argv[2], strlen(argv[2])) < 0)
     die("sethostname: %s", strerror(errno));

@@ -37,6 +37,7 @@
 #define POOL_FAILURES_MAX 3
 
 static struct {
+  const mp_ns_box_ops *ops;    /* the driver's */
   mp_server *srv;
   int size;                    /* --warm-pool */
   char dir[4200];              /* DATA/pool */
@@ -68,7 +69,7 @@ static void member_shutdown(mastra__handle *h) {
   ns_box *b = (ns_box *)h;
   unlink_member(b);
   free(b->pool_root); /* the directory goes at mp_ns_pool_finish */
-  mp_ns_box_finish_now(b);
+  pool.ops->finish_now(b);
   free(b);
 }
 
@@ -87,7 +88,7 @@ static void drop(ns_box *b) {
     b->pool_root = NULL;
   }
   mastra__loop_remove_handle(b->loop, &b->handle);
-  mp_ns_box_detach(b);
+  pool.ops->detach(b);
   refill_later();
 }
 
@@ -114,14 +115,14 @@ static int add(mp_server *srv, char *err, size_t errlen) {
   ns_box *b, **tail;
   snprintf(id, sizeof id, "pool-%u", ++pool.seq);
   snprintf(root, sizeof root, "%s/%u", pool.dir, pool.seq);
-  b = mp_ns_box_new(srv->loop, id);
+  b = pool.ops->make(srv->loop, id);
   if (b == NULL || (b->pool_root = strdup(root)) == NULL) {
     free(b);
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  if (mp_ns_make_tree(root, err, errlen) < 0
-      || mp_ns_start_keeper(srv, b, "-", root, "-", err, errlen) < 0) {
+  if (pool.ops->make_tree(root, err, errlen) < 0
+      || pool.ops->start_keeper(srv, b, "-", root, "-", err, errlen) < 0) {
     if (b->cg_made) mp_nscg_remove(id); /* empty: nothing joined them */
     mastra__remove_tree(root);
     member_free(&b->handle);
@@ -191,9 +192,11 @@ int mp_ns_pool_take(mp_server *srv, mp_sandbox *sb) {
   return 0;
 }
 
-void mp_ns_pool_setup(const char *data_dir, int size) {
+void mp_ns_pool_setup(const char *data_dir, int size,
+                      const mp_ns_box_ops *ops) {
   snprintf(pool.dir, sizeof pool.dir, "%s/pool", data_dir);
   pool.size = size;
+  pool.ops = ops;
 }
 
 void mp_ns_pool_start(mp_server *srv) {

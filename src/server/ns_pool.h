@@ -8,8 +8,10 @@
 
 #include "ns_box.h"
 
-/* its size (--warm-pool; 0: none) and DATA_DIR/pool, at setup */
-void mp_ns_pool_setup(const char *data_dir, int size);
+/* its size (--warm-pool; 0: none), DATA_DIR/pool and the driver's box
+** functions, at setup */
+void mp_ns_pool_setup(const char *data_dir, int size,
+                      const mp_ns_box_ops *ops);
 /* once the loop runs: what a killed server left goes to the trash, and
 ** the pool fills */
 void mp_ns_pool_start(mp_server *srv);

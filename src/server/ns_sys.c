@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 int mp_ns_write_at(int dir, const char *name, const char *text) {
@@ -69,4 +70,58 @@ int mp_ns_idmap_mount(int userns_fd, const char *src, const char *dst) {
 
 int mp_ns_is_userns(int fd) {
   return ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWUSER;
+}
+
+typedef union {
+  struct cmsghdr h;
+  char buf[CMSG_SPACE(MP_NS_FDS_MAX * sizeof(int))];
+} fd_cmsg;
+
+int mp_ns_send_fds(int sock, const void *msg, size_t len, const int *fds, int n) {
+  fd_cmsg c;
+  struct iovec iov = {(void *)msg, len};
+  struct msghdr mh;
+  if (n < 1 || n > MP_NS_FDS_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  memset(&mh, 0, sizeof mh);
+  memset(&c, 0, sizeof c);
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = c.buf;
+  mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+  c.h.cmsg_level = SOL_SOCKET;
+  c.h.cmsg_type = SCM_RIGHTS;
+  c.h.cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+  memcpy(CMSG_DATA(&c.h), fds, (size_t)n * sizeof(int));
+  return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+long mp_ns_recv_fds(int sock, void *msg, size_t len, int flags, int *fds, int n,
+                    int *nfds) {
+  fd_cmsg c;
+  struct iovec iov = {msg, len};
+  struct msghdr mh;
+  struct cmsghdr *cm;
+  ssize_t got;
+  *nfds = 0;
+  memset(&mh, 0, sizeof mh);
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = c.buf;
+  mh.msg_controllen = sizeof c.buf;
+  do got = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC); while (got < 0 && errno == EINTR);
+  if (got < 0) return -1;
+  for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+    size_t i, k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    for (i = 0; i < k; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+      if (*nfds < n) fds[(*nfds)++] = fd;
+      else close(fd);
+    }
+  }
+  return (long)got;
 }

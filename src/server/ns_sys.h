@@ -5,6 +5,8 @@
 #ifndef MP_NS_SYS_H
 #define MP_NS_SYS_H
 
+#include <stddef.h>
+
 /* Write text to the file name in directory dir (AT_FDCWD: path), a /proc
 ** or cgroup file: 0, or -1 with errno. */
 int mp_ns_write_at(int dir, const char *name, const char *text);
@@ -25,5 +27,15 @@ int mp_ns_idmap_mount(int userns_fd, const char *src, const char *dst);
 
 /* 1 if fd is a user namespace */
 int mp_ns_is_userns(int fd);
+
+/* Descriptors over a unix socket (SCM_RIGHTS, MP_NS_FDS_MAX at most):
+** send: len bytes of msg with fds[0..n-1]; 0, or -1 with errno. recv: up
+** to len bytes into msg (flags as recvmsg's; MSG_CMSG_CLOEXEC added), the
+** descriptors that came with them into fds (n at most; more are closed),
+** *nfds how many; the byte count, or -1 with errno. */
+#define MP_NS_FDS_MAX 4
+int mp_ns_send_fds(int sock, const void *msg, size_t len, const int *fds, int n);
+long mp_ns_recv_fds(int sock, void *msg, size_t len, int flags, int *fds, int n,
+                    int *nfds);
 
 #endif

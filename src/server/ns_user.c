@@ -4,7 +4,8 @@
 ** first, map root in it to the server's uid and gid (a single id each,
 ** written by the keeper itself), and unshare the other namespaces there:
 ** the owner of a user namespace holds its capabilities, so the mounts,
-** pivot_root, hostname and loopback work as with root.
+** pivot_root, hostname and loopback work as with root. PRIVATE networks
+** without root: net.h (mp_net_open_user); --egress needs root.
 */
 #define _GNU_SOURCE
 #include "ns_user.h"
@@ -55,10 +56,16 @@ int mp_ns_try(int (*fn)(void *arg, char *msg, size_t n), void *arg,
   return 0;
 }
 
+/* arg: NULL, or the user namespace (an int descriptor) to make it under */
 static int user_probe(void *arg, char *msg, size_t n) {
   const char *step = "unshare(CLONE_NEWUSER)";
-  unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
-  (void)arg;
+  unsigned uid, gid;
+  if (arg != NULL && setns(*(int *)arg, CLONE_NEWUSER) < 0) {
+    snprintf(msg, n, "setns into the user namespace: %s", strerror(errno));
+    return -1;
+  }
+  uid = (unsigned)geteuid();
+  gid = (unsigned)getegid();
   if (unshare(CLONE_NEWUSER) == 0) {
     step = "the user namespace's id maps";
     if (mp_ns_map_self(uid, gid) == 0) {
@@ -82,10 +89,15 @@ int mp_ns_user_probe(char *why, size_t n) {
   return 0;
 }
 
-void mp_ns_user_no_net(char *err, size_t n) {
-  /* the switch namespace and the veths need root on the host */
+int mp_ns_user_probe_under(int userns, char *why, size_t n) {
+  return mp_ns_try(user_probe, &userns, why, n);
+}
+
+void mp_ns_user_no_egress(char *err, size_t n) {
+  /* the bridges, the forwarding and the NAT would be the host's */
   snprintf(err, n, "the server runs without root (uid %d, in unprivileged"
-           " user namespaces), and a PRIVATE network (or --egress) needs a"
-           " server run as root: use ISOLATED, or run mastra-platform as"
-           " root", (int)geteuid());
+           " user namespaces), and --egress routes and NATs the private"
+           " networks through the host's network namespace, which needs"
+           " root: run without --egress (PRIVATE networks work, without"
+           " a way out), or run mastra-platform as root", (int)geteuid());
 }

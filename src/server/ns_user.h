@@ -13,12 +13,17 @@
 ** and why */
 int mp_ns_user_probe(char *why, size_t n);
 
+/* mp_ns_user_probe's steps under user namespace userns (a descriptor): 1
+** if a keeper that joins it first can make a sandbox's namespaces; else 0
+** and why */
+int mp_ns_user_probe_under(int userns, char *why, size_t n);
+
 /* Run fn in a forked child (a probe that must not touch this process):
 ** 1 if it returned 0; else 0, and why is what it wrote in msg. */
 int mp_ns_try(int (*fn)(void *arg, char *msg, size_t n), void *arg,
               char *why, size_t n);
 
-/* why a server without root has no PRIVATE networks, and what to do */
-void mp_ns_user_no_net(char *err, size_t n);
+/* why a server without root has no --egress, and what to do */
+void mp_ns_user_no_egress(char *err, size_t n);
 
 #endif

@@ -4,7 +4,11 @@
 ** join environments A and B, and probes (children that setns() into one and
 ** connect() over TCP) check who reaches whom. Then leave, close, and a
 ** server that dies without closing, followed by the sweep: no bridge or
-** veth of ours is left, in the switch namespace or on the host.
+** veth of ours is left, in the switch namespace or on the host. And without
+** root (mp_net_open_user), in a child that drops to an unprivileged uid:
+** members made as its keepers make them (under the switch's user
+** namespace, handing an rtnetlink socket of their own), who reaches whom,
+** leave and close; a member outside that user namespace cannot join.
 ** Needs root (network namespaces, veths, bridges): exits 77 (skipped)
 ** otherwise.
 **   test_private_net            what CTest runs
@@ -18,6 +22,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <ifaddrs.h>
+#include <linux/netlink.h>
 #include <net/if.h>
 #include <net/route.h>
 #include <netinet/in.h>
@@ -37,6 +42,7 @@
 
 #include "check.h"
 #include "net.h"
+#include "ns_sys.h"
 #include "util.h"
 
 #define PORT 8080
@@ -144,6 +150,9 @@ static void holder_stop(holder *h) {
 
 /* {====== probes: children inside a namespace ====== */
 
+/* without root (test_unpriv): the user namespace a probe enters first */
+static int probe_userns = -1;
+
 /* run fn(arg) in a child that entered the network namespace ns; its exit
 ** status (fn's result, 0..255), or -1 */
 static int in_ns(int ns, int (*fn)(const void *), const void *arg) {
@@ -151,6 +160,7 @@ static int in_ns(int ns, int (*fn)(const void *), const void *arg) {
   pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
+    if (probe_userns >= 0 && setns(probe_userns, CLONE_NEWUSER) < 0) _exit(255);
     if (setns(ns, CLONE_NEWNET) < 0) _exit(255);
     _exit(fn(arg));
   }
@@ -484,9 +494,157 @@ static void test_crash(const char *dir) {
   holder_stop(&C);
 }
 
+/* {====== without root (mp_net_open_user) ====== */
+
+#define UNPRIV_UID 47600
+
+/* a member as a keeper makes it without root: in a user namespace under
+** userns (-1: under ours), its own network namespace, whose descriptor and an rtnetlink
+** socket made in it it hands over (h->ns, *nl) */
+static int member_under(holder *h, int userns, int listen_port, int *nl) {
+  int sv[2], fds[2], n;
+  char c;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return -1;
+  h->pid = fork();
+  if (h->pid < 0) return -1;
+  if (h->pid == 0) {
+    int ls = -1;
+    close(sv[0]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* userns -1: a user namespace beside it, as keepers made them before */
+    if (userns >= 0 && setns(userns, CLONE_NEWUSER) < 0) _exit(1);
+    {
+      unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
+      if (unshare(CLONE_NEWUSER) < 0 || mp_ns_map_self(uid, gid) < 0
+          || unshare(CLONE_NEWNET) < 0)
+        _exit(1);
+    }
+    /* not the switch's descriptors (a fork that does not exec: net.h) */
+    if (sv[1] > 3) close_range(3, (unsigned)sv[1] - 1, 0);
+    close_range((unsigned)sv[1] + 1, ~0u, 0);
+    fds[0] = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    fds[1] = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (listen_port) {
+      struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(listen_port)};
+      ls = socket(AF_INET, SOCK_STREAM, 0);
+      if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(ls, 16) < 0)
+        _exit(1);
+    }
+    if (fds[0] < 0 || fds[1] < 0 || mp_ns_send_fds(sv[1], "R", 1, fds, 2) < 0) _exit(1);
+    close(fds[0]), close(fds[1]);
+    for (;;) {
+      int c2 = ls >= 0 ? accept(ls, NULL, NULL) : (pause(), -1);
+      if (c2 >= 0) {
+        (void)!write(c2, "hello\n", 6);
+        close(c2);
+      }
+    }
+  }
+  close(sv[1]);
+  fds[0] = fds[1] = -1;
+  if (mp_ns_recv_fds(sv[0], &c, 1, 0, fds, 2, &n) != 1 || n != 2) {
+    while (n > 0) close(fds[--n]);
+    close(sv[0]);
+    kill(h->pid, SIGKILL);
+    waitpid(h->pid, NULL, 0);
+    h->pid = 0, h->ns = -1;
+    return -1;
+  }
+  close(sv[0]);
+  h->ns = fds[0];
+  *nl = fds[1];
+  return 0;
+}
+
+/* as an unprivileged uid: the switch in a user namespace of its own, members
+** under it that hand their sockets, who reaches whom, leave and close;
+** returns the failures */
+static int unpriv_body(const char *dir) {
+  char err[512] = "", a1[32] = "", a2[32] = "", b1[32] = "", x[32] = "", subnet[32];
+  holder A1, A2, B1, O;
+  int nl1 = -1, nl2 = -1, nlb = -1, nlo = -1, links;
+  mp_net *net = mp_net_open_user(dir, err, sizeof err);
+  if (!CHECK(net != NULL)) {
+    fprintf(stderr, "mp_net_open_user: %s\n", err);
+    return g_fail;
+  }
+  links = mp_net_links_netns(net);
+  probe_userns = dup(mp_net_userns(net));
+  CHECK(probe_userns >= 0);
+  CHECK(member_under(&A1, probe_userns, 0, &nl1) == 0);
+  CHECK(member_under(&A2, probe_userns, PORT, &nl2) == 0);
+  CHECK(member_under(&B1, probe_userns, PORT, &nlb) == 0);
+  CHECK(member_under(&O, -1, 0, &nlo) == 0);
+  if (g_fail) {
+    mp_net_close(net);
+    return g_fail;
+  }
+  /* a member whose user namespace is not under the switch's cannot join */
+  CHECK(mp_net_join_nl(net, "env-a", "sbx_o", O.ns, nlo, x, sizeof x, err, sizeof err) < 0);
+  printf("unpriv, outside: %s\n", err);
+  /* without its socket the server cannot enter a member's namespace */
+  CHECK(mp_net_join(net, "env-a", "sbx_a1", A1.ns, x, sizeof x, err, sizeof err) < 0);
+  printf("unpriv, refused: %s\n", err);
+  if (!CHECK(mp_net_join_nl(net, "env-a", "sbx_a1", A1.ns, nl1, a1, sizeof a1, err,
+                            sizeof err) == 0)
+      || !CHECK(mp_net_join_nl(net, "env-a", "sbx_a2", A2.ns, nl2, a2, sizeof a2, err,
+                               sizeof err) == 0)
+      || !CHECK(mp_net_join_nl(net, "env-b", "sbx_b1", B1.ns, nlb, b1, sizeof b1, err,
+                               sizeof err) == 0))
+    fprintf(stderr, "mp_net_join_nl: %s\n", err);
+  printf("unpriv: A1 %s, A2 %s, B1 %s\n", a1, a2, b1);
+  mp_net_flush(net); /* the refused join's links */
+  CHECK(count_links(links, MP_NET_BRIDGE_PREFIX) == 2);
+  CHECK(count_links(links, MP_NET_VETH_PREFIX) == 3);
+  CHECK(reaches(A1.ns, a2, PORT, NULL, 0));
+  subnet_of(a2, subnet, sizeof subnet);
+  CHECK(!reaches(B1.ns, a2, PORT, subnet, 24));
+  subnet_of(b1, subnet, sizeof subnet);
+  CHECK(!reaches(A1.ns, b1, PORT, subnet, 24));
+  mp_net_leave(net, "env-a", "sbx_a1");
+  mp_net_flush(net);
+  CHECK(count_links(A1.ns, "eth0") == 0);
+  CHECK(count_links(links, MP_NET_VETH_PREFIX) == 2);
+  mp_net_close(net);
+  CHECK(eth0_gone(A2.ns) && eth0_gone(B1.ns));
+  close(nl1), close(nl2), close(nlb), close(nlo);
+  holder_stop(&A1), holder_stop(&A2), holder_stop(&B1), holder_stop(&O);
+  close(probe_userns);
+  probe_userns = -1;
+  return g_fail;
+}
+
+static void test_unpriv(const char *dir) {
+  int st, host_ns;
+  pid_t pid;
+  CHECK(mkdir(dir, 0755) == 0 && chown(dir, UNPRIV_UID, UNPRIV_UID) == 0);
+  fflush(stdout);
+  pid = fork();
+  if (pid == 0) {
+    int fails;
+    g_pass = g_fail = 0;
+    if (setgroups(0, NULL) < 0 || setresgid(UNPRIV_UID, UNPRIV_UID, UNPRIV_UID) < 0
+        || setresuid(UNPRIV_UID, UNPRIV_UID, UNPRIV_UID) < 0)
+      _exit(100);
+    prctl(PR_SET_DUMPABLE, 1); /* the members open nothing of ours, but probes */
+    fails = unpriv_body(dir);
+    printf("unpriv: %d passed, %d failed\n", g_pass, fails);
+    fflush(stdout);
+    _exit(fails > 99 ? 99 : fails);
+  }
+  CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  CHECK(count_links(host_ns, MP_NET_BRIDGE_PREFIX) == 0);
+  CHECK(count_links(host_ns, MP_NET_VETH_PREFIX) == 0);
+  close(host_ns);
+}
+
+/* }====== */
+
 int main(int argc, char **argv) {
   int egress = argc > 1 && strcmp(argv[1], "--egress") == 0;
-  char tmpl[] = "/tmp/mp-net-test-XXXXXX", dir[256], dir2[256];
+  char tmpl[] = "/tmp/mp-net-test-XXXXXX", dir[256], dir2[256], dir3[256];
   holder probe;
   int fds;
   if (geteuid() != 0) {
@@ -501,9 +659,14 @@ int main(int argc, char **argv) {
   if (mkdtemp(tmpl) == NULL) return 1;
   snprintf(dir, sizeof dir, "%s/net", tmpl);
   snprintf(dir2, sizeof dir2, "%s/net2", tmpl);
+  snprintf(dir3, sizeof dir3, "%s/net3", tmpl);
   fds = count_fds();
   test_networks(dir, egress);
   if (!egress) test_crash(dir2);
+  if (!egress) {
+    chmod(tmpl, 0755); /* reachable by UNPRIV_UID */
+    test_unpriv(dir3);
+  }
   CHECK(count_fds() == fds);
   mastra__remove_tree(tmpl);
   printf("%d passed, %d failed\n", g_pass, g_fail);
