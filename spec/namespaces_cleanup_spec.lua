@@ -135,16 +135,10 @@ describe("the namespaces driver's cleanup", function()
     return
   end
 
-  local function new(srv, extra)
-    local sb = mastra.PlatformSandbox.new(srv:sandboxOptions(extra))
-    sb:start()
-    return sb
-  end
-
   it("leaves nothing after a destroy and after the server's exit", function()
     local srv = platform.start{ args = { "--driver", "namespaces" } }
     local ok, err = pcall(function()
-      local a, b = new(srv), new(srv, { networkIsolation = "PRIVATE" })
+      local a, b = srv:startSandbox(), srv:startSandbox({ networkIsolation = "PRIVATE" })
       -- a setsid'd child escapes the command's group, not the sandbox
       assert.are.equal(0, a:executeCommand(DETACHED).exitCode)
       assert.are.equal(0, b:executeCommand(DETACHED).exitCode)
@@ -185,7 +179,7 @@ describe("the namespaces driver's cleanup", function()
     local ok, err = pcall(function()
       local boxes, ids, pids = {}, {}, {}
       for i = 1, 4 do
-        boxes[i] = new(srv)
+        boxes[i] = srv:startSandbox()
         assert.are.equal(0, boxes[i]:executeCommand(DETACHED).exitCode)
         ids[i] = boxes[i].sandboxId
         for _, p in ipairs(host_pids(srv, ids[i])) do pids[#pids + 1] = p end
@@ -200,7 +194,7 @@ describe("the namespaces driver's cleanup", function()
       assert.is_true(util.wait_until(function() return #zombies(srv.pid) == 0 end, 5000),
         "unreaped children: " .. table.concat(zombies(srv.pid), " "))
       -- and it still serves
-      assert.are.equal("ok\n", new(srv):executeCommand("echo ok").stdout)
+      assert.are.equal("ok\n", srv:startSandbox():executeCommand("echo ok").stdout)
     end)
     srv:close()
     assert(ok, err)
@@ -213,7 +207,7 @@ describe("the namespaces driver's cleanup", function()
       args = { "--driver", "namespaces" } }
     local live = platform.start{ args = { "--driver", "namespaces" } }
     local ok, err = pcall(function()
-      local a = new(dead)
+      local a = dead:startSandbox()
       assert.are.equal(0, a:executeCommand("true").exitCode)
       local aid, apids = a.sandboxId, host_pids(dead, a.sandboxId)
       dead:kill9()
@@ -221,7 +215,7 @@ describe("the namespaces driver's cleanup", function()
       platform.rm_rf(gone_dir) -- its data directory goes: no server of it will start
       assert.are_not.equal("", cgroups(aid))
       -- a live server's sandbox whose init exited: its cgroups are empty
-      local b = new(live)
+      local b = live:startSandbox()
       assert.are.equal(0, b:executeCommand("true").exitCode)
       local bid, bpids = b.sandboxId, host_pids(live, b.sandboxId)
       for _, p in ipairs(bpids) do os.execute("kill -KILL " .. p .. " 2>/dev/null") end
@@ -250,7 +244,7 @@ describe("the namespaces driver's cleanup", function()
     local dir = platform.tmpdir() -- outlives the first server's scratch
     local srv = platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token",
       args = { "--driver", "namespaces" } }
-    local sb = new(srv, { networkIsolation = "PRIVATE" })
+    local sb = srv:startSandbox({ networkIsolation = "PRIVATE" })
     assert.are.equal(0, sb:executeCommand(DETACHED).exitCode)
     -- it is on its environment's network
     assert.matches("10%.231%.", sb:executeCommand("cat /etc/hosts").stdout)
@@ -270,7 +264,7 @@ describe("the namespaces driver's cleanup", function()
       assert.are.equal("", cgroups(id))
       assert.are.same({}, net_left(again.dataDir, tag))
       -- the sandbox is still live, and runs commands again
-      local back = new(again, { sandboxId = id })
+      local back = again:startSandbox({ sandboxId = id })
       assert.are.equal("again\n", back:executeCommand("echo again").stdout)
       local newpids = host_pids(again, id)
       local tag2 = net_tag(again.dataDir)

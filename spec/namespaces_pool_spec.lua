@@ -89,12 +89,6 @@ describe("the namespaces driver's warm pool", function()
     return platform.start{ args = args }
   end
 
-  local function new(srv, extra)
-    local sb = mastra.PlatformSandbox.new(srv:sandboxOptions(extra))
-    sb:start()
-    return sb
-  end
-
   -- the pool of srv holds n members whose keepers run
   local function wait_pool(srv, n)
     local pool = srv.dataDir .. "/pool"
@@ -112,7 +106,7 @@ describe("the namespaces driver's warm pool", function()
         local members = wait_pool(srv, 2)
         local oldest = members[1]
         assert.are_not.equal("", cgroups(srv.dataDir, "pool-" .. oldest))
-        local a = new(srv)
+        local a = srv:startSandbox()
         local id = a.sandboxId
         -- the oldest member is the sandbox now: its directory and cgroups
         -- carry the sandbox's id, and its keeper's command line names it
@@ -133,7 +127,7 @@ describe("the namespaces driver's warm pool", function()
         -- the pool is back to two, with a new member
         local after = wait_pool(srv, 2)
         assert.is_false(has(after, oldest))
-        local b = new(srv)
+        local b = srv:startSandbox()
         assert.are_not.equal(id, b.sandboxId)
         local rb = b:executeCommand("hostname; test -e /workspace/a.txt; echo $?")
         assert.are.equal(b.sandboxId .. "\n1\n", rb.stdout)
@@ -160,7 +154,7 @@ describe("the namespaces driver's warm pool", function()
   it("--warm-pool 0 keeps none, and sandboxes start as without it", function()
     local srv = serve{ "--warm-pool", "0" }
     local ok, err = pcall(function()
-      local sb = new(srv)
+      local sb = srv:startSandbox()
       local r = sb:executeCommand("hostname")
       assert.are.equal(sb.sandboxId .. "\n", r.stdout)
       assert.are.same({}, ls(srv.dataDir .. "/pool"))
@@ -176,11 +170,11 @@ describe("the namespaces driver's warm pool", function()
     local srv = serve{ "--warm-pool", "2" }
     local ok, err = pcall(function()
       local members = wait_pool(srv, 2)
-      local p = new(srv, { networkIsolation = "PRIVATE" })
+      local p = srv:startSandbox({ networkIsolation = "PRIVATE" })
       assert.matches("10%.231%.", p:executeCommand("cat /etc/hosts").stdout)
       assert.are.same(members, ls(srv.dataDir .. "/pool"))
       -- a first sandbox with a key takes a member; its restore does not
-      local k = new(srv, { id = "pool-key" })
+      local k = srv:startSandbox({ id = "pool-key" })
       assert.are.equal(0, k:executeCommand("echo kept > /workspace/k.txt").exitCode)
       k:destroy()
       local now = wait_pool(srv, 2)
@@ -211,7 +205,7 @@ describe("the namespaces driver's warm pool", function()
       assert.is_true(util.wait_until(function()
         return cgroups(srv.dataDir, "pool-" .. member) == ""
       end, 5000))
-      local sb = new(srv)
+      local sb = srv:startSandbox()
       assert.are.equal(sb.sandboxId .. "\n", sb:executeCommand("hostname").stdout)
     end)
     srv:close()
@@ -238,7 +232,7 @@ describe("the namespaces driver's warm pool", function()
           args = { "--driver", "namespaces", "--warm-pool", "0" } }
         assert.are.same({}, ls(pool))
         for _, m in ipairs(old) do assert.are.equal("", cgroups(srv.dataDir, "pool-" .. m)) end
-        local sb = new(again)
+        local sb = again:startSandbox()
         assert.are.equal(0, sb:executeCommand("true").exitCode)
         again:stop()
         assert.are.equal(0, overlay_mounts(srv.dataDir))

@@ -33,9 +33,7 @@ describe("the namespaces driver", function()
   local srv
 
   local function new(extra)
-    local sb = mastra.PlatformSandbox.new(srv:sandboxOptions(extra))
-    sb:start()
-    return sb
+    return srv:startSandbox(extra)
   end
 
   local function run(sb, cmd, opts)

@@ -99,12 +99,6 @@ local function alive_of(pids)
   return left
 end
 
-local function new(srv, extra)
-  local sb = mastra.PlatformSandbox.new(srv:sandboxOptions(extra))
-  sb:start()
-  return sb
-end
-
 local function run(sb, cmd, opts)
   return sb:executeCommand(cmd, nil, opts)
 end
@@ -155,7 +149,7 @@ describe("the namespaces driver without root", function()
   end)
 
   it("runs the namespaces driver and says it has no limits", function()
-    local sb = new(srv)
+    local sb = srv:startSandbox()
     local info = sb:getInfo()
     assert.are.equal("namespaces", info.metadata.driver)
     assert.are.equal("none: cgroups not delegated", info.metadata.limits)
@@ -203,7 +197,7 @@ describe("the namespaces driver without root", function()
       local host_before = host_links()
       local made = {}
       local function make(env, network)
-        local sb = new(srv, { environmentId = env, networkIsolation = network })
+        local sb = srv:startSandbox({ environmentId = env, networkIsolation = network })
         made[#made + 1] = sb
         return sb
       end
@@ -275,7 +269,7 @@ describe("the namespaces driver without root", function()
   end)
 
   it("hides the data directory and the token; ps shows only the sandbox", function()
-    local a, b = new(srv), new(srv)
+    local a, b = srv:startSandbox(), srv:startSandbox()
     assert.are.equal(0, run(a, "echo secret-a > mine.txt").exitCode)
     local adir = srv.dataDir .. "/sandboxes/" .. a.sandboxId
     for _, path in ipairs{ srv.dataDir, srv.tokenFile, adir, adir .. "/upper/workspace/mine.txt",
@@ -309,7 +303,7 @@ describe("the namespaces driver without root", function()
   end)
 
   it("writes only into its own layer", function()
-    local sb = new(srv)
+    local sb = srv:startSandbox()
     local marker = "mastra-nsu-" .. sb.sandboxId
     local r = run(sb, ("touch /usr/bin/%s; echo x > /etc/%s && rm /etc/hostname;"
       .. " echo ok > /tmp/%s; touch /usr/local/bin/%s"):format(marker, marker, marker, marker))
@@ -335,7 +329,7 @@ describe("the namespaces driver without root", function()
   end)
 
   it("restores a checkpoint exactly", function()
-    local sb = new(srv, { id = "nsu-exact" })
+    local sb = srv:startSandbox({ id = "nsu-exact" })
     assert.are.equal(0, run(sb, table.concat({
       "printf 'hello\\nworld\\n' > text.txt",
       "head -c 65536 /dev/urandom > binary.bin",
@@ -373,7 +367,8 @@ describe("the namespaces driver without root", function()
     local one = start{ user = uid, dataDir = dir .. "/data", tokenFile = dir .. "/token" }
     local ok, err = pcall(function()
       -- b is on a private network: its switch goes with the server
-      local a, b = new(one), new(one, { networkIsolation = "PRIVATE", environmentId = "nsu-k" })
+      local a = one:startSandbox()
+      local b = one:startSandbox({ networkIsolation = "PRIVATE", environmentId = "nsu-k" })
       assert.are.equal(0, run(a, DETACHED).exitCode)
       assert.are.equal(0, run(b, DETACHED).exitCode)
       local function state() return util.read_file(one.dataDir .. "/net/state") or "" end
@@ -403,7 +398,7 @@ describe("the namespaces driver without root", function()
         local now = util.read_file(one.dataDir .. "/net/state") or ""
         assert.is_nil(now:find(tag, 1, true), now)
         assert.matches("\ntag %x+\n", now)
-        local back = new(two, { sandboxId = id, networkIsolation = "PRIVATE",
+        local back = two:startSandbox({ sandboxId = id, networkIsolation = "PRIVATE",
           environmentId = "nsu-k" })
         assert.are.equal("again\n", run(back, "echo again").stdout)
         assert.matches("^10%.231%.%d+%.%d+$", trim(run(back,
@@ -437,7 +432,7 @@ describe("the namespaces driver without root", function()
       must(("chown %d:%d %s %s/cgroup.procs %s"):format(UID, UID, cg, cg,
         v2 and (cg .. "/cgroup.subtree_control " .. cg .. "/cgroup.threads") or ""))
       srv2 = start{ cgroup = cg }
-      local sb = new(srv2)
+      local sb = srv2:startSandbox()
       local limits = sb:getInfo().metadata.limits
       assert.matches("^cgroup v[12] %(delegated%)$", limits)
       -- the shell counts the sandbox's processes with builtins alone (no

@@ -236,6 +236,13 @@ function Server:sandboxOptions(extra)
   return o
 end
 
+--- A started PlatformSandbox of this server (sandboxOptions(extra)).
+function Server:startSandbox(extra)
+  local sb = mastra.PlatformSandbox.new(self:sandboxOptions(extra))
+  sb:start()
+  return sb
+end
+
 function Server:sh(command, args, opts)
   return self.sandbox:executeCommand(command, args, opts)
 end
