@@ -642,6 +642,9 @@ const mp_driver mp_ns_driver = {
     .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*"
                  " --xattrs-include=user.overlay.*",
     .layer_tree = 1,
+    /* a command's __ns-exec and its child die with the server
+    ** (PR_SET_PDEATHSIG), the rest of the sandbox with its init */
+    .no_run_files = 1,
     .kill_strays = ns_kill_strays,
 };
 

@@ -733,7 +733,8 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   (*out)->notify = notify;
   (*out)->notify_data = data;
   sb->proc_starts[sb->nprocs] =
-      mp_orphans_run_file_add(srv->data_dir, sb->id, (*out)->pid);
+      srv->driver->no_run_files
+          ? 0 : mp_orphans_run_file_add(srv->data_dir, sb->id, (*out)->pid);
   sb->procs[sb->nprocs++] = *out;
   sb->running++;
   sb->last_exec_ms = mastra__wall_ms();

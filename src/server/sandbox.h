@@ -65,6 +65,9 @@ struct mp_driver {
   /* sb->dir is an overlay's upper layer: a capture of nothing but empty
   ** top directories is a capture of nothing */
   int layer_tree;
+  /* every process of a sandbox dies with the server (a kill -9 too): its
+  ** commands need no run files (orphans.c) for the next start to find */
+  int no_run_files;
   /* a destroy's strays: SIGKILL the processes of sb outside the process
   ** groups that in_command(data, pgrp) names, and return how many (NULL:
   ** a scan of /proc for the processes marked with sb's id) */
