@@ -8,8 +8,9 @@
 ** It waits for the init's "R <pid>" on the ready socket (a starting init:
 ** the server never waits for it), joins the sandbox's cgroups, setns()es
 ** into the init's mount, uts, ipc, net and pid namespaces as host root,
-** then into its user namespace, becomes uid/gid 0 there, and forks: the
-** child, in the sandbox's pid namespace, chdirs and execs /bin/sh -c; this
+** then into its user namespace, becomes uid/gid 0 there, and vforks: the
+** child, in the sandbox's pid namespace, sets its parent-death signal,
+** chdirs and execs /bin/sh -c (or says why it cannot and exits); this
 ** process (the one the server watches) ignores the group's termination
 ** signals and exits as the child did. Both die with the server
 ** (PR_SET_PDEATHSIG). A failure says why on stderr and exits 127.
@@ -152,7 +153,10 @@ int mp_ns_exec_main(int argc, char **argv) {
     fail("cannot enter the sandbox", strerror(errno));
   close(pidfd);
   close(READY_FD);
-  g = fork();
+  /* vfork: no copy of the page tables for a child that only execs (a
+  ** fork's copy cost more than the rest of this program here); this
+  ** process waits until it did */
+  g = vfork();
   if (g < 0) fail("cannot start /bin/sh", strerror(errno));
   if (g == 0) {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) _exit(127);
