@@ -212,6 +212,42 @@ describe("the namespaces driver's warm pool", function()
     assert(ok, err)
   end)
 
+  it("members that cannot start are dropped, and after three in a row the pool is off",
+    function()
+      -- a base of its own (the host's tools: a moment), moved away under it
+      local dir = platform.tmpdir()
+      local base = dir .. "/base"
+      local built = os.execute(mastra.quote(platform.binary()) .. " base build --minimal --base "
+        .. mastra.quote(base) .. " >/dev/null 2>&1")
+      assert.is_true(built == true or built == 0, "base build --minimal failed")
+      local srv = platform.start{ base = false, args = { "--driver", "namespaces",
+        "--base", base, "--warm-pool", "2" } }
+      local ok, err = pcall(function()
+        local pool = srv.dataDir .. "/pool"
+        wait_pool(srv, 2)
+        assert(os.rename(base, base .. ".away"))
+        for pid in pairs(children_with(srv, pool .. "/")) do os.execute("kill -KILL " .. pid) end
+        assert.is_true(util.wait_until(function()
+          return srv.stderrTail:find("the warm pool is off", 1, true) ~= nil
+        end, 10000), srv.stderrTail)
+        -- a refill's keeper said why it could not start
+        assert.matches("a warm sandbox failed: [^\n]*" .. base:gsub("%p", "%%%0"), srv.stderrTail)
+        assert(os.rename(base .. ".away", base))
+        -- nothing of the members is left, and no new one comes
+        assert.is_true(util.wait_until(function()
+          return #ls(pool) == 0 and cgroups(srv.dataDir, "pool-*") == ""
+            and count(children_with(srv, pool .. "/")) == 0
+        end, 5000), "pool: " .. table.concat(ls(pool), " "))
+        -- creates start cold
+        local sb = srv:startSandbox()
+        assert.are.equal(sb.sandboxId .. "\n", sb:executeCommand("hostname").stdout)
+        assert.are.equal(0, #ls(pool))
+      end)
+      srv:close()
+      platform.rm_rf(dir)
+      assert(ok, err)
+    end)
+
   it("after kill -9 of the server its members die, and the next start removes them",
     function()
       local dir = platform.tmpdir()
