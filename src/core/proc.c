@@ -217,8 +217,9 @@ static int spawn_posix(const mastra__proc_opts *opts, int in0, int o1, int e1,
   return rc;
 }
 
-/* The child of spawn_fork: the same setup as spawn_posix, plus the
-** parent-death signal; a failure is reported as an errno on `report`. */
+/* The child of spawn_fork (a vfork: it returns never, and touches only its
+** own locals): the same setup as spawn_posix, plus the parent-death
+** signal; a failure is reported as an errno on `report`. */
 static void child_exec(const mastra__proc_opts *opts, int in0, int o1,
                        int e1, char *const *argv, pid_t parent, int report) {
   struct sigaction dfl;
@@ -256,9 +257,13 @@ fail:
   _exit(127);
 }
 
-/* fork and exec, for what posix_spawn cannot do before the exec (the
-** parent-death signal). The child reports a failed setup or execve through
-** a close-on-exec pipe; EOF on it means the exec happened. Returns 0 or an
+/* vfork and exec, for what posix_spawn cannot do before the exec (the
+** parent-death signal). vfork, as posix_spawn does: a fork copied the
+** caller's page tables, and its writes then took copy-on-write faults,
+** for a child that only execs; this thread waits until it did. The child
+** (child_exec) writes nothing of ours: its locals, and errno, which we do
+** not read after. It reports a failed setup or execve through a
+** close-on-exec pipe; EOF on it means the exec happened. Returns 0 or an
 ** errno, like posix_spawn. */
 static int spawn_fork(const mastra__proc_opts *opts, int in0, int o1, int e1,
                       char *const *argv, pid_t *out) {
@@ -270,7 +275,7 @@ static int spawn_fork(const mastra__proc_opts *opts, int in0, int o1, int e1,
   /* no handler of ours may run in the child before the defaults are set */
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid = fork();
+  pid = vfork();
   if (pid == 0) child_exec(opts, in0, o1, e1, argv, parent, report[1]);
   if (pid < 0) rc = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
