@@ -232,12 +232,13 @@ describe("the namespaces driver's warm pool", function()
         end, 10000), srv.stderrTail)
         -- a refill's keeper said why it could not start
         assert.matches("a warm sandbox failed: [^\n]*" .. base:gsub("%p", "%%%0"), srv.stderrTail)
-        assert(os.rename(base .. ".away", base))
-        -- nothing of the members is left, and no new one comes
+        -- nothing of the members is left (the last refill's fail too), and
+        -- no new one comes
         assert.is_true(util.wait_until(function()
           return #ls(pool) == 0 and cgroups(srv.dataDir, "pool-*") == ""
             and count(children_with(srv, pool .. "/")) == 0
         end, 5000), "pool: " .. table.concat(ls(pool), " "))
+        assert(os.rename(base .. ".away", base))
         -- creates start cold
         local sb = srv:startSandbox()
         assert.are.equal(sb.sandboxId .. "\n", sb:executeCommand("hostname").stdout)

@@ -233,7 +233,9 @@ static void child_exec(const mastra__proc_opts *opts, int in0, int o1,
   for (i = 1; i < NSIG; i++) sigaction(i, &dfl, NULL); /* EINVAL: skipped */
   if (setpgid(0, 0) < 0 || prctl(PR_SET_PDEATHSIG, opts->pdeathsig) < 0)
     goto fail;
-  if (getppid() != parent) { /* it died before the signal was armed */
+  /* it died before the signal was armed (0: a parent outside the pid
+  ** namespace the caller made this child in, alive) */
+  if (getppid() != parent && getppid() != 0) {
     errno = ESRCH;
     goto fail;
   }
@@ -245,9 +247,15 @@ static void child_exec(const mastra__proc_opts *opts, int in0, int o1,
     goto fail;
   for (i = 0; i < 3; i++)
     if (dup2(fds[i], i) < 0) goto fail;
-  if (opts->cwd != NULL && chdir(opts->cwd) < 0) goto fail;
   if (report > 3) close_range(3, (unsigned)report - 1, 0);
   close_range((unsigned)report + 1, ~0u, 0);
+  /* with none of the caller's descriptors left */
+  if (opts->before_exec != NULL
+      && (rc = opts->before_exec(opts->before_exec_data)) != 0) {
+    errno = rc;
+    goto fail;
+  }
+  if (opts->cwd != NULL && chdir(opts->cwd) < 0) goto fail;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   execve(opts->exe ? opts->exe : "/bin/sh", argv, opts->envp);

@@ -47,6 +47,13 @@ typedef struct mastra__proc_opts {
   /* > 2: the child gets this descriptor as its descriptor 3 (0: none).
   ** Only without pdeathsig (the posix_spawn path). */
   int fd3;
+  /* With pdeathsig: called in the child (a vfork: it shares the caller's
+  ** memory, so only raw system calls, no glibc credential wrappers, no
+  ** allocation) once its descriptors are 0, 1 and 2 alone, before the
+  ** chdir to cwd and the exec; 0, or an errno that fails the spawn. NULL:
+  ** none. */
+  int (*before_exec)(void *data);
+  void *before_exec_data;
 } mastra__proc_opts;
 
 typedef struct mastra__buf {

@@ -17,7 +17,9 @@
 ** waits for it), joins the sandbox's cgroups, setns()es into its
 ** namespaces and forks /bin/sh into the sandbox's pid namespace, in the
 ** same process group; it exits as /bin/sh did. So proc.c's timeout, kill
-** of the group, output and stdin work unchanged.
+** of the group, output and stdin work unchanged. With root, a command of
+** a running sandbox skips that program: the server's own child enters the
+** sandbox and execs its /bin/sh (ns_enter.c), one exec fewer.
 **
 ** cgroups (ns_cgroup.c): made before the init starts, removed on the loop
 ** once a destroyed sandbox's processes are gone. The init is the program
@@ -69,6 +71,7 @@
 #include "log.h"
 #include "net.h"
 #include "ns_cgroup.h"
+#include "ns_enter.h"
 #include "ns_exec.h"
 #include "ns_idmap.h"
 #include "ns_init.h"
@@ -95,6 +98,7 @@ static struct {
   char limits[300];            /* mp_ns_limits */
   int idmap_fd;                /* with root: ns_idmap.c; without: the
                                ** switch's user namespace (net.h); or -1 */
+  int own_pidns;               /* with root: the server's pid namespace */
   mp_net *net;                 /* PRIVATE networks, or NULL */
   char net_err[512];           /* why net is NULL */
 } cfg;
@@ -458,9 +462,24 @@ static int missing_cwd(const ns_box *b, const char *cwd, char *err,
   return -1;
 }
 
+/* the fast path of ns_spawn (ns_enter.c): 1 when it spawned (rc), 0 when
+** it cannot serve this command (the caller goes through __ns-exec) */
+static int spawn_entered(mp_server *srv, mp_sandbox *sb, ns_box *b,
+                         const mp_exec_spec *spec, char *const *envp,
+                         const char *cwd, mastra__proc **out, int *rc,
+                         char *err, size_t errlen) {
+  mastra__proc_opts opts;
+  if (cfg.unpriv || cfg.own_pidns < 0 || !b->ready || b->init_fd < 0)
+    return 0;
+  mp_proc_opts(&opts, spec, envp, cwd);
+  return mp_ns_enter_spawn(srv->loop, b->init_fd, cfg.own_pidns, sb->id,
+                           &opts, out, rc, err, errlen);
+}
+
 /* A command: `mastra-ns-init __ns-exec SERVER_PID CWD CGROUP_PROCS... --
 ** COMMAND` (ns_exec.c), spawned without a fork of the server, with the
-** ready socket as its descriptor 3 */
+** ready socket as its descriptor 3 (a starting sandbox, or without root;
+** a running one with root: spawn_entered) */
 static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     char *const *envp, mastra__proc **out, char *err,
                     size_t errlen) {
@@ -468,7 +487,7 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   char cwd[4200], spid[24], cgp[MP_NSCG_MAX][4500];
   char *argv[7 + MP_NSCG_MAX];
   mastra__proc_opts opts;
-  int i, n = 0;
+  int i, n = 0, rc;
   if (b == NULL) {
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
@@ -484,6 +503,8 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
     return -ENAMETOOLONG;
   }
   if (missing_cwd(b, cwd, err, errlen) < 0) return -ENOENT;
+  if (spawn_entered(srv, sb, b, spec, envp, cwd, out, &rc, err, errlen))
+    return rc;
   snprintf(spid, sizeof spid, "%d", (int)getpid());
   argv[n++] = "mastra-ns-exec";
   argv[n++] = MP_NS_EXEC_ARG;
@@ -705,6 +726,8 @@ int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
   find_init();
   snprintf(cfg.base, sizeof cfg.base, "%s", base);
   mp_ns_pool_setup(srv->data_dir, warm_pool, &box_ops);
+  cfg.own_pidns = -1;
+  if (!cfg.unpriv) cfg.own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
   cfg.unpriv = geteuid() != 0;
   cfg.idmap_fd = -1;
   if (!cfg.unpriv) cfg.idmap_fd = mp_ns_idmap_open(base);
