@@ -225,6 +225,7 @@ static void child_exec(const mastra__proc_opts *opts, int in0, int o1,
   struct sigaction dfl;
   sigset_t none;
   int fds[3], i, rc;
+  pid_t pp;
   fds[0] = in0;
   fds[1] = o1;
   fds[2] = e1;
@@ -235,7 +236,8 @@ static void child_exec(const mastra__proc_opts *opts, int in0, int o1,
     goto fail;
   /* it died before the signal was armed (0: a parent outside the pid
   ** namespace the caller made this child in, alive) */
-  if (getppid() != parent && getppid() != 0) {
+  pp = getppid();
+  if (pp != parent && pp != 0) {
     errno = ESRCH;
     goto fail;
   }

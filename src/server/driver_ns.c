@@ -663,8 +663,9 @@ const mp_driver mp_ns_driver = {
     .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*"
                  " --xattrs-include=user.overlay.*",
     .layer_tree = 1,
-    /* a command's __ns-exec and its child die with the server
-    ** (PR_SET_PDEATHSIG), the rest of the sandbox with its init */
+    /* a command (its __ns-exec and child, or the entered /bin/sh) dies
+    ** with the server (PR_SET_PDEATHSIG), the rest of the sandbox with
+    ** its init */
     .no_run_files = 1,
     .kill_strays = ns_kill_strays,
 };
@@ -685,6 +686,8 @@ void mp_ns_start(mp_server *srv) { mp_ns_pool_start(srv); }
 
 void mp_ns_finish(void) {
   mp_ns_pool_finish();
+  if (cfg.own_pidns >= 0) close(cfg.own_pidns);
+  cfg.own_pidns = -1;
   mp_nscg_finish();
   if (cfg.idmap_fd >= 0) close(cfg.idmap_fd);
   cfg.idmap_fd = -1;
@@ -727,7 +730,8 @@ int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
   snprintf(cfg.base, sizeof cfg.base, "%s", base);
   mp_ns_pool_setup(srv->data_dir, warm_pool, &box_ops);
   cfg.own_pidns = -1;
-  if (!cfg.unpriv) cfg.own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+  if (!cfg.unpriv)
+    cfg.own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
   cfg.unpriv = geteuid() != 0;
   cfg.idmap_fd = -1;
   if (!cfg.unpriv) cfg.idmap_fd = mp_ns_idmap_open(base);

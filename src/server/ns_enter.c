@@ -64,18 +64,14 @@ static int enter_sandbox(void *data) {
 int mp_ns_enter_spawn(mastra__loop *loop, int init_fd, int own_pidns,
                       const char *id, mastra__proc_opts *opts,
                       mastra__proc **out, int *rc, char *err, size_t errlen) {
-  enter_args *a = malloc(sizeof *a);
+  enter_args a;
   int i;
-  if (a == NULL) return 0;
-  a->ncg = mp_nscg_count();
-  for (i = 0; i < a->ncg; i++)
-    mp_nscg_procs(id, i, a->cgp[i], sizeof a->cgp[i]);
+  a.ncg = mp_nscg_count();
+  for (i = 0; i < a.ncg; i++)
+    mp_nscg_procs(id, i, a.cgp[i], sizeof a.cgp[i]);
   opts->before_exec = enter_sandbox;
-  opts->before_exec_data = a;
-  if (setns(init_fd, CLONE_NEWPID) < 0) {
-    free(a);
-    return 0;
-  }
+  opts->before_exec_data = &a;
+  if (setns(init_fd, CLONE_NEWPID) < 0) return 0;
   *rc = mastra__proc_spawn(loop, opts, out, err, errlen);
   if (setns(own_pidns, CLONE_NEWPID) < 0) {
     /* its next children would be born in the sandbox */
@@ -83,6 +79,5 @@ int mp_ns_enter_spawn(mastra__loop *loop, int init_fd, int own_pidns,
            strerror(errno));
     abort();
   }
-  free(a);
   return 1;
 }
