@@ -25,12 +25,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "exec_legacy.h"
-#include "exec_ws.h"
-#include "httpd.h"
-#include "lease.h"
-#include "sandbox.h"
-#include "startup.h"
+#include "api/exec_legacy.h"
+#include "api/exec_ws.h"
+#include "http/httpd.h"
+#include "sandbox/lease.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/startup.h"
 #include "util.h"
 
 static mp_server g_srv;

@@ -8,28 +8,10 @@
 ** driven by wslay on the loop. Nothing here blocks on a client.
 **
 ** This header holds the server's state, which main.c owns and passes to
-** every part as an mp_server pointer; each part declares its functions in
-** its own header:
-**
-**   httpd.h           the libmicrohttpd daemon on the loop
-**   router.h          authentication, paths, dispatch
-**   respond.h         JSON responses and {"error":{...}} errors
-**   request.h         the request: body, JSON body, query, percent-decoding
-**   routes_sandbox.h  the sandbox routes and the exec lease route
-**   exec_legacy.h     POST /sandbox/{id}/exec
-**   routes_bucket.h   the /fs routes
-**   exec_ws.h         the exec WebSocket
-**   sandbox.h         sandbox records, lifecycle and commands; the driver
-**   record.h          the record file of a sandbox
-**   driver_process.h  the `process` driver
-**   checkpoint.h      checkpoints (capture, restore, delete, retention)
-**   lease.h           exec leases
-**   bucket.h          the bucket store
-**   log.h             the log on stderr
-**   activity.h        exec sessions and provisioning failures (in memory)
-**   inspector.h       the inspector: a web page on its own port
-**   inspector_api.h   the inspector's JSON endpoints
-**   diskuse.h         the data directory's disk use, off the loop thread
+** every room as an mp_server pointer. The rooms (folders) and their jobs
+** are mapped in README.md ("Layout"); each part declares its functions in
+** its own header, included by its path from here ("sandbox/record.h").
+** Which room may use which is test/deps.lua's server_rooms.
 */
 #ifndef MP_SERVER_H
 #define MP_SERVER_H
@@ -37,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "index.h"
+#include "util/index.h"
 #include "loop.h"
 
 struct MHD_Daemon;

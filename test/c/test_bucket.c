@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/bucket.h"
+#include "bucket/bucket.h"
 
 #include "check.h"
 

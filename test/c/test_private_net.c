@@ -41,8 +41,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "net.h"
-#include "ns_sys.h"
+#include "net/net.h"
+#include "drivers/ns/init/ns_sys.h"
 #include "util.h"
 
 #define PORT 8080

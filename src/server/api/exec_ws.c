@@ -1,0 +1,780 @@
+/*
+** The exec WebSocket of mastra-platform (docs/platform.md).
+**
+** The router admits a request to /ws/exec by its lease; then
+** mp_ws_exec_upgrade() checks the handshake and queues the 101 answer that
+** selects `railway-shell`. libmicrohttpd then hands us the socket, and a
+** wslay server context runs on a mastra__io watcher:
+**
+**   client: {"type":"init_exec","data":{"command","cwd"?,"env"?}}
+**           binary [2]+stdin bytes (any number, each <= 1 MiB)
+**           {"type":"stdin_close"}            (end of file on stdin)
+**   server: binary [1]+stdout bytes, [3]+stderr bytes (<= 64 KiB a frame)
+**           {"type":"exit","data":{"exit_code":N}}, then close 1000
+**
+** stdin is a pipe when the server runs with --exec-stdin on (the default;
+** the exec lease then lists "stdin" in its `capabilities`), /dev/null with
+** --exec-stdin off (upstream's behaviour: stdin frames are dropped). The
+** stdin frames are Railway's shape (tag 2, as the railway CLI's
+** sandbox exec sends them). Backpressure: while WS_STDIN_HIGH bytes of
+** stdin wait for the pipe, the socket is not read, so the client's send
+** queue fills instead of our memory. Bytes for a command that stopped
+** reading (EPIPE) or has finished are dropped.
+**
+** A close (or a socket error) before the exit kills the command. Output
+** is read from the command only while wslay's send queue holds less than
+** WS_SEND_HIGH bytes; past that the pipes fill and proc.c pauses them.
+**
+** Lifetime: every entry point (the upgrade handler, socket events, process
+** notifications, the timer, mp_ws_exec_shutdown_all) brackets its work with
+** enter()/leave(). Work that ends the session only sets `ending`; the
+** outermost leave() tears down (the command, the watcher, the MHD handle),
+** and the memory goes through mastra__loop_defer_free, so nothing that a
+** caller up the stack (wslay, proc.c, the loop's event batch) still holds
+** is freed under it. The open sessions of a server are the list
+** srv->ws_sessions.
+*/
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "api/exec_ws.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <microhttpd.h>
+#include <wslay/wslay.h>
+
+#include "hash.h"
+#include "http_tokens.h"
+#include "json.h"
+#include "http/request.h"
+#include "http/respond.h"
+#include "sandbox/sandbox.h"
+
+#define WS_MAX_RECV_MSG (1u << 20)     /* the largest client message */
+/* stop taking output past this much queued for the socket: a client that
+** does not read holds this plus what proc.c reads ahead of us
+** (MASTRA__PROC_PENDING_MAX a stream), then the command's pipes fill */
+#define WS_SEND_HIGH (1u << 20)
+#define WS_FRAME_MAX 65536             /* an output frame, tag included */
+#define WS_INIT_TIMEOUT_MS 30000       /* for init_exec to arrive */
+#define WS_CLOSE_WAIT_MS 5000          /* to finish the closing handshake */
+#define WS_STDIN_HIGH (1u << 20)       /* stop reading past this much stdin */
+
+#define TAG_STDOUT 1
+#define TAG_STDIN 2
+#define TAG_STDERR 3
+
+typedef struct mp_ws_session ws_session;
+
+struct mp_ws_session {
+  mastra__handle handle;     /* first: freed by the loop, after dispatch */
+  ws_session *prev, *next;   /* srv->ws_sessions */
+  mp_server *srv;
+  mp_sandbox *sb;
+  mastra__loop *loop;
+  struct MHD_UpgradeResponseHandle *urh; /* NULL once handed back */
+  int fd;                    /* owned by libmicrohttpd: never closed here */
+  mastra__io io;
+  mastra__timer timer;       /* init_exec deadline, then the close wait */
+  wslay_event_context_ptr ctx;
+  char *extra;               /* bytes MHD read past the request head */
+  size_t extra_len, extra_off;
+  mastra__proc *proc;        /* ours until mp_sandbox_exec_done */
+  int depth;                 /* entry points on the stack */
+  unsigned started : 1;      /* init_exec was handled */
+  unsigned closing : 1;      /* a close frame is queued (ours or wslay's) */
+  unsigned failed : 1;       /* wslay or the socket failed: wslay no more */
+  unsigned ending : 1;       /* tear down when the stack unwinds */
+  unsigned ended : 1;
+  unsigned linked : 1;       /* in srv->ws_sessions, counted in sb->sockets */
+  unsigned close_wait : 1;   /* the timer now bounds the closing handshake */
+  unsigned close_pending : 1; /* our close waits for the queue to drain */
+  unsigned holds_sb : 1;     /* counted in sb->refs (its record stays) */
+  unsigned in_eof : 1;       /* stdin_close came: close after the bytes */
+  unsigned in_done : 1;      /* stdin is closed (or gone): drop bytes */
+  char *in_buf;              /* stdin bytes waiting for the pipe */
+  size_t in_len, in_off, in_cap;
+  uint16_t close_code;
+  char close_reason[124];
+};
+
+static void session_end(ws_session *s);
+
+/* Enough stdin waits for the pipe: the socket is not read meanwhile. */
+static int stdin_full(const ws_session *s) {
+  return s->in_len - s->in_off >= WS_STDIN_HIGH;
+}
+
+/* {====== lifetime ====== */
+
+static void enter(ws_session *s) { s->depth++; }
+
+static void leave(ws_session *s) {
+  if (--s->depth == 0 && s->ending && !s->ended) session_end(s);
+}
+
+static void link_session(ws_session *s) {
+  s->linked = 1;
+  s->sb->sockets++; /* a sandbox with an open socket is not idle */
+  s->prev = NULL;
+  s->next = s->srv->ws_sessions;
+  if (s->next != NULL) s->next->prev = s;
+  s->srv->ws_sessions = s;
+  s->sb->refs++;
+  s->holds_sb = 1;
+}
+
+static void unlink_session(ws_session *s) {
+  if (s->linked && s->sb->sockets > 0) s->sb->sockets--;
+  s->linked = 0;
+  if (s->prev != NULL)
+    s->prev->next = s->next;
+  else if (s->srv->ws_sessions == s)
+    s->srv->ws_sessions = s->next;
+  if (s->next != NULL) s->next->prev = s->prev;
+  s->prev = s->next = NULL;
+  if (s->holds_sb) {
+    s->holds_sb = 0;
+    s->sb->refs--;
+  }
+}
+
+/* Let go of the command, killing it first if it still runs. */
+static void release_proc(ws_session *s) {
+  mastra__proc *p = s->proc;
+  free(s->in_buf); /* nobody reads the stdin that waits */
+  s->in_buf = NULL;
+  s->in_len = s->in_off = s->in_cap = 0;
+  s->in_done = 1;
+  if (p == NULL) return;
+  s->proc = NULL;
+  mastra__proc_kill(p); /* SIGTERM now, SIGKILL after the grace */
+  mp_sandbox_exec_done(s->srv, s->sb, p);
+}
+
+/* wslay or the socket failed: never call wslay again. */
+static void fail(ws_session *s) {
+  s->failed = 1;
+  s->ending = 1;
+  release_proc(s);
+}
+
+static void session_free(mastra__handle *h) {
+  ws_session *s = (ws_session *)h;
+  mastra__loop *loop = s->loop;
+  if (s->ctx != NULL) wslay_event_context_free(s->ctx);
+  free(s->extra);
+  free(s->in_buf);
+  free(s);
+  mastra__loop_unref(loop);
+}
+
+/* The outermost leave(): give everything back, free after the dispatch. */
+static void session_end(ws_session *s) {
+  s->ended = 1;
+  release_proc(s);
+  mastra__timer_stop(&s->timer);
+  mastra__io_stop(&s->io); /* before MHD closes the fd */
+  if (s->urh != NULL) {
+    struct MHD_UpgradeResponseHandle *urh = s->urh;
+    s->urh = NULL;
+    MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+  }
+  unlink_session(s);
+  mastra__loop_defer_free(s->loop, &s->handle);
+}
+
+/* The loop closes under a live session (mp_ws_exec_shutdown_all was not
+** called): let go of everything but the MHD handle, whose daemon may
+** already be gone. */
+static void session_shutdown(mastra__handle *h) {
+  ws_session *s = (ws_session *)h;
+  s->ended = 1;
+  release_proc(s);
+  mastra__timer_stop(&s->timer);
+  mastra__io_stop(&s->io);
+  unlink_session(s);
+  session_free(h);
+}
+
+/* }====== */
+
+/* {====== frames out ====== */
+
+static int queue_msg(ws_session *s, uint8_t opcode, const void *data,
+                     size_t len) {
+  struct wslay_event_msg m;
+  if (s->failed || s->closing) return -1;
+  m.opcode = opcode;
+  m.msg = data;
+  m.msg_length = len;
+  if (wslay_event_queue_msg(s->ctx, &m) != 0) {
+    fail(s);
+    return -1;
+  }
+  return 0;
+}
+
+/* Queue the close that s->close_code and close_reason describe once every
+** message before it is out: wslay sends control frames ahead of queued
+** data, and nothing after a close. */
+static void flush_close(ws_session *s) {
+  int r;
+  if (!s->close_pending || s->failed
+      || wslay_event_get_queued_msg_count(s->ctx) > 0)
+    return;
+  s->close_pending = 0;
+  r = wslay_event_queue_close(s->ctx, s->close_code,
+                              (const uint8_t *)s->close_reason,
+                              strlen(s->close_reason));
+  /* NO_MORE_MSG: wslay queued one already (the client closed first) */
+  if (r != 0 && r != WSLAY_ERR_NO_MORE_MSG) fail(s);
+}
+
+/* Close after what is queued (reason: ASCII, at most 123 bytes). */
+static void queue_close(ws_session *s, uint16_t code, const char *reason) {
+  if (s->failed || s->closing) return;
+  s->closing = 1;
+  s->close_pending = 1;
+  s->close_code = code;
+  snprintf(s->close_reason, sizeof s->close_reason, "%s", reason);
+  flush_close(s);
+}
+
+/* wslay copies a queued message: one frame of scratch on the stack */
+static int send_output(ws_session *s, uint8_t tag, const char *data,
+                       size_t len) {
+  uint8_t frame[WS_FRAME_MAX];
+  while (len > 0) {
+    size_t n = len < WS_FRAME_MAX - 1 ? len : WS_FRAME_MAX - 1;
+    frame[0] = tag;
+    memcpy(frame + 1, data, n);
+    if (queue_msg(s, WSLAY_BINARY_FRAME, frame, n + 1) < 0) return -1;
+    data += n;
+    len -= n;
+  }
+  return 0;
+}
+
+static int send_exit(ws_session *s, int code) {
+  char text[80];
+  int n = snprintf(text, sizeof text,
+                   "{\"type\":\"exit\",\"data\":{\"exit_code\":%d}}", code);
+  return queue_msg(s, WSLAY_TEXT_FRAME, text, (size_t)n);
+}
+
+/* Move the command's output into frames while the send queue is short.
+** Once it finished and everything is queued: the exit frame, close 1000,
+** and the command is let go. */
+static void forward(ws_session *s) {
+  mastra__proc *p = s->proc;
+  if (p == NULL || s->failed || s->closing) return;
+  if (wslay_event_get_queued_msg_length(s->ctx) >= WS_SEND_HIGH) return;
+  if (p->out.len > 0) {
+    if (send_output(s, TAG_STDOUT, p->out.data, p->out.len) < 0) return;
+    mastra__proc_consumed(p, &p->out);
+  }
+  if (p->err.len > 0) {
+    if (send_output(s, TAG_STDERR, p->err.data, p->err.len) < 0) return;
+    mastra__proc_consumed(p, &p->err);
+  }
+  if (p->done && p->out.len == 0 && p->err.len == 0) {
+    if (send_exit(s, p->exit_code) < 0) return;
+    queue_close(s, 1000, "");
+    release_proc(s);
+  }
+}
+
+/* }====== */
+
+/* {====== wslay callbacks ====== */
+
+static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len,
+                       int flags, void *user) {
+  ws_session *s = user;
+  ssize_t n;
+  (void)flags;
+  if (stdin_full(s)) { /* backpressure: the pipe must take some first */
+    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+    return -1;
+  }
+  if (s->extra_off < s->extra_len) { /* what MHD read ahead comes first */
+    size_t k = s->extra_len - s->extra_off;
+    if (k > len) k = len;
+    memcpy(buf, s->extra + s->extra_off, k);
+    s->extra_off += k;
+    return (ssize_t)k;
+  }
+  do
+    n = recv(s->fd, buf, len, 0);
+  while (n < 0 && errno == EINTR);
+  if (n > 0) return n;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+  else /* EOF or an error */
+    wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+  return -1;
+}
+
+static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data,
+                       size_t len, int flags, void *user) {
+  ws_session *s = user;
+  ssize_t n;
+  (void)flags;
+  do
+    n = send(s->fd, data, len, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n >= 0) return n;
+  wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK
+                                 ? WSLAY_ERR_WOULDBLOCK
+                                 : WSLAY_ERR_CALLBACK_FAILURE);
+  return -1;
+}
+
+static void on_proc(mastra__proc *p, void *data);
+
+/* {====== stdin ====== */
+
+/* Write what waits to the command's stdin; once it is all out and
+** stdin_close came, close stdin. A pipe that is full asks to be told when
+** it drains (on_proc then pumps again). */
+static void stdin_flush(ws_session *s) {
+  mastra__proc *p = s->proc;
+  if (p == NULL || s->in_done) return;
+  while (s->in_off < s->in_len) {
+    ssize_t n = mastra__proc_write(p, s->in_buf + s->in_off,
+                                   s->in_len - s->in_off);
+    if (n == 0) {
+      if (mastra__proc_want_write(p) < 0) break;
+      return;
+    }
+    if (n < 0) break; /* EPIPE: the command stopped reading */
+    s->in_off += (size_t)n;
+  }
+  if (s->in_off < s->in_len) { /* not writable: drop the rest */
+    s->in_done = 1;
+    mastra__proc_close_stdin(p);
+  }
+  /* all written: keep the buffer for the next frames */
+  s->in_len = s->in_off = 0;
+  if (s->in_eof && !s->in_done) {
+    s->in_done = 1;
+    mastra__proc_close_stdin(p);
+  }
+}
+
+/* Append a stdin frame's bytes and write what the pipe takes. The bytes
+** already written are dropped from the front only once they are at least
+** as many as those left, so each byte is moved at most once on average. */
+static void stdin_push(ws_session *s, const uint8_t *data, size_t len) {
+  size_t have;
+  if (s->proc == NULL || s->in_done || s->in_eof || len == 0) return;
+  have = s->in_len - s->in_off;
+  if (s->in_off > 0 && s->in_off >= have) {
+    memmove(s->in_buf, s->in_buf + s->in_off, have);
+    s->in_len = have;
+    s->in_off = 0;
+  }
+  if (s->in_len + len > s->in_cap) {
+    size_t cap = s->in_cap ? s->in_cap : 65536;
+    char *b;
+    while (cap < s->in_len + len) cap *= 2;
+    b = realloc(s->in_buf, cap);
+    if (b == NULL) {
+      queue_close(s, 1011, "out of memory for stdin");
+      release_proc(s);
+      return;
+    }
+    s->in_buf = b;
+    s->in_cap = cap;
+  }
+  memcpy(s->in_buf + s->in_len, data, len);
+  s->in_len += len;
+  stdin_flush(s);
+}
+
+/* }====== */
+
+static void start_exec(ws_session *s, const cJSON *data) {
+  const cJSON *cmd, *cwd, *env;
+  mp_exec_spec spec;
+  mastra__proc *p = NULL;
+  char err[600];
+  s->started = 1;
+  mastra__timer_stop(&s->timer);
+  if (s->srv->stopping) {
+    queue_close(s, 1001, "the server is shutting down");
+    return;
+  }
+  if (s->sb->destroyed_ms) {
+    queue_close(s, 1011, "the sandbox was destroyed");
+    return;
+  }
+  if (!cJSON_IsObject(data)) {
+    queue_close(s, 1008, "init_exec: data must be an object");
+    return;
+  }
+  cmd = cJSON_GetObjectItemCaseSensitive(data, "command");
+  if (!cJSON_IsString(cmd) || cmd->valuestring[0] == '\0') {
+    queue_close(s, 1008, "init_exec: data.command must be a non-empty string");
+    return;
+  }
+  cwd = cJSON_GetObjectItemCaseSensitive(data, "cwd");
+  if (cJSON_IsNull(cwd)) cwd = NULL;
+  if (cwd != NULL && !cJSON_IsString(cwd)) {
+    queue_close(s, 1008, "init_exec: data.cwd must be a string");
+    return;
+  }
+  env = cJSON_GetObjectItemCaseSensitive(data, "env");
+  if (cJSON_IsNull(env)) env = NULL;
+  if (mp_env_check(env, "data.env", err, sizeof err) < 0) {
+    queue_close(s, 1008,
+                "init_exec: data.env must map names (without '=') to"
+                " strings");
+    return;
+  }
+  memset(&spec, 0, sizeof spec);
+  spec.command = cmd->valuestring;
+  spec.cwd = cwd != NULL && cwd->valuestring[0] != '\0' ? cwd->valuestring
+                                                         : NULL;
+  spec.env = env;
+  spec.stdin_pipe = s->srv->exec_stdin;
+  s->in_done = !s->srv->exec_stdin;
+  spec.timeout_ms = 0;
+  err[0] = '\0';
+  if (mp_sandbox_exec(s->srv, s->sb, &spec, on_proc, s, &p, err,
+                      sizeof err - 1) != 0
+      || p == NULL) {
+    /* like a shell that cannot run the command: a message and 127 */
+    size_t n = strlen(err);
+    if (n == 0) n = (size_t)snprintf(err, sizeof err - 1, "cannot start");
+    err[n++] = '\n';
+    if (send_output(s, TAG_STDERR, err, n) == 0 && send_exit(s, 127) == 0)
+      queue_close(s, 1000, "");
+    return;
+  }
+  s->proc = p;
+}
+
+static void on_text(ws_session *s, const char *msg, size_t len) {
+  cJSON *j;
+  const cJSON *type;
+  if (s->closing || s->failed) return;
+  if (mp_json_has_nul(msg, len)) { /* as the HTTP routes answer 400 */
+    queue_close(s, 1008, "strings in a message may not contain NUL"
+                         " (\\u0000)");
+    return;
+  }
+  j = mastra__json_parse(msg, len, NULL, NULL);
+  type = cJSON_GetObjectItemCaseSensitive(j, "type");
+  if (!cJSON_IsString(type)) {
+    if (!s->started)
+      queue_close(s, 1008, "expected a JSON message"
+                           " {\"type\":\"init_exec\",\"data\":{...}}");
+  } else if (strcmp(type->valuestring, "init_exec") == 0) {
+    if (!s->started)
+      start_exec(s, cJSON_GetObjectItemCaseSensitive(j, "data"));
+  } else if (strcmp(type->valuestring, "stdin_close") == 0) {
+    s->in_eof = 1;
+    stdin_flush(s); /* closes stdin once what waits is written */
+  }
+  /* other types are ignored */
+  cJSON_Delete(j);
+}
+
+static void on_msg(wslay_event_context_ptr ctx,
+                   const struct wslay_event_on_msg_recv_arg *arg,
+                   void *user) {
+  ws_session *s = user;
+  (void)ctx;
+  if (arg->opcode == WSLAY_TEXT_FRAME)
+    on_text(s, (const char *)arg->msg, arg->msg_length);
+  else if (arg->opcode == WSLAY_BINARY_FRAME && arg->msg_length > 0
+           && arg->msg[0] == TAG_STDIN && !s->closing && !s->failed)
+    stdin_push(s, arg->msg + 1, arg->msg_length - 1);
+  /* other binary frames are ignored; wslay answers pings, and a close is
+  ** seen by pump() as reading having stopped */
+}
+
+/* }====== */
+
+/* {====== driving ====== */
+
+static void rearm(ws_session *s) {
+  uint32_t ev = 0;
+  int want_read = wslay_event_want_read(s->ctx);
+  if (want_read && !stdin_full(s)) ev |= EPOLLIN;
+  if (wslay_event_want_write(s->ctx)) ev |= EPOLLOUT;
+  if (ev == 0 && !want_read) { /* the closing handshake is over */
+    s->ending = 1;
+    return;
+  }
+  if (ev == 0) {
+    /* only stdin can move (on_proc pumps when the pipe drains); a client
+    ** that goes away meanwhile is seen by its hang-up */
+    if (mastra__io_start(&s->io, EPOLLRDHUP) < 0) fail(s);
+    return;
+  }
+  if (mastra__io_start(&s->io, ev) < 0) {
+    fail(s);
+    return;
+  }
+  /* a close went out, or came in: bound what is left */
+  if (!s->close_wait && (wslay_event_get_close_sent(s->ctx)
+                         || wslay_event_get_close_received(s->ctx))) {
+    s->close_wait = 1;
+    mastra__timer_stop(&s->timer);
+    mastra__timer_start(&s->timer, WS_CLOSE_WAIT_MS);
+  }
+}
+
+/* Read what the client sent (if readable), move output into frames, send
+** what the socket takes, and set the watcher's interest. */
+static void pump(ws_session *s, int readable) {
+  int i;
+  if (s->failed || s->ended) return;
+  if (readable && wslay_event_want_read(s->ctx)) {
+    if (wslay_event_recv(s->ctx) != 0) {
+      fail(s);
+      return;
+    }
+    if (s->failed) return;
+    if (!wslay_event_get_read_enabled(s->ctx) && !s->closing) {
+      /* the client closed, broke the protocol or sent too much: wslay
+      ** queued the close; the command must go */
+      s->closing = 1;
+      release_proc(s);
+    }
+  }
+  /* twice: output held back by a full queue may fit after a send, and a
+  ** close that waited for the queue to drain may go */
+  for (i = 0; i < 2; i++) {
+    forward(s);
+    flush_close(s);
+    if (s->failed) return;
+    if (wslay_event_want_write(s->ctx) && wslay_event_send(s->ctx) != 0) {
+      fail(s);
+      return;
+    }
+  }
+  rearm(s);
+}
+
+static void on_sock(mastra__io *io, uint32_t revents) {
+  ws_session *s = io->data;
+  enter(s);
+  if (!s->failed && !s->ended && stdin_full(s)
+      && (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+    release_proc(s); /* the client left while its stdin waited: the command
+                     ** goes, and reading resumes to finish the close */
+  if (!s->failed && !s->ended) {
+    if ((revents & (EPOLLHUP | EPOLLERR)) && !wslay_event_want_read(s->ctx))
+      fail(s); /* nothing more can reach the client */
+    else
+      pump(s, (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0);
+  }
+  leave(s);
+}
+
+static void on_proc(mastra__proc *p, void *data) {
+  ws_session *s = data;
+  int was_full;
+  if (s->proc != p) return;
+  enter(s);
+  was_full = stdin_full(s);
+  stdin_flush(s);
+  /* reading resumes: bytes MHD read ahead are not seen by epoll */
+  pump(s, was_full && !stdin_full(s));
+  leave(s);
+}
+
+static void on_timer(mastra__timer *t) {
+  ws_session *s = t->data;
+  enter(s);
+  if (s->close_wait || s->closing || s->failed) {
+    s->ending = 1; /* the client did not finish the closing handshake */
+  } else if (!s->started) {
+    queue_close(s, 1008, "no init_exec within 30 s");
+    pump(s, 0);
+  }
+  leave(s);
+}
+
+/* }====== */
+
+/* {====== the upgrade ====== */
+
+static void on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls,
+                       const char *extra_in, size_t extra_in_size,
+                       MHD_socket sock, struct MHD_UpgradeResponseHandle *urh) {
+  static const struct wslay_event_callbacks cbs = {
+      ws_recv, ws_send, NULL, NULL, NULL, NULL, on_msg};
+  mp_sandbox *sb = cls;
+  mp_server *srv = sb->srv;
+  ws_session *s;
+  int fl, one = 1;
+  (void)conn;
+  (void)req_cls;
+  s = calloc(1, sizeof *s);
+  if (s == NULL || mastra__loop_closed(srv->loop)) goto refuse;
+  if (extra_in_size > 0) {
+    s->extra = malloc(extra_in_size);
+    if (s->extra == NULL) goto refuse;
+    memcpy(s->extra, extra_in, extra_in_size);
+    s->extra_len = extra_in_size;
+  }
+  if (wslay_event_context_server_init(&s->ctx, &cbs, s) != 0) {
+    s->ctx = NULL;
+    goto refuse;
+  }
+  wslay_event_config_set_max_recv_msg_length(s->ctx, WS_MAX_RECV_MSG);
+  fl = fcntl(sock, F_GETFL);
+  if (fl < 0 || fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0) goto refuse;
+  setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+
+  s->srv = srv;
+  s->sb = sb;
+  s->urh = urh;
+  s->fd = sock;
+  s->loop = srv->loop;
+  mastra__loop_ref(s->loop);
+  s->handle.shutdown = session_shutdown;
+  s->handle.free = session_free;
+  mastra__loop_add_handle(s->loop, &s->handle);
+  link_session(s);
+  mastra__io_init(s->loop, &s->io, sock, on_sock, s);
+  mastra__timer_init(s->loop, &s->timer, on_timer, s);
+  mastra__timer_start(&s->timer, WS_INIT_TIMEOUT_MS);
+
+  enter(s);
+  if (srv->stopping) queue_close(s, 1001, "the server is shutting down");
+  pump(s, 1); /* extra_in first, then what the socket has */
+  leave(s);
+  return;
+
+refuse:
+  if (s != NULL) {
+    if (s->ctx != NULL) wslay_event_context_free(s->ctx);
+    free(s->extra);
+    free(s);
+  }
+  /* libmicrohttpd may keep the socket open when it is handed back from
+  ** inside this callback: end the connection for the client right away */
+  shutdown(sock, SHUT_RDWR);
+  MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+/* 16 bytes in base64: 22 characters of the alphabet, then "==" */
+static int valid_key(const char *key) {
+  size_t i;
+  if (key == NULL || strlen(key) != 24 || strcmp(key + 22, "==") != 0)
+    return 0;
+  for (i = 0; i < 22; i++) {
+    char c = key[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')
+          || (c >= '0' && c <= '9') || c == '+' || c == '/'))
+      return 0;
+  }
+  return 1;
+}
+
+enum MHD_Result mp_ws_exec_upgrade(mp_server *srv,
+                                   struct MHD_Connection *conn,
+                                   mp_sandbox *sb) {
+  const char *upgrade, *connection, *version, *key;
+  struct MHD_Response *resp;
+  char accept[29];
+  enum MHD_Result ret;
+  upgrade = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Upgrade");
+  connection =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connection");
+  version = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                        "Sec-WebSocket-Version");
+  key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                    "Sec-WebSocket-Key");
+  if (upgrade == NULL
+      || !mastra__list_has(upgrade, strlen(upgrade), "websocket"))
+    return mp_send_error(conn, 400, "invalid_request",
+                         "not a WebSocket handshake: 'Upgrade: websocket'"
+                         " is missing");
+  if (connection == NULL
+      || !mastra__list_has(connection, strlen(connection), "upgrade"))
+    return mp_send_error(conn, 400, "invalid_request",
+                         "not a WebSocket handshake: 'Connection: Upgrade'"
+                         " is missing");
+  if (version == NULL || strcmp(version, "13") != 0)
+    return mp_send_error(conn, 400, "invalid_request",
+                         "Sec-WebSocket-Version must be 13");
+  if (!valid_key(key))
+    return mp_send_error(conn, 400, "invalid_request",
+                         "Sec-WebSocket-Key must be 16 bytes in base64");
+  if (srv->stopping || sb->srv == NULL)
+    return mp_send_error(conn, 503, "api_error",
+                         "the server is shutting down");
+  mastra__ws_accept_key(key, accept);
+  /* libmicrohttpd adds "Connection: Upgrade" itself */
+  resp = MHD_create_response_for_upgrade(on_upgrade, sb);
+  if (resp == NULL) return MHD_NO;
+  if (MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket")
+          != MHD_YES
+      || MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept)
+             != MHD_YES
+      || MHD_add_response_header(resp, "Sec-WebSocket-Protocol",
+                                 MP_WS_EXEC_SUBPROTOCOL) != MHD_YES) {
+    MHD_destroy_response(resp);
+    return MHD_NO;
+  }
+  ret = MHD_queue_response(conn, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
+  MHD_destroy_response(resp);
+  return ret;
+}
+
+/* }====== */
+
+/* {====== the server's view ====== */
+
+size_t mp_ws_exec_count(mp_server *srv) {
+  size_t n = 0;
+  ws_session *s;
+  for (s = srv->ws_sessions; s != NULL; s = s->next) n++;
+  return n;
+}
+
+void mp_ws_exec_shutdown_all(mp_server *srv) {
+  ws_session *s, *next;
+  for (s = srv->ws_sessions; s != NULL; s = next) {
+    next = s->next;
+    if (s->ended) continue;
+    enter(s);
+    release_proc(s);
+    if (!s->failed && (!s->closing || s->close_pending)) {
+      /* now, ahead of any queued output */
+      static const char reason[] = "the server is shutting down";
+      int r = wslay_event_queue_close(s->ctx, 1001, (const uint8_t *)reason,
+                                      sizeof reason - 1);
+      s->closing = 1;
+      s->close_pending = 0;
+      if (r != 0 && r != WSLAY_ERR_NO_MORE_MSG) s->failed = 1;
+    }
+    if (!s->failed) {
+      /* one try: the socket is usually writable */
+      if (!s->failed && wslay_event_want_write(s->ctx)
+          && wslay_event_send(s->ctx) != 0)
+        s->failed = 1;
+    }
+    s->ending = 1;
+    leave(s);
+  }
+}
+
+/* }====== */

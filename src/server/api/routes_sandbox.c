@@ -1,0 +1,385 @@
+/*
+** The sandbox routes of mastra-platform, under /v1/.../projects/{p}/sandbox
+** (docs/platform.md): create, get, delete, the checkpoint routes and the
+** exec lease; POST .../exec (the legacy exec) is exec_legacy.c.
+**
+** A create that restores a checkpoint, a DELETE that captures one and a
+** POST /checkpoint wait for tar (checkpoint.c) with the connection
+** suspended; the waiting state hangs on the request, so a client that
+** goes away is forgotten, and the tar goes on.
+*/
+#include "api/routes_sandbox.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox/checkpoint.h"
+#include "api/exec_legacy.h"
+#include "sandbox/lease.h"
+#include "util/log.h"
+#include "sandbox/record.h"
+#include "http/respond.h"
+#include "drivers/ns/driver_ns.h"
+#include "sandbox/sandbox.h"
+
+/* providerResourceId: proc_<hex> for sbx_<hex> */
+static void add_provider_id(cJSON *o, const mp_sandbox *sb) {
+  char prid[MP_ID_MAX + 8];
+  snprintf(prid, sizeof prid, "proc_%s", sb->id + 4);
+  cJSON_AddStringToObject(o, "providerResourceId", prid);
+}
+
+static cJSON *sandbox_json(const mp_sandbox *sb) {
+  char ts[32];
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "id", sb->id);
+  add_provider_id(o, sb);
+  cJSON_AddStringToObject(o, "status", sb->destroyed_ms ? "destroyed" : "ready");
+  mp_iso8601(sb->created_ms, ts);
+  cJSON_AddStringToObject(o, "createdAt", ts);
+  if (sb->destroyed_ms) {
+    mp_iso8601(sb->destroyed_ms, ts);
+    cJSON_AddStringToObject(o, "destroyedAt", ts);
+  } else {
+    cJSON_AddNullToObject(o, "destroyedAt");
+  }
+  cJSON_AddNullToObject(o, "instanceUrl");
+  cJSON_AddStringToObject(o, "environmentId", sb->environment);
+  cJSON_AddStringToObject(o, "networkIsolation", sb->network);
+  /* ours (not upstream's): the driver that runs it, process | namespaces */
+  cJSON_AddStringToObject(o, "driver", sb->srv->driver->name);
+  if (sb->srv->driver == &mp_ns_driver)
+    cJSON_AddStringToObject(o, "limits", mp_ns_limits());
+  cJSON_AddBoolToObject(o, "restoredFromCheckpoint", sb->restored);
+  if (sb->restored_from[0] != '\0')
+    cJSON_AddStringToObject(o, "restoredCheckpointName", sb->restored_from);
+  else
+    cJSON_AddNullToObject(o, "restoredCheckpointName");
+  cJSON_AddBoolToObject(o, "checkpointDeleted", sb->checkpoint_deleted);
+  return o;
+}
+
+/* {====== waiting for tar ====== */
+
+typedef struct route_wait {
+  mp_waiter w;
+  struct MHD_Connection *conn;
+  mp_sandbox *sb;
+  int suspended, finished, rc;
+  char name[MP_CHECKPOINT_NAME_MAX];
+  char message[1400];
+} route_wait;
+
+static void on_route_done(mp_waiter *w, mp_sandbox *sb, int rc,
+                          const char *name, const char *message) {
+  route_wait *st = w->data;
+  (void)sb;
+  st->finished = 1;
+  st->rc = rc;
+  snprintf(st->name, sizeof st->name, "%s", name ? name : "");
+  snprintf(st->message, sizeof st->message, "%s", message ? message : "");
+  if (st->suspended) {
+    st->suspended = 0;
+    MHD_resume_connection(st->conn);
+  }
+}
+
+static void route_wait_free(void *state) {
+  route_wait *st = state;
+  if (!st->finished && st->sb != NULL) mp_sandbox_forget(st->sb, &st->w);
+  free(st);
+}
+
+/* state for waiting on sb, hung on r; NULL if out of memory */
+static route_wait *route_wait_new(struct MHD_Connection *conn, mp_request *r,
+                                  mp_sandbox *sb) {
+  route_wait *st = calloc(1, sizeof *st);
+  if (st == NULL) return NULL;
+  st->conn = conn;
+  st->sb = sb;
+  st->w.done = on_route_done;
+  st->w.data = st;
+  r->state = st;
+  r->state_free = route_wait_free;
+  return st;
+}
+
+/* The wait state of a capture or destroy of sb; NULL after answering 409
+** (sb is being restored) or 500 (*res is the answer). */
+static route_wait *route_wait_on(struct MHD_Connection *conn, mp_request *r,
+                                 mp_sandbox *sb, enum MHD_Result *res) {
+  route_wait *st;
+  if (sb->restoring) {
+    *res = mp_send_error(conn, 409, "conflict", "sandbox %s is being"
+                         " restored", sb->id);
+    return NULL;
+  }
+  st = route_wait_new(conn, r, sb);
+  if (st == NULL)
+    *res = mp_send_error(conn, 500, "internal_error", "out of memory");
+  return st;
+}
+
+/* After starting the work: suspend until it is done, unless it already is
+** (then answer, which the caller does on `1`). */
+static int route_wait_park(route_wait *st) {
+  if (st->finished) return 1;
+  st->suspended = 1;
+  MHD_suspend_connection(st->conn);
+  return 0;
+}
+
+/* }====== */
+
+static const char *opt_string(const cJSON *body, const char *field,
+                              char *why, size_t n, int *bad) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, field);
+  if (v == NULL || cJSON_IsNull(v)) return NULL;
+  if (!cJSON_IsString(v)) {
+    snprintf(why, n, "field '%s' must be a string", field);
+    *bad = 1;
+    return NULL;
+  }
+  return v->valuestring;
+}
+
+static enum MHD_Result answer_create(struct MHD_Connection *conn,
+                                     route_wait *st) {
+  mp_sandbox *sb = st->sb;
+  if (st->rc < 0)
+    return mp_send_error(conn, 500, "internal_error", "cannot create the"
+                         " sandbox: restoring its checkpoint failed: %s",
+                         st->message);
+  mp_log("created %s (project %s, environment %s, restored from %s)", sb->id,
+         sb->project, sb->environment, sb->restored_from);
+  return mp_send_json(conn, 201, sandbox_json(sb));
+}
+
+static enum MHD_Result create_sandbox(mp_server *srv,
+                                      struct MHD_Connection *conn,
+                                      const char *project, mp_request *r) {
+  cJSON *body;
+  const cJSON *v, *env;
+  mp_create_spec spec;
+  mp_sandbox *sb;
+  route_wait *st;
+  char why[512] = "", err[1024];
+  int bad = 0, rc;
+  if (r->state != NULL) return answer_create(conn, r->state); /* resumed */
+  if (srv->stopping)
+    return mp_send_error(conn, 503, "unavailable", "the platform is shutting"
+                         " down");
+  body = mp_request_json(conn, r, 0);
+  if (body == NULL) return MHD_YES;
+  memset(&spec, 0, sizeof spec);
+  spec.project = project;
+  spec.recovery_key = opt_string(body, "id", why, sizeof why, &bad);
+  if (!bad) spec.environment = opt_string(body, "environmentId", why, sizeof why, &bad);
+  if (!bad) spec.network = opt_string(body, "networkIsolation", why, sizeof why, &bad);
+  if (!bad) spec.seed = opt_string(body, "seedCheckpointName", why, sizeof why, &bad);
+  if (!bad && (spec.environment == NULL || spec.environment[0] == '\0')) {
+    snprintf(why, sizeof why, "field 'environmentId' is required");
+    bad = 1;
+  }
+  if (!bad && spec.network != NULL && strcmp(spec.network, "ISOLATED") != 0
+      && strcmp(spec.network, "PRIVATE") != 0) {
+    snprintf(why, sizeof why, "field 'networkIsolation' must be \"ISOLATED\""
+             " or \"PRIVATE\" (got \"%.64s\")", spec.network);
+    bad = 1;
+  }
+  v = cJSON_GetObjectItemCaseSensitive(body, "idleTimeoutMinutes");
+  if (!bad && v != NULL && !cJSON_IsNull(v)) {
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 525600) {
+      snprintf(why, sizeof why, "field 'idleTimeoutMinutes' must be a number"
+               " of minutes between 0 and 525600");
+      bad = 1;
+    } else {
+      spec.idle_timeout_min = v->valuedouble;
+    }
+  }
+  env = cJSON_GetObjectItemCaseSensitive(body, "env");
+  if (!bad && mp_env_check(env, "env", why, sizeof why) < 0) bad = 1;
+  if (!bad && spec.recovery_key && strlen(spec.recovery_key) >= MP_NAME_MAX) {
+    snprintf(why, sizeof why, "field 'id' is longer than %d bytes",
+             MP_NAME_MAX - 1);
+    bad = 1;
+  }
+  if (!bad && strlen(spec.environment) >= MP_NAME_MAX) {
+    snprintf(why, sizeof why, "field 'environmentId' is too long");
+    bad = 1;
+  }
+  if (bad) {
+    cJSON_Delete(body);
+    return mp_send_error(conn, 400, "invalid_request", "%s", why);
+  }
+  spec.env = cJSON_IsObject(env) ? env : NULL;
+  st = route_wait_new(conn, r, NULL);
+  if (st == NULL) {
+    cJSON_Delete(body);
+    return mp_send_error(conn, 500, "internal_error", "out of memory");
+  }
+  rc = mp_sandbox_create(srv, &spec, &sb, &st->w, err, sizeof err);
+  cJSON_Delete(body);
+  if (rc == -2) return mp_send_error(conn, 400, "invalid_request", "%s", err);
+  if (rc == -3)
+    return mp_send_error(conn, 507, "insufficient_storage",
+                         "cannot create the sandbox: %s (the platform's disk is"
+                         " full: free space under its data directory)", err);
+  if (rc < 0)
+    return mp_send_error(conn, 500, "internal_error",
+                         "cannot create the sandbox: %s", err);
+  st->sb = sb;
+  if (rc == 1) {
+    if (route_wait_park(st)) return answer_create(conn, st);
+    return MHD_YES;
+  }
+  st->finished = 1; /* nothing to wait for */
+  mp_log("created %s (project %s, environment %s%s)", sb->id, sb->project,
+         sb->environment, sb->recovery_key[0] ? "" : ", no recovery key");
+  return mp_send_json(conn, 201, sandbox_json(sb));
+}
+
+static enum MHD_Result lease(mp_server *srv, struct MHD_Connection *conn,
+                             mp_sandbox *sb) {
+  char token[2 * MP_LEASE_TOKEN_BYTES + 1], ts[32];
+  int64_t expires;
+  cJSON *o;
+  if (mp_lease_mint(srv, sb, token, &expires) < 0)
+    return mp_send_error(conn, 500, "internal_error", "cannot mint a lease");
+  o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "provider", "railway");
+  cJSON_AddStringToObject(o, "sandboxId", sb->id);
+  add_provider_id(o, sb);
+  cJSON_AddStringToObject(o, "jwt", token);
+  cJSON_AddStringToObject(o, "wsEndpoint", srv->ws_url);
+  cJSON_AddStringToObject(o, "subprotocol", "railway-shell");
+  mp_iso8601(expires, ts);
+  cJSON_AddStringToObject(o, "expiresAt", ts);
+  if (srv->exec_stdin) { /* our extension: the hosted platform sends none */
+    cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
+    if (caps != NULL) cJSON_AddItemToArray(caps, cJSON_CreateString("stdin"));
+  }
+  return mp_send_json(conn, 200, o);
+}
+
+static enum MHD_Result answer_capture(struct MHD_Connection *conn,
+                                      route_wait *st) {
+  cJSON *o;
+  if (st->rc < 0)
+    return mp_send_error(conn, 500, "internal_error", "%s", st->message);
+  o = cJSON_CreateObject();
+  if (st->rc == 0 && st->name[0] != '\0')
+    cJSON_AddStringToObject(o, "checkpointName", st->name);
+  else
+    cJSON_AddNullToObject(o, "checkpointName");
+  cJSON_AddStringToObject(o, "status", st->rc == 0 ? "captured" : "skipped");
+  return mp_send_json(conn, 200, o);
+}
+
+static enum MHD_Result checkpoint(mp_server *srv, struct MHD_Connection *conn,
+                                  mp_sandbox *sb, mp_request *r, int del) {
+  cJSON *body;
+  const cJSON *id;
+  char key[MP_NAME_MAX];
+  route_wait *st;
+  enum MHD_Result res;
+  if (r->state != NULL) return answer_capture(conn, r->state); /* resumed */
+  body = mp_request_json(conn, r, 0);
+  if (body == NULL) return MHD_YES;
+  id = cJSON_GetObjectItemCaseSensitive(body, "id");
+  if (id != NULL && !cJSON_IsNull(id) && !cJSON_IsString(id)) {
+    cJSON_Delete(body);
+    return mp_send_error(conn, 400, "invalid_request",
+                         "field 'id' must be a string");
+  }
+  if (cJSON_IsString(id) && strlen(id->valuestring) >= MP_NAME_MAX) {
+    cJSON_Delete(body);
+    return mp_send_error(conn, 400, "invalid_request",
+                         "field 'id' is longer than %d bytes", MP_NAME_MAX - 1);
+  }
+  if (cJSON_IsString(id) && id->valuestring[0] != '\0'
+      && sb->recovery_key[0] == '\0' && !sb->destroyed_ms) {
+    snprintf(sb->recovery_key, sizeof sb->recovery_key, "%s", id->valuestring);
+    mp_record_save(srv, sb);
+  }
+  snprintf(key, sizeof key, "%s", cJSON_IsString(id) && id->valuestring[0]
+           ? id->valuestring : sb->recovery_key);
+  cJSON_Delete(body);
+  if (del) {
+    /* final: no implicit capture of the key's sandboxes brings it back */
+    if (key[0] == '\0')
+      return mp_send_error(conn, 404, "not_found", "sandbox %s has no"
+                           " recovery key, so no checkpoint", sb->id);
+    if (mp_checkpoint_drop(srv, sb, key) != 0)
+      return mp_send_error(conn, 404, "not_found", "no checkpoint for key"
+                           " \"%.64s\" (none will be captured implicitly)",
+                           key);
+    mp_log("checkpoint of key \"%s\" deleted (through %s)", key, sb->id);
+    return mp_send_empty(conn, 204);
+  }
+  if (sb->destroyed_ms)
+    return mp_send_error(conn, 410, "gone", "sandbox %s was destroyed", sb->id);
+  if ((st = route_wait_on(conn, r, sb, &res)) == NULL) return res;
+  st->w.explicit_request = 1;
+  mp_checkpoint_capture(srv, sb, &st->w);
+  if (route_wait_park(st)) return answer_capture(conn, st);
+  return MHD_YES;
+}
+
+static enum MHD_Result answer_destroy(struct MHD_Connection *conn,
+                                      route_wait *st) {
+  if (st->rc < 0)
+    return mp_send_error(conn, 500, "internal_error", "%s", st->message);
+  return mp_send_empty(conn, 204);
+}
+
+static enum MHD_Result destroy(mp_server *srv, struct MHD_Connection *conn,
+                               mp_sandbox *sb, mp_request *r) {
+  route_wait *st;
+  enum MHD_Result res;
+  if (r->state != NULL) return answer_destroy(conn, r->state); /* resumed */
+  if ((st = route_wait_on(conn, r, sb, &res)) == NULL) return res;
+  if (!sb->destroyed_ms && !sb->destroying) mp_log("destroying %s", sb->id);
+  mp_sandbox_destroy(srv, sb, &st->w);
+  if (route_wait_park(st)) return answer_destroy(conn, st);
+  return MHD_YES;
+}
+
+enum MHD_Result mp_routes_sandbox(mp_server *srv, struct MHD_Connection *conn,
+                                  const char *method, const char *project,
+                                  char **seg, int nseg, mp_request *r) {
+  mp_sandbox *sb;
+  if (nseg == 1) {
+    if (strcmp(method, "POST") == 0)
+      return create_sandbox(srv, conn, project, r);
+    return mp_send_error(conn, 405, "invalid_request",
+                         "use POST to create a sandbox");
+  }
+  sb = mp_sandbox_lookup(srv, project, seg[1]);
+  if (sb == NULL)
+    return mp_send_error(conn, 404, "not_found", "sandbox %.64s not found",
+                         seg[1]);
+  if (nseg == 2) {
+    if (strcmp(method, "GET") == 0) return mp_send_json(conn, 200, sandbox_json(sb));
+    if (strcmp(method, "DELETE") == 0) return destroy(srv, conn, sb, r);
+  } else if (nseg == 3 && strcmp(seg[2], "exec-lease") == 0
+             && strcmp(method, "POST") == 0) {
+    if (sb->destroyed_ms)
+      return mp_send_error(conn, 410, "gone", "sandbox %s was destroyed",
+                           sb->id);
+    if (sb->destroying || sb->restoring)
+      return mp_send_error(conn, 409, "conflict", "sandbox %s is being %s",
+                           sb->id, sb->destroying ? "destroyed" : "restored");
+    return lease(srv, conn, sb);
+  } else if (nseg == 3 && strcmp(seg[2], "checkpoint") == 0
+             && (strcmp(method, "POST") == 0 || strcmp(method, "DELETE") == 0)) {
+    return checkpoint(srv, conn, sb, r, method[0] == 'D');
+  } else if (nseg == 3 && strcmp(seg[2], "exec") == 0
+             && strcmp(method, "POST") == 0) {
+    return mp_exec_legacy(srv, conn, sb, r);
+  }
+  return mp_send_error(conn, 404, "not_found",
+                       "no route for %s /sandbox/%.64s%s%.32s", method, seg[1],
+                       nseg > 2 ? "/" : "", nseg > 2 ? seg[2] : "");
+}

@@ -1,0 +1,778 @@
+/*
+** The `namespaces` driver of mastra-platform (docs/platform.md, "Drivers").
+**
+** A sandbox is <data>/sandboxes/<id>/{upper,work,merged}: its upper layer
+** over the base (base.c), mounted as an overlay inside the sandbox's own
+** mount namespace by its init (ns_init.c), which also owns its pid, uts,
+** ipc and net namespaces and a user namespace where root is host uid
+** MP_NS_UID_BASE (without root: the server's uid, ns_user.c; with root,
+** the base's files are idmapped to it, ns_idmap.c). The init starts when
+** the sandbox is created (or, for a restored one and after a restart, at
+** its first command), without waiting: the server watches its ready
+** socket on the loop.
+**
+** A command is a mastra__proc like the process driver's, whose program is
+** `mastra-ns-init __ns-exec` (ns_exec.c) instead of /bin/sh, posix_spawn'd
+** with the ready socket: it waits for the init's "R" (the server never
+** waits for it), joins the sandbox's cgroups, setns()es into its
+** namespaces and forks /bin/sh into the sandbox's pid namespace, in the
+** same process group; it exits as /bin/sh did. So proc.c's timeout, kill
+** of the group, output and stdin work unchanged. With root, a command of
+** a running sandbox skips that program: the server's own child enters the
+** sandbox and execs its /bin/sh (ns_enter.c), one exec fewer.
+**
+** cgroups (ns_cgroup.c): made before the init starts, removed on the loop
+** once a destroyed sandbox's processes are gone. The init is the program
+** mastra-ns-init (libc alone), or mastra-platform itself without it.
+**
+** A record that goes (a destroyed one forgotten, a failed create, the
+** server's exit) releases its part: on the loop nothing waits, the part
+** outlives the record until its keeper is reaped and its cgroups removed;
+** at the server's exit the wait is bounded (~2 s).
+**
+** The warm pool (ns_pool.c): a fresh ISOLATED create takes a box whose
+** keeper and init run already (mp_ns_pool_take); a restore, a PRIVATE
+** sandbox and a record loaded at start start their own.
+**
+** PRIVATE networks (net.c): mp_ns_setup opens the net module (which sweeps
+** what a previous server left) and mp_ns_finish closes it. A PRIVATE
+** sandbox's keeper bind-mounts its environment's hosts file and says "N
+** <init>" before "R": on_ready attaches the init's network namespace
+** (mp_net_join, on the loop: a few rtnetlink round trips) and answers "j",
+** so its commands, which wait for "R", find eth0 in place. Destroy, reap
+** and an init that exits leave the network (mp_net_leave). Without root
+** (mp_net_open_user) the keepers join the switch's user namespace first
+** (handed as MP_NS_IDMAP_FD, the root's id map slot) and send "N" with
+** their network namespace and an rtnetlink socket made in it.
+*/
+#define _GNU_SOURCE
+#include "drivers/ns/driver_ns.h"
+#include "drivers/ns/ns_box.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/pidfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "drivers/process/driver_process.h"
+#include "util/log.h"
+#include "net/net.h"
+#include "drivers/ns/ns_cgroup.h"
+#include "drivers/ns/ns_enter.h"
+#include "drivers/ns/init/ns_exec.h"
+#include "drivers/ns/ns_idmap.h"
+#include "drivers/ns/init/ns_init.h"
+#include "drivers/ns/ns_pool.h"
+#include "drivers/ns/init/ns_sys.h"
+#include "drivers/ns/ns_user.h"
+#include "sandbox/orphans.h"
+#include "util/trash.h"
+#include "util.h"
+
+#ifndef MP_NS_INIT_INSTALLED
+#define MP_NS_INIT_INSTALLED "../libexec/mastra-platform/mastra-ns-init"
+#endif
+
+/* the cgroups of a destroyed sandbox are removed once its processes are
+** gone: tried every RMDIR_RETRY_MS, this many times */
+#define RMDIR_RETRY_MS 50
+#define RMDIR_TRIES 200
+
+static struct {
+  char base[4096];
+  char init_bin[4200];         /* mastra-ns-init, or /proc/self/exe */
+  int unpriv;                  /* not root: ns_user.c */
+  char limits[300];            /* mp_ns_limits */
+  int idmap_fd;                /* with root: ns_idmap.c; without: the
+                               ** switch's user namespace (net.h); or -1 */
+  int own_pidns;               /* with root: the server's pid namespace */
+  mp_net *net;                 /* PRIVATE networks, or NULL */
+  char net_err[512];           /* why net is NULL */
+} cfg;
+
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+    ;
+}
+
+static void box_done_if_detached(ns_box *b);
+static void box_detach(ns_box *b);
+
+/* the cgroups of a destroyed sandbox, once its processes are gone */
+static void on_rmdir_retry(mastra__timer *t) {
+  ns_box *b = t->data;
+  if (mp_nscg_remove(b->id) == 0) {
+    b->cg_made = 0;
+  } else if (++b->rmdir_tries < RMDIR_TRIES) {
+    mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
+    return;
+  } else {
+    mp_log("sandbox %s: its cgroups are still busy; the next start removes"
+           " them", b->id);
+    b->cg_made = 0;
+  }
+  box_done_if_detached(b);
+}
+
+/* its cgroups removed on the loop, tried until its processes are gone */
+static void cg_remove_later(ns_box *b) {
+  if (!b->cg_made) return;
+  b->rmdir_tries = 0;
+  mastra__timer_start(&b->rmdir_timer, RMDIR_RETRY_MS);
+}
+
+/* {====== the init ====== */
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+static int is_private(const mp_sandbox *sb) {
+  return strcmp(sb->network, "PRIVATE") == 0;
+}
+
+static void net_leave(mp_sandbox *sb, ns_box *b) {
+  if (!b->joined) return;
+  mp_net_leave(cfg.net, sb->environment, sb->id);
+  b->joined = 0;
+}
+
+static void on_keeper_exit(mastra__io *io, uint32_t revents) {
+  ns_box *b = io->data;
+  mp_sandbox *sb = b->sb;
+  siginfo_t si;
+  (void)revents;
+  memset(&si, 0, sizeof si);
+  if (waitid(P_PIDFD, (id_t)b->keeper_fd, &si, WEXITED | WNOHANG) < 0) {
+    if (errno != ECHILD) return;
+  } else if (si.si_pid == 0) {
+    return;
+  }
+  mastra__io_stop(&b->keeper_io);
+  mastra__io_stop(&b->ready_io);
+  close_fd(&b->keeper_fd);
+  close_fd(&b->ready_fd);
+  close_fd(&b->init_fd);
+  b->started = b->ready = 0;
+  if (b->warm) {
+    mp_ns_pool_failed(b, "its keeper exited before a create took it");
+    return;
+  }
+  if (sb == NULL) {
+    box_done_if_detached(b);
+    return;
+  }
+  if (!sb->destroyed_ms && !sb->destroying)
+    mp_log("sandbox %s: its init exited; the next command starts a new one",
+           sb->id);
+  net_leave(sb, b);
+}
+
+/* "N <init>" from a PRIVATE sandbox's keeper: join, then answer (the
+** keeper says "R" after "j"; an "x <why>" makes it fail with why) */
+static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
+                         size_t len) {
+  char path[64], addr[32], err[600], answer[700];
+  int fd, rc = -1, got[2] = {-1, -1}, n;
+  /* without root the line comes with the sandbox's network namespace and an
+  ** rtnetlink socket made in it (net.h, mp_net_join_nl) */
+  if (mp_ns_recv_fds(b->ready_fd, answer, len, MSG_DONTWAIT, got, 2, &n)
+      != (long)len) {
+    while (n > 0) close(got[--n]);
+    return;
+  }
+  snprintf(path, sizeof path, "/proc/%ld/ns/net", atol(line + 2));
+  fd = got[0] >= 0 ? got[0] : open(path, O_RDONLY | O_CLOEXEC);
+  if (cfg.net == NULL)
+    snprintf(err, sizeof err, "PRIVATE networks are not available: %s",
+             cfg.net_err);
+  else if (fd < 0)
+    snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
+  else
+    rc = mp_net_join_nl(cfg.net, sb->environment, sb->id, fd, got[1], addr,
+                        sizeof addr, err, sizeof err);
+  if (fd >= 0) close(fd);
+  if (got[1] >= 0) close(got[1]);
+  if (rc == 0) {
+    b->joined = 1;
+    snprintf(answer, sizeof answer, "j\n");
+  } else {
+    mp_log("sandbox %s: cannot join the private network of %s: %s", sb->id,
+           sb->environment, err);
+    snprintf(answer, sizeof answer, "x cannot join the private network: %s\n",
+             err);
+  }
+  /* a few bytes into an empty socket: never blocks */
+  if (send(b->ready_fd, answer, strlen(answer), MSG_DONTWAIT | MSG_NOSIGNAL)
+      < 0)
+    mp_log("sandbox %s: cannot answer its init: %s", sb->id, strerror(errno));
+}
+
+static void on_ready(mastra__io *io, uint32_t revents) {
+  ns_box *b = io->data;
+  mp_sandbox *sb = b->sb;
+  char buf[1100];
+  ssize_t n;
+  (void)revents;
+  mastra__io_stop(&b->ready_io); /* the data stays for the commands */
+  n = recv(b->ready_fd, buf, sizeof buf - 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n <= 0) return;
+  buf[n] = '\0';
+  if (b->warm) { /* "W" (ready to be named), or a failure */
+    if (n >= 2 && buf[0] == 'W' && buf[1] == '\n'
+        && recv(b->ready_fd, buf, 2, MSG_DONTWAIT) == 2) {
+      mp_ns_pool_ready(b);
+      mastra__io_start(&b->ready_io, EPOLLIN); /* for an "R" once named */
+      return;
+    }
+    if (buf[0] == 'W' && n < 2) { /* the rest is on its way */
+      mastra__io_start(&b->ready_io, EPOLLIN);
+      return;
+    }
+    buf[strcspn(buf, "\n")] = '\0';
+    mp_ns_pool_failed(b, buf[0] == 'E' ? buf + 2 : buf);
+    return;
+  }
+  if (buf[0] == 'R' || buf[0] == 'N') {
+    char *nl = strchr(buf, '\n');
+    if (nl == NULL) { /* the rest of the line is on its way */
+      mastra__io_start(&b->ready_io, EPOLLIN);
+      return;
+    }
+    b->init_pid = atol(buf + 2);
+    b->init_fd = pidfd_open((pid_t)b->init_pid, 0);
+    b->ready = 1;
+    if (buf[0] == 'N') join_network(sb, b, buf, (size_t)(nl - buf + 1));
+  } else {
+    buf[strcspn(buf, "\n")] = '\0';
+    mp_log("sandbox %s did not start: %s", sb->id, buf + 2);
+  }
+}
+
+/* b's keeper (mp_ns_box_ops.start_keeper) */
+static int start_keeper(mp_server *srv, ns_box *b, const char *name,
+                        const char *root, const char *hosts, char *err,
+                        size_t errlen) {
+  char spid[24], cgp[MP_NSCG_MAX][4500], *argv[9 + MP_NSCG_MAX];
+  posix_spawn_file_actions_t fa;
+  int sv[2], i, rc;
+  if (!b->cg_made) {
+    if (mp_nscg_make(b->id, err, errlen) < 0) return -1;
+    b->cg_made = 1;
+  }
+  mastra__timer_stop(&b->rmdir_timer);
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    snprintf(err, errlen, "socketpair: %s", strerror(errno));
+    return -1;
+  }
+  snprintf(spid, sizeof spid, "%d", (int)getpid());
+  argv[0] = "mastra-ns-init";
+  argv[1] = MP_NS_INIT_ARG;
+  argv[2] = spid;
+  argv[3] = (char *)name;
+  argv[4] = cfg.base;
+  argv[5] = (char *)root;
+  argv[6] = "3";
+  argv[7] = (char *)hosts;
+  for (i = 0; i < mp_nscg_count(); i++) {
+    mp_nscg_procs(b->id, i, cgp[i], sizeof cgp[i]);
+    argv[8 + i] = cgp[i];
+  }
+  argv[8 + i] = NULL;
+  /* the keeper resets its signals and sets its own process group */
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  if (cfg.idmap_fd >= 0)
+    posix_spawn_file_actions_adddup2(&fa, cfg.idmap_fd, MP_NS_IDMAP_FD);
+  posix_spawn_file_actions_addclosefrom_np(&fa, cfg.idmap_fd >= 0
+                                                    ? MP_NS_IDMAP_FD + 1 : 4);
+  rc = posix_spawn(&b->keeper, cfg.init_bin, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(sv[1]);
+  if (rc != 0) {
+    close(sv[0]);
+    snprintf(err, errlen, "cannot start the sandbox's init: %s",
+             strerror(rc));
+    return -1;
+  }
+  b->ready_fd = sv[0];
+  b->keeper_fd = pidfd_open(b->keeper, 0);
+  if (b->keeper_fd < 0) {
+    rc = errno;
+    kill(b->keeper, SIGKILL);
+    waitpid(b->keeper, NULL, 0);
+    close_fd(&b->ready_fd);
+    snprintf(err, errlen, "pidfd_open: %s", strerror(rc));
+    return -1;
+  }
+  mastra__io_init(srv->loop, &b->keeper_io, b->keeper_fd, on_keeper_exit, b);
+  mastra__io_init(srv->loop, &b->ready_io, b->ready_fd, on_ready, b);
+  mastra__io_start(&b->keeper_io, EPOLLIN);
+  mastra__io_start(&b->ready_io, EPOLLIN);
+  b->started = 1;
+  return 0;
+}
+
+static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
+                      size_t errlen) {
+  const char *hosts = "-";
+  if (((ns_box *)sb->driver_data)->started) return 0;
+  if (is_private(sb)) {
+    hosts = cfg.net ? mp_net_hosts_path(cfg.net, sb->environment) : NULL;
+    if (hosts == NULL) {
+      snprintf(err, errlen, "PRIVATE networks are not available: %s",
+               cfg.net ? "cannot create the environment's hosts file"
+               : cfg.net_err);
+      return -1;
+    }
+  }
+  return start_keeper(srv, sb->driver_data, sb->id, sb->root, hosts, err,
+                      errlen);
+}
+
+/* SIGKILL the keeper and the init (every process of the sandbox dies with
+** its pid namespace's init) */
+static void stop_init(ns_box *b) {
+  if (b->init_fd >= 0) syscall(SYS_pidfd_send_signal, b->init_fd, SIGKILL,
+                               NULL, 0);
+  if (b->keeper_fd >= 0) syscall(SYS_pidfd_send_signal, b->keeper_fd,
+                                 SIGKILL, NULL, 0);
+}
+
+/* }====== */
+
+/* {====== the driver ====== */
+
+/* a box named id (mp_ns_box_ops.make) */
+static ns_box *box_new(mastra__loop *loop, const char *id) {
+  ns_box *b = calloc(1, sizeof *b);
+  if (b == NULL) return NULL;
+  b->keeper_fd = b->init_fd = b->ready_fd = -1;
+  b->loop = loop;
+  snprintf(b->id, sizeof b->id, "%s", id);
+  mastra__timer_init(loop, &b->rmdir_timer, on_rmdir_retry, b);
+  return b;
+}
+
+static ns_box *box_of(mp_server *srv, mp_sandbox *sb) {
+  ns_box *b = sb->driver_data;
+  if (b != NULL) return b;
+  b = box_new(srv->loop, sb->id);
+  if (b == NULL) return NULL;
+  b->sb = sb;
+  sb->driver_data = b;
+  return b;
+}
+
+static int make_owned(const char *path, int mode) {
+  if (mkdir(path, (mode_t)mode) < 0 && errno != EEXIST) return -1;
+  /* without root, the server's uid is root in the sandbox already */
+  if (!cfg.unpriv && chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0)
+    return -1;
+  return chmod(path, (mode_t)mode);
+}
+
+/* root's tree (mp_ns_box_ops.make_tree) */
+static int make_tree(const char *root, char *err, size_t errlen) {
+  static const char *const parts[] = {"upper", "work", "merged"};
+  char path[4400];
+  size_t i;
+  for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", root, parts[i]);
+    if (mastra__mkdirs(path, 0755, NULL) < 0) goto fail;
+  }
+  snprintf(path, sizeof path, "%s/upper/workspace", root);
+  if (make_owned(path, 0755) < 0) goto fail;
+  snprintf(path, sizeof path, "%s/upper/root", root);
+  if (make_owned(path, 0700) < 0) goto fail;
+  return 0;
+fail:
+  snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+  return -1;
+}
+
+static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
+                      size_t errlen) {
+  int fresh;
+  {
+    /* the checkpoint's tree is the upper layer */
+    size_t n = strlen(sb->root) + sizeof "/upper";
+    char *dir = malloc(n);
+    if (dir == NULL) {
+      snprintf(err, errlen, "out of memory");
+      return -1;
+    }
+    snprintf(dir, n, "%s/upper", sb->root);
+    free(sb->dir);
+    sb->dir = dir;
+  }
+  /* a sandbox loaded at startup has its tree, and a restore writes it
+  ** first: their inits start at their first command */
+  fresh = access(sb->dir, F_OK) < 0 && !sb->restoring;
+  if (fresh && !is_private(sb) && mp_ns_pool_take(srv, sb) == 0) return 0;
+  if (box_of(srv, sb) == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  if (make_tree(sb->root, err, errlen) < 0) return -1;
+  if (fresh && start_init(srv, sb, err, errlen) < 0) return -1;
+  return 0;
+}
+
+
+/* A running sandbox's working directory that does not exist is the
+** spawn's error, as with the process driver (resolved in the init's root,
+** its symlinks there): -1 and err. 0 when it exists, and when it cannot be
+** told (a starting init): then the command says so and exits 127. */
+static int missing_cwd(const ns_box *b, const char *cwd, char *err,
+                       size_t errlen) {
+  struct open_how how;
+  char path[64];
+  int root, fd, e;
+  if (!b->ready || b->init_pid <= 0) return 0;
+  snprintf(path, sizeof path, "/proc/%ld/root", b->init_pid);
+  root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return 0;
+  memset(&how, 0, sizeof how);
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT;
+  fd = (int)syscall(SYS_openat2, root, cwd, &how, sizeof how);
+  e = errno;
+  close(root);
+  if (fd >= 0) close(fd);
+  if (fd >= 0 || (e != ENOENT && e != ENOTDIR)) return 0;
+  snprintf(err, errlen, "cannot run in directory '%s': %s", cwd, strerror(e));
+  return -1;
+}
+
+/* the fast path of ns_spawn (ns_enter.c): 1 when it spawned (rc), 0 when
+** it cannot serve this command (the caller goes through __ns-exec) */
+static int spawn_entered(mp_server *srv, mp_sandbox *sb, ns_box *b,
+                         const mp_exec_spec *spec, char *const *envp,
+                         const char *cwd, mastra__proc **out, int *rc,
+                         char *err, size_t errlen) {
+  mastra__proc_opts opts;
+  if (cfg.unpriv || cfg.own_pidns < 0 || !b->ready || b->init_fd < 0)
+    return 0;
+  mp_proc_opts(&opts, spec, envp, cwd);
+  return mp_ns_enter_spawn(srv->loop, b->init_fd, cfg.own_pidns, sb->id,
+                           &opts, out, rc, err, errlen);
+}
+
+/* A command: `mastra-ns-init __ns-exec SERVER_PID CWD CGROUP_PROCS... --
+** COMMAND` (ns_exec.c), spawned without a fork of the server, with the
+** ready socket as its descriptor 3 (a starting sandbox, or without root;
+** a running one with root: spawn_entered) */
+static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
+                    char *const *envp, mastra__proc **out, char *err,
+                    size_t errlen) {
+  ns_box *b = box_of(srv, sb);
+  char cwd[4200], spid[24], cgp[MP_NSCG_MAX][4500];
+  char *argv[7 + MP_NSCG_MAX];
+  mastra__proc_opts opts;
+  int i, n = 0, rc;
+  if (b == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  if (start_init(srv, sb, err, errlen) < 0) return -EIO;
+  if (spec->cwd == NULL || spec->cwd[0] == '\0')
+    snprintf(cwd, sizeof cwd, "/workspace");
+  else if (spec->cwd[0] == '/')
+    snprintf(cwd, sizeof cwd, "%s", spec->cwd);
+  else if ((size_t)snprintf(cwd, sizeof cwd, "/workspace/%s", spec->cwd)
+           >= sizeof cwd) {
+    snprintf(err, errlen, "the working directory is too long");
+    return -ENAMETOOLONG;
+  }
+  if (missing_cwd(b, cwd, err, errlen) < 0) return -ENOENT;
+  if (spawn_entered(srv, sb, b, spec, envp, cwd, out, &rc, err, errlen))
+    return rc;
+  snprintf(spid, sizeof spid, "%d", (int)getpid());
+  argv[n++] = "mastra-ns-exec";
+  argv[n++] = MP_NS_EXEC_ARG;
+  argv[n++] = spid;
+  argv[n++] = cwd;
+  for (i = 0; i < mp_nscg_count(); i++) {
+    mp_nscg_procs(sb->id, i, cgp[i], sizeof cgp[i]);
+    argv[n++] = cgp[i];
+  }
+  argv[n++] = "--";
+  argv[n++] = (char *)spec->command;
+  argv[n] = NULL;
+  mp_proc_opts(&opts, spec, envp, NULL);
+  opts.pdeathsig = 0; /* the program sets its own, and checks its parent */
+  opts.exe = cfg.init_bin;
+  opts.argv = argv;
+  opts.fd3 = b->ready_fd;
+  return mastra__proc_spawn(srv->loop, &opts, out, err, errlen);
+}
+
+static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
+  ns_box *b = box_of(srv, sb);
+  if (b != NULL) {
+    stop_init(b);
+    net_leave(sb, b);
+    cg_remove_later(b);
+  }
+  mp_trash(srv, sb->root); /* removed off the loop */
+}
+
+/* the keeper reaped and the cgroups removed, waiting at most ~2 s
+** (mp_ns_box_ops.finish_now) */
+static void box_finish_now(ns_box *b) {
+  int i;
+  stop_init(b);
+  mastra__io_stop(&b->keeper_io);
+  mastra__io_stop(&b->ready_io);
+  mastra__timer_stop(&b->rmdir_timer);
+  if (b->keeper_fd >= 0) {
+    struct pollfd pfd = {b->keeper_fd, POLLIN, 0};
+    siginfo_t si;
+    poll(&pfd, 1, 2000);
+    waitid(P_PIDFD, (id_t)b->keeper_fd, &si, WEXITED | WNOHANG);
+  }
+  if (b->init_fd >= 0) {
+    struct pollfd pfd = {b->init_fd, POLLIN, 0};
+    poll(&pfd, 1, 2000);
+  }
+  close_fd(&b->keeper_fd);
+  close_fd(&b->ready_fd);
+  close_fd(&b->init_fd);
+  for (i = 0; b->cg_made && i < 100 && mp_nscg_remove(b->id) < 0; i++)
+    sleep_ms(20);
+  b->cg_made = 0;
+}
+
+static void box_free(mastra__handle *h) {
+  ns_box *b = (ns_box *)h;
+  mastra__timer_stop(&b->rmdir_timer);
+  mastra__io_stop(&b->keeper_io);
+  free(b);
+}
+
+static void box_shutdown(mastra__handle *h) {
+  box_finish_now((ns_box *)h);
+  free(h);
+}
+
+/* a detached box whose keeper is reaped and whose cgroups are gone */
+static void box_done_if_detached(ns_box *b) {
+  if (b->sb != NULL || b->keeper_fd >= 0 || b->cg_made) return;
+  mastra__loop_defer_free(b->loop, &b->handle); /* after the dispatch */
+}
+
+/* The record goes (the server exits, a destroyed record is forgotten, a
+** create failed): nothing of the sandbox outlives the server. On the loop
+** nothing waits: the box reaps its keeper and removes its cgroups there. */
+static void ns_release(mp_server *srv, mp_sandbox *sb) {
+  ns_box *b = sb->driver_data;
+  (void)srv;
+  if (b == NULL) return;
+  sb->driver_data = NULL;
+  b->sb = NULL;
+  if (mastra__loop_closed(b->loop)) {
+    box_finish_now(b);
+    free(b);
+    return;
+  }
+  box_detach(b);
+}
+
+/* a box on no sandbox, ended on the loop (mp_ns_box_ops.detach) */
+static void box_detach(ns_box *b) {
+  stop_init(b);
+  mastra__io_stop(&b->ready_io);
+  close_fd(&b->ready_fd);
+  close_fd(&b->init_fd);
+  b->handle.shutdown = box_shutdown;
+  b->handle.free = box_free;
+  mastra__loop_add_handle(b->loop, &b->handle);
+  if (b->rmdir_timer.slot == 0) cg_remove_later(b);
+  box_done_if_detached(b);
+}
+
+
+typedef struct stray_scan {
+  const ns_box *b;
+  int (*in_command)(void *data, long pgrp);
+  void *data;
+  size_t n;
+} stray_scan;
+
+static void kill_stray(long pid, void *data) {
+  stray_scan *s = data;
+  unsigned long long start;
+  long pgrp;
+  char state;
+  if (pid == (long)s->b->keeper || pid == s->b->init_pid) return;
+  if (mp_orphans_proc_stat(pid, &state, &pgrp, &start) < 0 || state == 'Z'
+      || s->in_command(s->data, pgrp))
+    return;
+  if (kill((pid_t)pid, SIGKILL) == 0) s->n++;
+}
+
+/* a destroy's strays, from the sandbox's cgroup (every process of the
+** sandbox is in it): all but the keeper, the init and the commands'
+** groups. No cgroups: none (they die with the init at the teardown). */
+static size_t ns_kill_strays(mp_sandbox *sb, int (*in_command)(void *data,
+                                                               long pgrp),
+                             void *data) {
+  stray_scan s;
+  s.b = sb->driver_data;
+  s.in_command = in_command;
+  s.data = data;
+  s.n = 0;
+  if (s.b != NULL && s.b->cg_made) mp_nscg_each(sb->id, kill_stray, &s);
+  return s.n;
+}
+
+static const mp_ns_box_ops box_ops = {
+    .make = box_new,
+    .make_tree = make_tree,
+    .start_keeper = start_keeper,
+    .detach = box_detach,
+    .finish_now = box_finish_now,
+};
+
+const mp_driver mp_ns_driver = {
+    .name = "namespaces",
+    .prepare = ns_prepare,
+    .spawn = ns_spawn,
+    .teardown = ns_teardown,
+    .release = ns_release,
+    /* trusted.overlay.* (root) or user.overlay.* (userxattr, without
+    ** root): overlayfs's opaque directories and redirects */
+    .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*"
+                 " --xattrs-include=user.overlay.*",
+    .layer_tree = 1,
+    /* a command (its __ns-exec and child, or the entered /bin/sh) dies
+    ** with the server (PR_SET_PDEATHSIG), the rest of the sandbox with
+    ** its init */
+    .no_run_files = 1,
+    .kill_strays = ns_kill_strays,
+};
+
+int mp_ns_available(char *why, size_t n) {
+  struct stat st;
+  if (stat("/proc/self/ns/user", &st) < 0 || stat("/proc/self/ns/pid", &st) < 0) {
+    snprintf(why, n, "this kernel has no user or pid namespaces");
+    return 0;
+  }
+  if (geteuid() != 0) return mp_ns_user_probe(why, n);
+  return 1;
+}
+
+const char *mp_ns_limits(void) { return cfg.limits; }
+
+void mp_ns_start(mp_server *srv) { mp_ns_pool_start(srv); }
+
+void mp_ns_finish(void) {
+  mp_ns_pool_finish();
+  if (cfg.own_pidns >= 0) close(cfg.own_pidns);
+  cfg.own_pidns = -1;
+  mp_nscg_finish();
+  if (cfg.idmap_fd >= 0) close(cfg.idmap_fd);
+  cfg.idmap_fd = -1;
+  if (cfg.net != NULL) mp_net_close(cfg.net);
+  cfg.net = NULL;
+}
+
+/* mastra-ns-init beside the server's binary (the build tree), or where
+** `cmake --install` puts it; else the server's own binary (`__ns-init`),
+** which costs its dynamic loading at every sandbox start */
+static void find_init(void) {
+  static const char *const rel[] = {"mastra-ns-init", MP_NS_INIT_INSTALLED};
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  size_t i;
+  char *slash;
+  snprintf(cfg.init_bin, sizeof cfg.init_bin, "/proc/self/exe");
+  if (n <= 0) return;
+  exe[n] = '\0';
+  slash = strrchr(exe, '/');
+  if (slash == NULL) return;
+  slash[1] = '\0';
+  for (i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s%s", exe, rel[i]);
+    if (access(path, X_OK) == 0) {
+      snprintf(cfg.init_bin, sizeof cfg.init_bin, "%s", path);
+      return;
+    }
+  }
+  mp_log("mastra-ns-init is not beside %s (nor in %s): sandboxes start"
+         " through mastra-platform itself, a few ms slower", exe,
+         MP_NS_INIT_INSTALLED);
+}
+
+int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
+                long long memory_max, int egress, int warm_pool) {
+  char dir[4200];
+  find_init();
+  snprintf(cfg.base, sizeof cfg.base, "%s", base);
+  mp_ns_pool_setup(srv->data_dir, warm_pool, &box_ops);
+  cfg.own_pidns = -1;
+  if (!cfg.unpriv)
+    cfg.own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+  cfg.unpriv = geteuid() != 0;
+  cfg.idmap_fd = -1;
+  if (!cfg.unpriv) cfg.idmap_fd = mp_ns_idmap_open(base);
+  mp_nscg_setup(srv->data_dir, pids_max, memory_max, cfg.unpriv, cfg.limits,
+                sizeof cfg.limits);
+  if (cfg.unpriv && egress) {
+    mp_ns_user_no_egress(cfg.net_err, sizeof cfg.net_err);
+    fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);
+    return -1;
+  }
+  /* sweeps what a previous server of this data directory left (bridges,
+  ** veths, NAT rules, hosts files), then makes the switch namespace;
+  ** without root in a user namespace of its own, U, which the keepers
+  ** join first (as MP_NS_IDMAP_FD, free without root): net.h */
+  snprintf(dir, sizeof dir, "%s/net", srv->data_dir);
+  if (cfg.unpriv) {
+    char why[300];
+    cfg.net = mp_net_open_user(dir, cfg.net_err, sizeof cfg.net_err);
+    /* sandboxes nested under it, or no PRIVATE (ISOLATED as before) */
+    if (cfg.net != NULL
+        && !mp_ns_user_probe_under(mp_net_userns(cfg.net), why, sizeof why)) {
+      snprintf(cfg.net_err, sizeof cfg.net_err, "the server runs without root"
+               " (uid %d), and a sandbox's namespaces cannot be made under the"
+               " user namespace of its private networks: %s", (int)geteuid(),
+               why);
+      mp_net_close(cfg.net);
+      cfg.net = NULL;
+    }
+    if (cfg.net != NULL)
+      cfg.idmap_fd = fcntl(mp_net_userns(cfg.net), F_DUPFD_CLOEXEC, 0);
+  } else {
+    cfg.net = mp_net_open(dir, egress, cfg.net_err, sizeof cfg.net_err);
+  }
+  if (cfg.net == NULL) {
+    if (egress) {
+      fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);
+      return -1;
+    }
+    mp_log("PRIVATE networks are not available: %s", cfg.net_err);
+  }
+  return 0;
+}
+
+/* }====== */

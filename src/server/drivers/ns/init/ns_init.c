@@ -1,0 +1,500 @@
+/*
+** The init of a `namespaces` sandbox (driver_ns.c): the program that
+** `mastra-platform __ns-init ...` runs, exec'd by the server in a child.
+**
+** It runs as root on the host (or without root, below), in two
+** processes:
+**
+**   the keeper (the server's child, host pid namespace): joins the
+**     sandbox's cgroups, unshares the mount, pid, uts, ipc and net
+**     namespaces, mounts the root (an overlay of the base and the
+**     sandbox's upper layer, with a private /tmp, a minimal /dev and
+**     /dev/pts, /dev/shm), sets the hostname to the sandbox id, brings
+**     loopback up, forks the init, writes the init's uid and gid maps
+**     (0 -> MP_NS_UID_BASE, MP_NS_UID_COUNT ids), tells the server "R
+**     <init pid>" on the ready socket, and waits for the init; a warm
+**     keeper (the server's pool) says "W" instead, and sets the hostname
+**     only once the server names its sandbox, "h <id>", then says "R";
+**     a PRIVATE sandbox's keeper also bind-mounts its environment's hosts
+**     file read-only at /etc/hosts, and says "N <init pid>" first: the
+**     server attaches the init's network namespace to the environment's
+**     network (net.c) and answers "j" (or "x <message>"), and only then
+**     comes "R" (commands wait for it);
+**   the init (pid 1 of the sandbox's pid namespace): mounts /proc,
+**     pivot_roots into the overlay (the host's tree is unmounted from the
+**     sandbox's view), unshares a user namespace (whose maps the keeper
+**     writes), becomes non-dumpable and reaps orphans until it is killed.
+**
+** Both have PR_SET_PDEATHSIG = SIGKILL: the keeper dies with the server,
+** the init with the keeper, and every process of the sandbox with its
+** pid namespace's init (setsid'd ones too). The mounts live in the
+** sandbox's mount namespace only: they go when its last process does,
+** and the host's mount table never holds them.
+**
+** Commands join the namespaces from the server's side (driver_ns.c):
+** mount, uts, ipc, net and pid as host root, then the user namespace,
+** where they are uid 0 (host uid MP_NS_UID_BASE).
+**
+** The root's lower layers: the base, and for a base with
+** MP_BASE_HOST_USR (base.h) a second overlay on /usr, the base's usr over
+** the host's /usr. With root, where the server hands an id map's user
+** namespace as descriptor MP_NS_IDMAP_FD (ns_idmap.c), they are idmapped
+** mounts: the host's root owns them inside too.
+**
+** Without root (the server is not root: ns_user.c), the keeper first
+** joins the user namespace the server hands as MP_NS_IDMAP_FD, if any (the
+** parent of every sandbox's, for PRIVATE networks: net.h), then unshares a
+** user namespace of its own, where root is the server's uid and gid (a
+** single id each, mapped by the keeper itself), then the others,
+** owned by it; /dev's nodes are the host's, bound (no mknod), overlayfs
+** keeps its xattrs in user.overlay.* (userxattr), and the init stays in
+** the keeper's user namespace, dumpable: commands join that user
+** namespace first, then the others (driver_ns.c). A PRIVATE sandbox's
+** keeper sends its "N" line with a descriptor of its network namespace and
+** an rtnetlink socket made there: the server cannot enter it.
+**
+** A failure before "R" is told as "E <message>" on the ready socket.
+*/
+#define _GNU_SOURCE
+#include "drivers/ns/init/ns_init.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int ready_fd = -1;
+/* the server is not root: the keeper's own user namespace (ns_user.c) */
+static int unpriv;
+/* without root, a PRIVATE sandbox's network namespace and an rtnetlink
+** socket made in it, sent with "N" (the server cannot enter it: net.h) */
+static int net_fds[2] = {-1, -1};
+
+static void die(const char *fmt, ...) {
+  char msg[1024];
+  int n;
+  va_list ap;
+  va_start(ap, fmt);
+  msg[0] = 'E';
+  msg[1] = ' ';
+  n = vsnprintf(msg + 2, sizeof msg - 3, fmt, ap);
+  va_end(ap);
+  if (n < 0) n = 0;
+  if ((size_t)n > sizeof msg - 3) n = (int)sizeof msg - 3;
+  msg[2 + n] = '\n';
+  if (ready_fd >= 0 && write(ready_fd, msg, (size_t)n + 3) < 0) _exit(1);
+  _exit(1);
+}
+
+static void mount_or_die(const char *src, const char *dst, const char *type,
+                         unsigned long flags, const char *data) {
+  if (mount(src, dst, type, flags, data) < 0)
+    die("mount %s on %s: %s", type ? type : src, dst, strerror(errno));
+}
+
+/* the character devices of /dev */
+static void nodes(const char *dev) {
+  static const struct {
+    const char *name;
+    unsigned maj, min;
+  } all[] = {{"null", 1, 3}, {"zero", 1, 5},    {"full", 1, 7},
+             {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+  char path[4600];
+  size_t i;
+  for (i = 0; i < sizeof all / sizeof all[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dev, all[i].name);
+    if (unpriv) {
+      /* no mknod in a user namespace: the host's nodes, bound */
+      char host[64];
+      int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+      if (fd < 0) die("create %s: %s", path, strerror(errno));
+      close(fd);
+      snprintf(host, sizeof host, "/dev/%s", all[i].name);
+      if (access(host, F_OK) == 0)
+        mount_or_die(host, path, NULL, MS_BIND, NULL);
+      continue;
+    }
+    if (mknod(path, S_IFCHR | 0666, makedev(all[i].maj, all[i].min)) < 0)
+      die("mknod %s: %s", path, strerror(errno));
+    chmod(path, 0666); /* the umask */
+  }
+}
+
+/* mount a file system of `type` on dir/name */
+static void mount_in(const char *dir, const char *name, const char *type,
+                     unsigned long flags, const char *data) {
+  char path[4600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  mount_or_die(type, path, type, flags, data);
+}
+
+static void link_or_die(const char *target, const char *dev,
+                        const char *name) {
+  char path[4600];
+  snprintf(path, sizeof path, "%s/%s", dev, name);
+  if (symlink(target, path) < 0)
+    die("symlink %s: %s", path, strerror(errno));
+}
+
+static void make_dir(const char *root, const char *name, int mode) {
+  char path[4600];
+  snprintf(path, sizeof path, "%s/%s", root, name);
+  if (mkdir(path, (mode_t)mode) < 0 && errno != EEXIST)
+    die("mkdir %s: %s", path, strerror(errno));
+}
+
+/* A base with MP_BASE_HOST_USR (base.h) holds a small layer of /usr: the
+** sandbox's /usr is a second overlay, that layer over the host's /usr,
+** whose upper directory is upper/usr, inside the sandbox's upper layer
+** (a checkpoint has both), and its work directory work-usr. Their
+** directories are made before the root's overlay is mounted. */
+static int usr_dirs(const char *base, const char *root) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/" MP_BASE_HOST_USR, base);
+  if (access(path, F_OK) < 0) return 0;
+  snprintf(path, sizeof path, "%s/upper/usr", root);
+  if (mkdir(path, 0755) < 0 && errno != EEXIST)
+    die("mkdir %s: %s", path, strerror(errno));
+  /* with root, it belongs to the sandbox's root, as /usr does */
+  if (!unpriv && chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0)
+    die("chown %s: %s", path, strerror(errno));
+  snprintf(path, sizeof path, "%s/work-usr", root);
+  if (mkdir(path, 0700) < 0 && errno != EEXIST)
+    die("mkdir %s: %s", path, strerror(errno));
+  return 1;
+}
+
+static void mount_usr(const char *base, const char *usr, const char *root,
+                      const char *merged) {
+  char opts[13000], path[4400];
+  snprintf(opts, sizeof opts, "lowerdir=%s/usr:%s,upperdir=%s/upper/usr,"
+           "workdir=%s/work-usr%s", base, usr, root, root,
+           unpriv ? ",userxattr" : "");
+  snprintf(path, sizeof path, "%s/usr", merged);
+  mount_or_die("overlay", path, "overlay", MS_NOSUID, opts);
+}
+
+/* With root, where the server handed an id map (MP_NS_IDMAP_FD): the base
+** and /usr mounted idmapped on root/lower-base and root/lower-usr (in this
+** mount namespace only), the overlays' lower layers; else base and /usr */
+static void idmapped_lowers(const char *base, const char *root, int host_usr,
+                            char *lower, char *usr, size_t n) {
+  snprintf(lower, n, "%s", base);
+  snprintf(usr, n, "/usr");
+  if (unpriv || !mp_ns_is_userns(MP_NS_IDMAP_FD)) return;
+  snprintf(lower, n, "%s/lower-base", root);
+  snprintf(usr, n, "%s/lower-usr", root);
+  if ((mkdir(lower, 0700) < 0 && errno != EEXIST)
+      || (host_usr && mkdir(usr, 0700) < 0 && errno != EEXIST))
+    die("mkdir %s: %s", lower, strerror(errno));
+  if (mp_ns_idmap_mount(MP_NS_IDMAP_FD, base, lower) < 0)
+    die("an idmapped mount of %s: %s", base, strerror(errno));
+  if (host_usr && mp_ns_idmap_mount(MP_NS_IDMAP_FD, "/usr", usr) < 0)
+    die("an idmapped mount of /usr: %s", strerror(errno));
+  close(MP_NS_IDMAP_FD);
+}
+
+/* the root's mounts below the overlay (all in the new mount namespace) */
+static void mount_root(const char *base, const char *root, const char *hosts,
+                       char *merged, size_t n) {
+  char opts[13000], dev[4400], lower[4400], usr[4400];
+  int host_usr = usr_dirs(base, root);
+  snprintf(merged, n, "%s/merged", root);
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    die("make / private: %s", strerror(errno));
+  idmapped_lowers(base, root, host_usr, lower, usr, sizeof lower);
+  /* without root, overlayfs keeps its xattrs in user.overlay.* */
+  snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work%s",
+           lower, root, root, unpriv ? ",userxattr" : "");
+  mount_or_die("overlay", merged, "overlay", MS_NOSUID, opts);
+  if (host_usr) mount_usr(lower, usr, root, merged);
+  make_dir(merged, "tmp", 01777);
+  make_dir(merged, "dev", 0755);
+  make_dir(merged, "proc", 0555);
+  mount_in(merged, "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=50%");
+  mount_in(merged, "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k");
+  snprintf(dev, sizeof dev, "%s/dev", merged);
+  nodes(dev);
+  make_dir(dev, "pts", 0755);
+  make_dir(dev, "shm", 01777);
+  mount_in(dev, "pts", "devpts", MS_NOSUID | MS_NOEXEC,
+           "newinstance,ptmxmode=0666,mode=0620");
+  mount_in(dev, "shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=25%");
+  link_or_die("pts/ptmx", dev, "ptmx");
+  link_or_die("/proc/self/fd", dev, "fd");
+  link_or_die("/proc/self/fd/0", dev, "stdin");
+  link_or_die("/proc/self/fd/1", dev, "stdout");
+  link_or_die("/proc/self/fd/2", dev, "stderr");
+  if (hosts != NULL) {
+    /* the environment's hosts file, read-only; the server rewrites it in
+    ** place as members come and go */
+    snprintf(dev, sizeof dev, "%s/etc/hosts", merged);
+    if (access(dev, F_OK) < 0) {
+      int fd = open(dev, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) die("create %s: %s", dev, strerror(errno));
+      close(fd);
+    }
+    mount_or_die(hosts, dev, NULL, MS_BIND, NULL);
+    mount_or_die(hosts, dev, NULL,
+                 MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
+                     | MS_NOEXEC, NULL);
+  }
+}
+
+/* A warm keeper (its ID argument "-", driver_ns.c's pool): its sandbox
+** is ready ("W" told the server so) but has no id yet; the server names
+** it with "h <id>", when a create takes it, then it says "R" as any keeper; and its command line
+** (args, nargs: the strings are contiguous) becomes "mastra-ns-init
+** __ns-init SERVER_PID ID", so that ps names its sandbox as a cold
+** keeper's does. EOF: the server closed the pool. */
+static void await_name(char **args, int nargs) {
+  char msg[300];
+  size_t n = 0;
+  ssize_t r;
+  while (n == 0 || msg[n - 1] != '\n') {
+    if (n == sizeof msg - 1) die("the server's name line is too long");
+    do r = read(ready_fd, msg + n, sizeof msg - 1 - n);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0) _exit(1);
+    n += (size_t)r;
+  }
+  msg[n - 1] = '\0';
+  if (msg[0] != 'h' || msg[1] != ' ' || msg[2] == '\0')
+    die("the server said '%s', not a name", msg);
+  if (sethostname(msg + 2, strlen(msg + 2)) < 0)
+    die("sethostname: %s", strerror(errno));
+  {
+    char line[400], *end = args[nargs - 1] + strlen(args[nargs - 1]);
+    int len = snprintf(line, sizeof line, "%s%c%s%c%s%c%s", args[0], 0,
+                       args[1], 0, args[2], 0, msg + 2);
+    if (len > 0 && len < end - args[0]) {
+      memset(args[0], 0, (size_t)(end - args[0]));
+      memcpy(args[0], line, (size_t)len);
+    }
+  }
+}
+
+/* a PRIVATE sandbox: "N <init>", then the server's answer */
+static void await_network(pid_t init) {
+  char msg[1100];
+  ssize_t n;
+  snprintf(msg, sizeof msg, "N %d\n", (int)init);
+  if (net_fds[0] >= 0) {
+    if (mp_ns_send_fds(ready_fd, msg, strlen(msg), net_fds, 2) < 0) _exit(1);
+    close(net_fds[0]);
+    close(net_fds[1]);
+  } else if (write(ready_fd, msg, strlen(msg)) < 0) {
+    _exit(1);
+  }
+  do n = read(ready_fd, msg, sizeof msg - 1); while (n < 0 && errno == EINTR);
+  if (n <= 0) _exit(1);
+  msg[n] = '\0';
+  msg[strcspn(msg, "\n")] = '\0';
+  if (msg[0] != 'j')
+    die("%s", msg[0] == 'x' && msg[1] != '\0' ? msg + 2
+        : "the private network did not answer");
+}
+
+static void loopback_up(void) {
+  struct ifreq ifr;
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) die("socket: %s", strerror(errno));
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) die("lo: %s", strerror(errno));
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) die("lo up: %s", strerror(errno));
+  close(s);
+}
+
+static void read_byte(int fd, char want) {
+  char c = 0;
+  ssize_t n;
+  do n = read(fd, &c, 1); while (n < 0 && errno == EINTR);
+  if (n != 1 || c != want) _exit(1);
+}
+
+static void write_byte(int fd, char c) {
+  if (write(fd, &c, 1) != 1) _exit(1);
+}
+
+/* the server's blocked and ignored signals are not ours */
+static void reset_signals(void) {
+  struct sigaction dfl;
+  sigset_t none;
+  int i;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (i = 1; i < NSIG; i++) sigaction(i, &dfl, NULL); /* EINVAL: skipped */
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* pid 1 of the sandbox: never returns */
+static void on_sigchld(int sig) { (void)sig; }
+
+/* pid 1's job: reap its children and every orphan the kernel hands it.
+** SIGCHLD stays blocked between the scans, so one that arrives while we
+** reap is pending for sigsuspend (a default-ignored SIGCHLD would never
+** wake pid 1 of a namespace: it gets a handler). */
+static void reap_forever(void) {
+  struct sigaction sa;
+  sigset_t chld, wait_set;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigchld;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGCHLD, &sa, NULL);
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &wait_set);
+  sigdelset(&wait_set, SIGCHLD);
+  for (;;) {
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+      ;
+    sigsuspend(&wait_set);
+  }
+}
+
+static void run_init(const char *merged, int to_keeper, int from_keeper,
+                     char **args, int nargs) {
+  char path[4400];
+  int i;
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) _exit(1);
+  /* the pivot_root below moves the keeper's root too: it opens our /proc
+  ** directory first */
+  read_byte(from_keeper, 'g');
+  snprintf(path, sizeof path, "%s/proc", merged);
+  mount_or_die("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  if (chdir(merged) < 0) die("chdir %s: %s", merged, strerror(errno));
+  if (syscall(SYS_pivot_root, ".", ".") < 0)
+    die("pivot_root: %s", strerror(errno));
+  if (umount2(".", MNT_DETACH) < 0) die("umount the host: %s", strerror(errno));
+  if (chdir("/") < 0) die("chdir /: %s", strerror(errno));
+  if (!unpriv && unshare(CLONE_NEWUSER) < 0)
+    die("user namespace: %s", strerror(errno));
+  write_byte(to_keeper, 'u');
+  if (!unpriv) read_byte(from_keeper, 'm');
+  close(to_keeper);
+  close(from_keeper);
+  if (ready_fd >= 0) close(ready_fd);
+  /* with root, nothing in the sandbox may ptrace or open the namespaces of
+  ** an init that was root on the host. Without root it is the server's
+  ** uid, as every process of the sandbox, and stays dumpable: commands
+  ** open its namespaces with the server's uid and no capability */
+  if (!unpriv) prctl(PR_SET_DUMPABLE, 0);
+  /* ps in the sandbox shows "mastra-init", not the host's paths (the
+  ** strings are contiguous: overwrite them all) */
+  {
+    char *end = args[nargs - 1] + strlen(args[nargs - 1]);
+    memset(args[0], 0, (size_t)(end - args[0]));
+    snprintf(args[0], (size_t)(end - args[0]), "mastra-init");
+  }
+  /* nor the server's environment (/proc/1/environ of a dumpable init) */
+  for (i = 0; environ[i] != NULL; i++)
+    memset(environ[i], 0, strlen(environ[i]));
+  close_range(0, ~0u, 0);
+  reap_forever();
+}
+
+int mp_ns_init_main(int argc, char **argv) {
+  /* argv: __ns-init SERVER_PID ID BASE ROOT READY_FD HOSTS
+  **       [CGROUP_PROCS...]; ID: the hostname, or "-" (a warm keeper:
+  **       await_name); HOSTS: the environment's hosts file (PRIVATE), or
+  **       "-" */
+  char merged[4200], msg[64];
+  int to_keeper[2], from_keeper[2], i, status, procdir;
+  pid_t init;
+  const char *hosts;
+  if (argc < 8) return 2;
+  argv++; /* argv[0]: the program's name */
+  argc--;
+  ready_fd = atoi(argv[5]);
+  hosts = strcmp(argv[6], "-") == 0 ? NULL : argv[6];
+  reset_signals();
+  setpgid(0, 0); /* out of the server's process group */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0
+      || getppid() != (pid_t)atol(argv[1]))
+    die("the server is gone");
+  mp_ns_write_text("/proc/self/oom_score_adj", "-1000");
+  for (i = 7; i < argc; i++)
+    if (mp_ns_write_text(argv[i], "0") < 0)
+      die("cannot join %s: %s", argv[i], strerror(errno));
+  unpriv = geteuid() != 0;
+  if (unpriv) {
+    /* the user namespace first: it owns the others; under the server's
+    ** user namespace for PRIVATE networks when it hands one (net.h) */
+    unsigned uid, gid;
+    if (mp_ns_is_userns(MP_NS_IDMAP_FD)) {
+      if (setns(MP_NS_IDMAP_FD, CLONE_NEWUSER) < 0)
+        die("the server's user namespace: %s", strerror(errno));
+      close(MP_NS_IDMAP_FD);
+    }
+    uid = (unsigned)geteuid();
+    gid = (unsigned)getegid();
+    if (unshare(CLONE_NEWUSER) < 0)
+      die("user namespace: %s", strerror(errno));
+    if (mp_ns_map_self(uid, gid) < 0)
+      die("the user namespace's id maps: %s", strerror(errno));
+  }
+  if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC
+              | CLONE_NEWNET) < 0)
+    die("unshare: %s", strerror(errno));
+  if (unpriv && hosts != NULL) {
+    net_fds[0] = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    net_fds[1] = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (net_fds[0] < 0 || net_fds[1] < 0)
+      die("the network namespace: %s", strerror(errno));
+  }
+  mount_root(argv[3], argv[4], hosts, merged, sizeof merged);
+  if (strcmp(argv[2], "-") != 0 && sethostname(argv[2], strlen(argv[2])) < 0)
+    die("sethostname: %s", strerror(errno));
+  loopback_up();
+  if (pipe2(to_keeper, O_CLOEXEC) < 0 || pipe2(from_keeper, O_CLOEXEC) < 0)
+    die("pipe: %s", strerror(errno));
+  init = fork();
+  if (init < 0) die("fork: %s", strerror(errno));
+  if (init == 0) {
+    close(to_keeper[0]);
+    close(from_keeper[1]);
+    run_init(merged, to_keeper[1], from_keeper[0], argv - 1, argc + 1);
+  }
+  close(to_keeper[1]);
+  close(from_keeper[0]);
+  snprintf(msg, sizeof msg, "/proc/%d", (int)init);
+  procdir = open(msg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (procdir < 0) die("%s: %s", msg, strerror(errno));
+  write_byte(from_keeper[1], 'g');
+  read_byte(to_keeper[0], 'u');
+  if (!unpriv) {
+    if (mp_ns_write_maps(procdir, MP_NS_UID_BASE, MP_NS_UID_COUNT) < 0)
+      die("the init's id maps: %s", strerror(errno));
+    write_byte(from_keeper[1], 'm');
+  }
+  close(procdir);
+  if (hosts != NULL) await_network(init);
+  if (strcmp(argv[2], "-") == 0) { /* "W": in its cgroups, its init up */
+    if (write(ready_fd, "W\n", 2) != 2) _exit(1);
+    await_name(argv - 1, argc + 1);
+  }
+  snprintf(msg, sizeof msg, "R %d\n", (int)init);
+  if (write(ready_fd, msg, strlen(msg)) < 0) _exit(1);
+  close_range(0, ~0u, 0);
+  while (waitpid(init, &status, 0) < 0 && errno == EINTR)
+    ;
+  return 0;
+}

@@ -1,0 +1,127 @@
+/*
+** Namespace primitives of the `namespaces` driver that need libc alone
+** (ns_sys.h): the server and mastra-ns-init (the keeper, the init and the
+** commands' __ns-exec, which link no more than libc) share them.
+*/
+#define _GNU_SOURCE
+#include "drivers/ns/init/ns_sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int mp_ns_write_at(int dir, const char *name, const char *text) {
+  int fd = openat(dir, name, O_WRONLY | O_CLOEXEC);
+  ssize_t n;
+  size_t len = strlen(text);
+  if (fd < 0) return -1;
+  n = write(fd, text, len);
+  if (n != (ssize_t)len) {
+    int e = n < 0 ? errno : EIO;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return close(fd);
+}
+
+int mp_ns_write_text(const char *path, const char *text) {
+  return mp_ns_write_at(AT_FDCWD, path, text);
+}
+
+int mp_ns_write_maps(int procdir, unsigned base, unsigned count) {
+  char map[64];
+  snprintf(map, sizeof map, "0 %u %u\n", base, count);
+  if (mp_ns_write_at(procdir, "uid_map", map) < 0) return -1;
+  return mp_ns_write_at(procdir, "gid_map", map);
+}
+
+int mp_ns_map_self(unsigned uid, unsigned gid) {
+  char map[64];
+  if (mp_ns_write_text("/proc/self/setgroups", "deny") < 0) return -1;
+  snprintf(map, sizeof map, "0 %u 1\n", uid);
+  if (mp_ns_write_text("/proc/self/uid_map", map) < 0) return -1;
+  snprintf(map, sizeof map, "0 %u 1\n", gid);
+  return mp_ns_write_text("/proc/self/gid_map", map);
+}
+
+int mp_ns_idmap_mount(int userns_fd, const char *src, const char *dst) {
+  struct mount_attr attr;
+  int t = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  int rc, e;
+  if (t < 0) return -1;
+  memset(&attr, 0, sizeof attr);
+  attr.attr_set = MOUNT_ATTR_IDMAP;
+  attr.userns_fd = (unsigned long long)userns_fd;
+  rc = mount_setattr(t, "", AT_EMPTY_PATH, &attr, sizeof attr);
+  if (rc == 0) rc = move_mount(t, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+  e = errno;
+  close(t);
+  errno = e;
+  return rc;
+}
+
+int mp_ns_is_userns(int fd) {
+  return ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWUSER;
+}
+
+typedef union {
+  struct cmsghdr h;
+  char buf[CMSG_SPACE(MP_NS_FDS_MAX * sizeof(int))];
+} fd_cmsg;
+
+int mp_ns_send_fds(int sock, const void *msg, size_t len, const int *fds, int n) {
+  fd_cmsg c;
+  struct iovec iov = {(void *)msg, len};
+  struct msghdr mh;
+  if (n < 1 || n > MP_NS_FDS_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  memset(&mh, 0, sizeof mh);
+  memset(&c, 0, sizeof c);
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = c.buf;
+  mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+  c.h.cmsg_level = SOL_SOCKET;
+  c.h.cmsg_type = SCM_RIGHTS;
+  c.h.cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+  memcpy(CMSG_DATA(&c.h), fds, (size_t)n * sizeof(int));
+  return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+long mp_ns_recv_fds(int sock, void *msg, size_t len, int flags, int *fds, int n,
+                    int *nfds) {
+  fd_cmsg c;
+  struct iovec iov = {msg, len};
+  struct msghdr mh;
+  struct cmsghdr *cm;
+  ssize_t got;
+  *nfds = 0;
+  memset(&mh, 0, sizeof mh);
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = c.buf;
+  mh.msg_controllen = sizeof c.buf;
+  do got = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC); while (got < 0 && errno == EINTR);
+  if (got < 0) return -1;
+  for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+    size_t i, k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    for (i = 0; i < k; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+      if (*nfds < n) fds[(*nfds)++] = fd;
+      else close(fd);
+    }
+  }
+  return (long)got;
+}

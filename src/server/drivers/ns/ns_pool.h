@@ -1,0 +1,29 @@
+/*
+** The warm pool of the `namespaces` driver (ns_pool.c; docs/platform.md,
+** "The warm pool"): keepers and inits of ISOLATED sandboxes started ahead,
+** taken by fresh creates.
+*/
+#ifndef MP_NS_POOL_H
+#define MP_NS_POOL_H
+
+#include "drivers/ns/ns_box.h"
+
+/* its size (--warm-pool; 0: none), DATA_DIR/pool and the driver's box
+** functions, at setup */
+void mp_ns_pool_setup(const char *data_dir, int size,
+                      const mp_ns_box_ops *ops);
+/* once the loop runs: what a killed server left goes to the trash, and
+** the pool fills */
+void mp_ns_pool_start(mp_server *srv);
+/* at exit, after the loop's close ended the members: their directory */
+void mp_ns_pool_finish(void);
+/* a fresh ISOLATED sb takes a member that said "W": 0 (sb's box is it, its
+** keeper named); -1 when there is none or it cannot be renamed */
+int mp_ns_pool_take(mp_server *srv, mp_sandbox *sb);
+/* a member's keeper said "W" */
+void mp_ns_pool_ready(ns_box *b);
+/* a member failed (why: its keeper's message): logged, dropped, replaced
+** (after POOL_FAILURES_MAX in a row, not) */
+void mp_ns_pool_failed(ns_box *b, const char *why);
+
+#endif

@@ -1,0 +1,758 @@
+/*
+** Checkpoints of mastra-platform (docs/platform.md, "Checkpoints").
+**
+** DATA/checkpoints/<name>.tar is the checkpoint of a key, <name> =
+** mastra-checkpoint-<SHA-1 of project, environment and key, 20 hex>, and
+** <name>.json its record ({projectId, environmentId, key, lastUsedMs}).
+** DATA/checkpoints/seeds/<name>-<12 hex>.tar is a named copy that POST
+** /checkpoint hands out (a hard link of the capture: checkpoints are never
+** changed in place), with its own record. A sweep on the loop removes what
+** was not used for the retention period.
+**
+** tar runs as a child process on the loop (proc.c), one at a time per
+** sandbox. A capture writes a temporary file (.mastra-tmp-<hex>), which the
+** child fsyncs (sync FILE) before the server renames it over the
+** checkpoint, only when tar succeeded: a failure or a crash leaves the
+** previous checkpoint as it was; the temporaries of a crash are removed at
+** start.
+*/
+#define _GNU_SOURCE
+#include "sandbox/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hash.h"
+#include "util/log.h"
+#include "sandbox/record.h"
+#include "util/trash.h"
+#include "util.h"
+
+#define PATH_LEN 4400
+#define SWEEP_MIN_MS 1000
+#define SWEEP_MAX_MS 3600000
+
+/* one tar for one sandbox: a capture (-c) or a restore (-x) */
+struct mp_tar_run {
+  mastra__proc *proc;
+  mp_sandbox *sb;
+  int restore, explicit_request;
+  int install;             /* the archive becomes the key's checkpoint */
+  int empty;               /* an empty tree: the key's checkpoint goes */
+  unsigned gen;            /* sb->checkpoint_gen when it started */
+  char seed[MP_CHECKPOINT_NAME_MAX]; /* the named copy it makes, or "" */
+  mp_waiter *served;       /* the waiters this run answers */
+  char path[PATH_LEN];     /* capture: the temporary; restore: the source */
+  char name[MP_CHECKPOINT_NAME_MAX]; /* restore: what it reads */
+  char err[512];           /* the end of tar's stderr */
+  size_t errlen;
+};
+
+/* {====== names, paths and records ====== */
+
+static void key_name(const char *project, const char *environment,
+                     const char *key, char out[MP_CHECKPOINT_NAME_MAX]) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char digest[20];
+  char material[3 * MP_NAME_MAX + 3];
+  int n = snprintf(material, sizeof material, "%s\n%s\n%s", project,
+                   environment, key);
+  int i;
+  mastra__sha1(material, (size_t)n, digest);
+  memcpy(out, "mastra-checkpoint-", 18);
+  for (i = 0; i < 10; i++) {
+    out[18 + 2 * i] = hex[digest[i] >> 4];
+    out[18 + 2 * i + 1] = hex[digest[i] & 15];
+  }
+  out[38] = '\0';
+}
+
+void mp_checkpoint_key_name(const mp_sandbox *sb,
+                            char name[MP_CHECKPOINT_NAME_MAX]) {
+  key_name(sb->project, sb->environment, sb->recovery_key, name);
+}
+
+/* DATA/checkpoints[/seeds]/<name><ext> */
+static void file_path(mp_server *srv, int seed, const char *name,
+                      const char *ext, char *out, size_t outlen) {
+  snprintf(out, outlen, "%s/checkpoints%s/%s%s", srv->data_dir,
+           seed ? "/seeds" : "", name, ext);
+}
+
+static int write_record(mp_server *srv, int seed, const char *name,
+                        const char *project, const char *environment,
+                        const char *key, int64_t created_ms) {
+  char path[PATH_LEN];
+  cJSON *o = cJSON_CreateObject();
+  char *text;
+  int rc;
+  cJSON_AddStringToObject(o, "projectId", project);
+  cJSON_AddStringToObject(o, "environmentId", environment);
+  cJSON_AddStringToObject(o, "key", key);
+  if (created_ms) cJSON_AddNumberToObject(o, "createdMs", (double)created_ms);
+  cJSON_AddNumberToObject(o, "lastUsedMs", (double)mastra__wall_ms());
+  text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (text == NULL) {
+    errno = ENOMEM;
+    return -1;
+  }
+  file_path(srv, seed, name, ".json", path, sizeof path);
+  rc = mastra__write_file_atomic(path, text, strlen(text), 0644, 0);
+  free(text);
+  return rc;
+}
+
+/* the record of a checkpoint as an object, or NULL */
+static cJSON *read_record(const char *path) {
+  char *text;
+  cJSON *o;
+  if (mastra__read_file(path, &text, NULL) < 0) return NULL;
+  o = cJSON_Parse(text);
+  free(text);
+  if (!cJSON_IsObject(o)) {
+    cJSON_Delete(o);
+    return NULL;
+  }
+  return o;
+}
+
+static const char *rec_str(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* Remove a checkpoint and its record; 1 if the archive was there. */
+static int remove_checkpoint(mp_server *srv, int seed, const char *name) {
+  char path[PATH_LEN];
+  int had;
+  file_path(srv, seed, name, ".tar", path, sizeof path);
+  had = mp_trash(srv, path) == 0; /* a big archive: unlinked off the loop */
+  file_path(srv, seed, name, ".json", path, sizeof path);
+  unlink(path);
+  return had;
+}
+
+/* a seed name: mastra-checkpoint-<20 hex>-<12 hex>, nothing else */
+static int seed_name_ok(const char *s) {
+  size_t i, n = strlen(s);
+  if (n != 51 || strncmp(s, "mastra-checkpoint-", 18) != 0 || s[38] != '-')
+    return 0;
+  for (i = 18; i < n; i++)
+    if (i != 38 && !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+      return 0;
+  return 1;
+}
+
+int mp_checkpoint_source(mp_server *srv, const char *project,
+                         const char *environment, const char *key,
+                         const char *seed, char *path, size_t pathlen,
+                         char name[MP_CHECKPOINT_NAME_MAX], char *err,
+                         size_t errlen) {
+  char rpath[PATH_LEN];
+  cJSON *rec;
+  int ok;
+  if (key != NULL && key[0] != '\0') {
+    key_name(project, environment, key, name);
+    file_path(srv, 0, name, ".tar", path, pathlen);
+    if (access(path, R_OK) == 0) {
+      write_record(srv, 0, name, project, environment, key, 0);
+      return 0;
+    }
+  }
+  if (seed == NULL) return 1;
+  rec = NULL;
+  ok = seed_name_ok(seed);
+  if (ok) {
+    file_path(srv, 1, seed, ".json", rpath, sizeof rpath);
+    rec = read_record(rpath);
+    file_path(srv, 1, seed, ".tar", path, pathlen);
+    ok = rec != NULL && strcmp(rec_str(rec, "projectId"), project) == 0
+         && strcmp(rec_str(rec, "environmentId"), environment) == 0
+         && access(path, R_OK) == 0;
+  }
+  if (!ok) {
+    cJSON_Delete(rec);
+    char expiry[64] = "";
+    if (srv->checkpoint_retention_days > 0)
+      snprintf(expiry, sizeof expiry, " and expire after %g days unused",
+               srv->checkpoint_retention_days);
+    snprintf(err, errlen, "seedCheckpointName \"%.80s\" names no checkpoint"
+             " of this project and environment (names come from POST"
+             " /sandbox/{id}/checkpoint%s)", seed, expiry);
+    return -1;
+  }
+  snprintf(name, MP_CHECKPOINT_NAME_MAX, "%s", seed);
+  {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, "createdMs");
+    write_record(srv, 1, seed, project, environment, rec_str(rec, "key"),
+                 cJSON_IsNumber(c) ? (int64_t)c->valuedouble : 0);
+  }
+  cJSON_Delete(rec);
+  return 0;
+}
+
+/* }====== */
+
+/* {====== running tar ====== */
+
+/* the driver's options of tar (the namespaces driver keeps owners,
+** whiteouts and overlay xattrs) */
+static const char *tar_flags(const mp_server *srv) {
+  return srv->driver->tar_flags != NULL ? srv->driver->tar_flags : "";
+}
+
+static int sh_quote(char *out, size_t n, const char *s) {
+  size_t o = 0;
+#define PUT(c) do { if (o + 2 >= n) return -1; out[o++] = (c); } while (0)
+  PUT('\'');
+  for (; *s != '\0'; s++) {
+    if (*s == '\'') {
+      PUT('\'');
+      PUT('\\');
+      PUT('\'');
+    }
+    PUT(*s);
+  }
+  PUT('\'');
+#undef PUT
+  out[o] = '\0';
+  return 0;
+}
+
+static void tar_notify(mastra__proc *p, void *data);
+
+/* Run the shell text cmd for run, on the loop. */
+static int spawn_run(mp_server *srv, struct mp_tar_run *run, const char *cmd,
+                     char *err, size_t errlen) {
+  static char *const envp[] = {"PATH=" MP_DEFAULT_PATH, "LC_ALL=C", NULL};
+  mastra__proc_opts opts;
+  memset(&opts, 0, sizeof opts);
+  opts.command = cmd;
+  opts.envp = envp;
+  if (mastra__proc_spawn(srv->loop, &opts, &run->proc, err, errlen) < 0)
+    return -1;
+  run->proc->notify = tar_notify;
+  run->proc->notify_data = run;
+  return 0;
+}
+
+/* Tell the waiters of run (which is freed), then start the next run if
+** captures were asked for meanwhile. */
+static void start_run(mp_server *srv, mp_sandbox *sb);
+
+static void complete(struct mp_tar_run *run, int rc, const char *name,
+                     const char *message) {
+  mp_sandbox *sb = run->sb;
+  mp_waiter *w = run->served, *next;
+  char name_copy[MP_CHECKPOINT_NAME_MAX], message_copy[1024];
+  /* name and message may point into run, which goes first */
+  if (name != NULL) {
+    snprintf(name_copy, sizeof name_copy, "%s", name);
+    name = name_copy;
+  }
+  if (message != NULL) {
+    snprintf(message_copy, sizeof message_copy, "%s", message);
+    message = message_copy;
+  }
+  sb->tar = NULL;
+  free(run);
+  for (; w != NULL; w = next) {
+    next = w->next;
+    w->next = NULL;
+    w->queued = 0;
+    w->done(w, sb, rc, name, message);
+  }
+  if (sb->tar == NULL && sb->capture_queue != NULL) start_run(sb->srv, sb);
+}
+
+static void fail(struct mp_tar_run *run, const char *fmt, const char *arg) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, fmt, arg);
+  mp_log("%s %s: %s", run->restore ? "restoring a checkpoint into"
+         : "capturing the checkpoint of", run->sb->id, msg);
+  if (!run->restore && run->path[0] != '\0') mp_trash(run->sb->srv, run->path);
+  if (run->seed[0] != '\0') remove_checkpoint(run->sb->srv, 1, run->seed);
+  complete(run, -1, NULL, msg);
+}
+
+/* The child finished a capture: the archive is the key's checkpoint (when
+** it was to be installed) and the seed's. A delete that came meanwhile
+** stands. */
+static void capture_done(mp_server *srv, struct mp_tar_run *run) {
+  mp_sandbox *sb = run->sb;
+  char seed[MP_CHECKPOINT_NAME_MAX], name[MP_CHECKPOINT_NAME_MAX];
+  snprintf(seed, sizeof seed, "%s", run->seed);
+  mp_checkpoint_key_name(sb, name);
+  if (run->install && sb->checkpoint_gen != run->gen)
+    remove_checkpoint(srv, 0, name);
+  else if (run->explicit_request && sb->checkpoint_deleted) {
+    sb->checkpoint_deleted = 0;
+    mp_record_save(srv, sb);
+  }
+  if (run->empty) remove_checkpoint(srv, 0, name);
+  complete(run, 0, seed[0] != '\0' ? seed : NULL, NULL);
+}
+
+static void tar_notify(mastra__proc *p, void *data) {
+  struct mp_tar_run *run = data;
+  size_t n = p->err.len, room = sizeof run->err - 1;
+  int code;
+  if (n > 0) {
+    /* keep the end of stderr: tar says there why it failed */
+    const char *src = p->err.data;
+    if (n >= room) {
+      src += n - room;
+      n = room;
+      run->errlen = 0;
+    } else if (run->errlen + n > room) {
+      size_t drop = run->errlen + n - room;
+      memmove(run->err, run->err + drop, run->errlen - drop);
+      run->errlen -= drop;
+    }
+    memcpy(run->err + run->errlen, src, n);
+    run->errlen += n;
+    run->err[run->errlen] = '\0';
+  }
+  mastra__proc_consumed(p, &p->err);
+  mastra__proc_consumed(p, &p->out);
+  if (!p->done) return;
+  code = p->exit_code;
+  mastra__proc_release(p);
+  run->proc = NULL;
+  while (run->errlen > 0 && run->err[run->errlen - 1] == '\n')
+    run->err[--run->errlen] = '\0';
+  /* GNU tar -c exits with 1 when a file changed while it was read: the
+  ** archive is complete (a command was writing meanwhile) */
+  if (code == 0 || (code == 1 && !run->restore)) {
+    if (code == 1) mp_log("checkpoint of %s: %s", run->sb->id, run->err);
+    if (run->restore) {
+      run->sb->restored = 1;
+      snprintf(run->sb->restored_from, sizeof run->sb->restored_from, "%s",
+               run->name);
+      complete(run, 0, run->name, NULL);
+    } else {
+      capture_done(run->sb->srv, run);
+    }
+    return;
+  }
+  {
+    char what[700];
+    snprintf(what, sizeof what, "%s (status %d)%s%s", code == 3
+             ? "cannot keep the named copy" : code == 4
+             ? "cannot store the checkpoint" : run->restore
+             ? "tar -x failed" : "tar -c failed", code,
+             run->errlen ? ": " : "", run->err);
+    fail(run, "%s", what);
+  }
+}
+
+/* 1 if path is a directory with no entries (or does not exist) */
+/* empty_dirs: an empty directory at the top counts as nothing (the
+** namespaces driver's upper layer: its top directories are the base's) */
+static int dir_is_empty(const char *path, int empty_dirs) {
+  DIR *d = opendir(path);
+  struct dirent *e;
+  int empty = 1;
+  if (d == NULL) return errno == ENOENT;
+  while (empty && (e = readdir(d)) != NULL) {
+    char sub[PATH_LEN];
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    empty = 0;
+    if (empty_dirs && e->d_type == DT_DIR) {
+      snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+      empty = dir_is_empty(sub, 0);
+    }
+  }
+  closedir(d);
+  return empty;
+}
+
+static void start_run(mp_server *srv, mp_sandbox *sb) {
+  struct mp_tar_run *run = calloc(1, sizeof *run);
+  mp_waiter *w;
+  char err[512], hex[25], name[MP_CHECKPOINT_NAME_MAX];
+  char key[PATH_LEN], seed[PATH_LEN] = "";
+  char qdir[2 * PATH_LEN], qtmp[2 * PATH_LEN], qkey[2 * PATH_LEN];
+  char qseed[2 * PATH_LEN], cmd[8 * PATH_LEN + 512];
+  int n;
+  if (run == NULL) {
+    mp_log("out of memory for a capture of %s", sb->id);
+    return; /* the queue stays: the next request tries again */
+  }
+  run->sb = sb;
+  run->served = sb->capture_queue;
+  sb->capture_queue = NULL;
+  for (w = run->served; w != NULL; w = w->next)
+    if (w->explicit_request) run->explicit_request = 1;
+  run->gen = sb->checkpoint_gen;
+  sb->tar = run;
+  if (sb->destroyed_ms) {
+    complete(run, 1, NULL, "the sandbox was destroyed");
+    return;
+  }
+  if (sb->recovery_key[0] == '\0') {
+    complete(run, 1, NULL, "the sandbox has no recovery key");
+    return;
+  }
+  if (!run->explicit_request && sb->checkpoint_deleted) {
+    complete(run, 1, NULL, "its checkpoint was deleted");
+    return;
+  }
+  mp_checkpoint_key_name(sb, name);
+  file_path(srv, 0, name, ".tar", key, sizeof key);
+  if (!run->explicit_request && dir_is_empty(sb->dir, srv->driver->layer_tree)) {
+    /* nothing to keep: an empty tree is what a missing checkpoint restores
+    ** too, so drop the older one instead of running tar (fleets of short
+    ** sandboxes destroy empty trees all the time), and with no child: it
+    ** goes to the trash, as freeing a large file can take a while */
+    run->empty = 1;
+    capture_done(srv, run);
+    return;
+  }
+  if (mastra__random_hex(hex, 12) < 0) {
+    fail(run, "%s", "no randomness for a temporary name");
+    return;
+  }
+  snprintf(run->path, sizeof run->path, "%s/checkpoints/" MASTRA__TMP_PREFIX
+           "%s", srv->data_dir, hex);
+  /* the records first (small files); the archive moves in the child */
+  run->install = run->explicit_request || !sb->checkpoint_deleted;
+  if (run->explicit_request) {
+    snprintf(run->seed, sizeof run->seed, "%.38s-%.12s", name, hex);
+    file_path(srv, 1, run->seed, ".tar", seed, sizeof seed);
+    if (write_record(srv, 1, run->seed, sb->project, sb->environment,
+                     sb->recovery_key, mastra__wall_ms()) < 0) {
+      fail(run, "cannot write the record of the named copy: %s",
+           strerror(errno));
+      return;
+    }
+  }
+  if (write_record(srv, 0, name, sb->project, sb->environment,
+                   sb->recovery_key, 0) < 0) {
+    fail(run, "cannot write the checkpoint's record: %s", strerror(errno));
+    return;
+  }
+  if (sh_quote(qdir, sizeof qdir, sb->dir) < 0
+      || sh_quote(qtmp, sizeof qtmp, run->path) < 0
+      || sh_quote(qkey, sizeof qkey, key) < 0
+      || sh_quote(qseed, sizeof qseed, seed) < 0) {
+    fail(run, "%s", "a path is too long");
+    return;
+  }
+  /* In the child: tar, then fsync (sync FILE), the named copy (a hard
+  ** link), and the rename over the key's checkpoint. The server's thread
+  ** does none of it: ext4 writes back a file renamed over another one in
+  ** rename(2), and freeing the replaced archive takes a while too. */
+  n = snprintf(cmd, sizeof cmd, "tar %s -C %s -cf %s .; s=$?; if [ $s -gt 1 ];"
+               " then rm -f %s; exit $s; fi; sync %s || { rm -f %s; exit 2; };",
+               tar_flags(srv), qdir, qtmp, qtmp, qtmp, qtmp);
+  if (run->explicit_request)
+    n += snprintf(cmd + n, sizeof cmd - (size_t)n, " ln %s %s || { rm -f %s;"
+                  " exit 3; };", qtmp, qseed, qtmp);
+  if (run->install)
+    snprintf(cmd + n, sizeof cmd - (size_t)n, " mv -f %s %s || { rm -f %s;"
+             " exit 4; }; exit $s", qtmp, qkey, qtmp);
+  else
+    snprintf(cmd + n, sizeof cmd - (size_t)n, " rm -f %s; exit $s", qtmp);
+  if (spawn_run(srv, run, cmd, err, sizeof err) < 0) fail(run, "%s", err);
+}
+
+void mp_checkpoint_capture(mp_server *srv, mp_sandbox *sb, mp_waiter *w) {
+  mp_waiter **tail = &sb->capture_queue;
+  if (w->queued) return;
+  while (*tail != NULL) tail = &(*tail)->next;
+  w->next = NULL;
+  w->queued = 1;
+  *tail = w;
+  if (sb->tar == NULL) start_run(srv, sb);
+}
+
+void mp_checkpoint_restore(mp_server *srv, mp_sandbox *sb, const char *path,
+                           const char *name, mp_waiter *w) {
+  struct mp_tar_run *run = calloc(1, sizeof *run);
+  char err[512], qdir[2 * PATH_LEN], qpath[2 * PATH_LEN];
+  char cmd[4 * PATH_LEN + 256];
+  w->next = NULL;
+  w->queued = 1;
+  if (run == NULL) {
+    w->queued = 0;
+    w->done(w, sb, -1, NULL, "out of memory");
+    return;
+  }
+  run->sb = sb;
+  run->restore = 1;
+  run->served = w;
+  snprintf(run->path, sizeof run->path, "%s", path);
+  snprintf(run->name, sizeof run->name, "%s", name);
+  sb->tar = run;
+  if (sh_quote(qdir, sizeof qdir, sb->dir) < 0
+      || sh_quote(qpath, sizeof qpath, path) < 0) {
+    fail(run, "%s", "a path is too long");
+    return;
+  }
+  snprintf(cmd, sizeof cmd, "exec tar %s -C %s -xf %s", tar_flags(srv), qdir,
+           qpath);
+  if (spawn_run(srv, run, cmd, err, sizeof err) < 0) fail(run, "%s", err);
+}
+
+static void unlink_waiter(mp_waiter **list, mp_waiter *w) {
+  for (; *list != NULL; list = &(*list)->next) {
+    if (*list == w) {
+      *list = w->next;
+      w->next = NULL;
+      w->queued = 0;
+      return;
+    }
+  }
+}
+
+void mp_checkpoint_forget(mp_sandbox *sb, mp_waiter *w) {
+  if (!w->queued) return;
+  unlink_waiter(&sb->capture_queue, w);
+  if (w->queued && sb->tar != NULL) unlink_waiter(&sb->tar->served, w);
+}
+
+int mp_checkpoint_busy(const mp_sandbox *sb) {
+  return sb->tar != NULL || sb->capture_queue != NULL;
+}
+
+/* }====== */
+
+/* {====== delete ====== */
+
+static int drop_key(mp_server *srv, const char *project,
+                    const char *environment, const char *key) {
+  char name[MP_CHECKPOINT_NAME_MAX];
+  mp_sandbox *s;
+  key_name(project, environment, key, name);
+  for (s = srv->sandboxes; s != NULL; s = s->next) {
+    if (s->destroyed_ms || strcmp(s->recovery_key, key) != 0
+        || strcmp(s->project, project) != 0
+        || strcmp(s->environment, environment) != 0)
+      continue;
+    s->checkpoint_deleted = 1;
+    s->checkpoint_gen++; /* a capture running now is thrown away */
+    mastra__timer_stop(&s->checkpoint_timer);
+    mp_record_save(srv, s);
+  }
+  return remove_checkpoint(srv, 0, name) ? 0 : 1;
+}
+
+int mp_checkpoint_drop(mp_server *srv, const mp_sandbox *sb, const char *key) {
+  return drop_key(srv, sb->project, sb->environment, key);
+}
+
+/* }====== */
+
+/* {====== retention ====== */
+
+static int has_suffix(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n > m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* whether a live sandbox uses the key of a record */
+static int key_in_use(mp_server *srv, const cJSON *rec) {
+  mp_sandbox *s;
+  for (s = srv->sandboxes; s != NULL; s = s->next)
+    if (!s->destroyed_ms && s->recovery_key[0] != '\0'
+        && strcmp(s->recovery_key, rec_str(rec, "key")) == 0
+        && strcmp(s->project, rec_str(rec, "projectId")) == 0
+        && strcmp(s->environment, rec_str(rec, "environmentId")) == 0)
+      return 1;
+  return 0;
+}
+
+/* Remove from DATA/checkpoints[/seeds] what was last used before cutoff
+** (an archive without a record counts from its mtime). With
+** temporaries_too (at start, when no tar runs), the temporaries of
+** interrupted captures go as well. */
+static size_t sweep_dir(mp_server *srv, int seed, int64_t cutoff,
+                        int temporaries_too) {
+  char dir[PATH_LEN], path[PATH_LEN + 320], name[300];
+  DIR *d;
+  struct dirent *e;
+  size_t removed = 0;
+  snprintf(dir, sizeof dir, "%s/checkpoints%s", srv->data_dir,
+           seed ? "/seeds" : "");
+  if ((d = opendir(dir)) == NULL) return 0;
+  while ((e = readdir(d)) != NULL) {
+    int64_t last = -1;
+    size_t n = strlen(e->d_name);
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (strncmp(e->d_name, MASTRA__TMP_PREFIX, strlen(MASTRA__TMP_PREFIX)) == 0) {
+      if (temporaries_too) unlink(path);
+      continue;
+    }
+    if (cutoff <= 0 || n >= sizeof name) continue;
+    if (has_suffix(e->d_name, ".json")) {
+      cJSON *rec = read_record(path);
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, "lastUsedMs");
+      if (rec == NULL || !cJSON_IsNumber(v)) {
+        cJSON_Delete(rec);
+        continue; /* torn or foreign: the archive's mtime decides */
+      }
+      if (!seed && key_in_use(srv, rec)) last = INT64_MAX;
+      else last = (int64_t)v->valuedouble;
+      cJSON_Delete(rec);
+      memcpy(name, e->d_name, n - 5);
+      name[n - 5] = '\0';
+    } else if (has_suffix(e->d_name, ".tar")) {
+      struct stat st;
+      memcpy(name, e->d_name, n - 4);
+      name[n - 4] = '\0';
+      snprintf(path, sizeof path, "%s/%s.json", dir, name);
+      if (access(path, F_OK) == 0) continue; /* its record decides */
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      if (stat(path, &st) < 0) continue;
+      last = (int64_t)st.st_mtime * 1000;
+    } else {
+      continue;
+    }
+    if (last < cutoff) {
+      remove_checkpoint(srv, seed, name);
+      removed++;
+    }
+  }
+  closedir(d);
+  return removed;
+}
+
+static int64_t retention_ms(const mp_server *srv) {
+  return (int64_t)(srv->checkpoint_retention_days * 86400000.0);
+}
+
+/* {------ the inspector's view ------ */
+
+static void list_dir(mp_server *srv, int seed, const char *project,
+                     const char *environment, cJSON *out) {
+  char dir[PATH_LEN], path[PATH_LEN + 320], name[MP_CHECKPOINT_NAME_MAX];
+  int64_t keep = retention_ms(srv);
+  DIR *d;
+  struct dirent *e;
+  snprintf(dir, sizeof dir, "%s/checkpoints%s", srv->data_dir,
+           seed ? "/seeds" : "");
+  if ((d = opendir(dir)) == NULL) return;
+  while ((e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    const cJSON *used;
+    cJSON *rec, *o;
+    struct stat st;
+    if (!has_suffix(e->d_name, ".json") || n - 5 >= MP_CHECKPOINT_NAME_MAX)
+      continue;
+    snprintf(path, sizeof path, "%s/%.*s.tar", dir, (int)(n - 5), e->d_name);
+    if (stat(path, &st) < 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if ((rec = read_record(path)) == NULL) continue;
+    if (project != NULL
+        && (strcmp(rec_str(rec, "projectId"), project) != 0
+            || strcmp(rec_str(rec, "environmentId"), environment) != 0)) {
+      cJSON_Delete(rec);
+      continue;
+    }
+    used = cJSON_GetObjectItemCaseSensitive(rec, "lastUsedMs");
+    o = cJSON_CreateObject();
+    memcpy(name, e->d_name, n - 5);
+    name[n - 5] = '\0';
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddStringToObject(o, "key", rec_str(rec, "key"));
+    cJSON_AddBoolToObject(o, "named", seed);
+    cJSON_AddStringToObject(o, "projectId", rec_str(rec, "projectId"));
+    cJSON_AddStringToObject(o, "environmentId", rec_str(rec, "environmentId"));
+    cJSON_AddNumberToObject(o, "size", (double)st.st_size);
+    cJSON_AddNumberToObject(o, "capturedAt", (double)st.st_mtime * 1000);
+    if (cJSON_IsNumber(used)) {
+      cJSON_AddNumberToObject(o, "lastUsedAt", used->valuedouble);
+      if (keep > 0 && (seed || !key_in_use(srv, rec)))
+        cJSON_AddNumberToObject(o, "removeAt",
+                                used->valuedouble + (double)keep);
+      else
+        cJSON_AddNullToObject(o, "removeAt");
+    } else {
+      cJSON_AddNullToObject(o, "lastUsedAt");
+      cJSON_AddNullToObject(o, "removeAt");
+    }
+    cJSON_Delete(rec);
+    cJSON_AddItemToArray(out, o);
+  }
+  closedir(d);
+}
+
+cJSON *mp_checkpoint_list(mp_server *srv, const char *project,
+                          const char *environment) {
+  cJSON *out = cJSON_CreateArray();
+  list_dir(srv, 0, project, environment, out);
+  list_dir(srv, 1, project, environment, out);
+  return out;
+}
+
+int mp_checkpoint_remove(mp_server *srv, const char *project,
+                         const char *environment, const char *name) {
+  char path[PATH_LEN];
+  cJSON *rec;
+  int seed, rc = 1;
+  if (strchr(name, '/') != NULL || name[0] == '.') return 1;
+  for (seed = 0; seed <= 1 && rc == 1; seed++) {
+    file_path(srv, seed, name, ".json", path, sizeof path);
+    if ((rec = read_record(path)) == NULL) continue;
+    if (strcmp(rec_str(rec, "projectId"), project) == 0
+        && strcmp(rec_str(rec, "environmentId"), environment) == 0) {
+      if (seed) rc = remove_checkpoint(srv, 1, name) ? 0 : 1;
+      else rc = drop_key(srv, project, environment, rec_str(rec, "key"));
+    }
+    cJSON_Delete(rec);
+  }
+  return rc;
+}
+
+/* }------ */
+
+static void sweep(mp_server *srv, int temporaries_too) {
+  int64_t keep = retention_ms(srv);
+  int64_t cutoff = keep > 0 ? mastra__wall_ms() - keep : 0;
+  size_t n = sweep_dir(srv, 0, cutoff, temporaries_too)
+             + sweep_dir(srv, 1, cutoff, temporaries_too);
+  if (n > 0)
+    mp_log("retention: removed %zu checkpoint%s unused for %g days", n,
+           n == 1 ? "" : "s", srv->checkpoint_retention_days);
+}
+
+/* a quarter of the retention period, within [1 s, 1 h] */
+static void arm_sweep(mp_server *srv) {
+  int64_t every = retention_ms(srv) / 4;
+  if (retention_ms(srv) <= 0) return;
+  if (every < SWEEP_MIN_MS) every = SWEEP_MIN_MS;
+  if (every > SWEEP_MAX_MS) every = SWEEP_MAX_MS;
+  mastra__timer_start(&srv->checkpoint_sweep, (uint64_t)every);
+}
+
+static void on_sweep(mastra__timer *t) {
+  mp_server *srv = t->data;
+  sweep(srv, 0);
+  arm_sweep(srv);
+}
+
+int mp_checkpoint_start(mp_server *srv) {
+  char path[PATH_LEN];
+  snprintf(path, sizeof path, "%s/checkpoints/seeds", srv->data_dir);
+  if (mastra__mkdirs(path, 0755, NULL) < 0) {
+    mp_log("cannot create %s: %s", path, strerror(errno));
+    return -1;
+  }
+  mastra__timer_init(srv->loop, &srv->checkpoint_sweep, on_sweep, srv);
+  sweep(srv, 1);
+  arm_sweep(srv);
+  return 0;
+}
+
+void mp_checkpoint_stop(mp_server *srv) {
+  mastra__timer_stop(&srv->checkpoint_sweep);
+}
+
+/* }====== */

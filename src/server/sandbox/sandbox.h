@@ -1,0 +1,191 @@
+/*
+** Sandboxes of mastra-platform (sandbox.c): the records, their lifecycle
+** (create, destroy, idle reaping, shutdown), the record files, and the
+** commands run in them through a driver.
+*/
+#ifndef MP_SANDBOX_H
+#define MP_SANDBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "sandbox/env.h"
+#include "proc.h"
+#include "server.h"
+
+/* how long a destroyed record is kept by default (GET shows destroyedAt) */
+#define MP_DESTROYED_TTL_DEFAULT_S 600
+/* how many destroyed records are kept at most by default (the oldest is
+** freed when a destroy would pass it) */
+#define MP_DESTROYED_MAX_DEFAULT 1000
+#define MP_DESTROYED_MAX_LIMIT 10000000
+
+typedef struct mp_exec_spec {
+  const char *command; /* shell text */
+  const char *cwd;     /* NULL: the sandbox's working directory */
+  const cJSON *env;    /* object of strings, or NULL */
+  int stdin_pipe;
+  uint64_t timeout_ms; /* 0: none */
+} mp_exec_spec;
+
+/* Someone waiting for a sandbox's capture, restore or destroy (see
+** checkpoint.h and mp_sandbox_destroy): done is called once, with rc 0
+** (done), 1 (skipped: nothing to capture) or -1 (failed: message says
+** why); name is the checkpoint an explicit capture named, or the one a
+** restore read (NULL otherwise). */
+typedef struct mp_waiter mp_waiter;
+struct mp_waiter {
+  mp_waiter *next;
+  void (*done)(mp_waiter *w, mp_sandbox *sb, int rc, const char *name,
+               const char *message);
+  void *data;
+  int explicit_request; /* a capture: POST /checkpoint asked for it */
+  int queued;           /* checkpoint.c: in a queue or served by a run */
+};
+
+/* A driver makes sandboxes real: driver_process.c keeps a directory and
+** process groups on the host; driver_ns.c an overlay root and namespaces. */
+struct mp_driver {
+  const char *name;
+  /* create the working tree (empty, or restored by the caller) */
+  int (*prepare)(mp_server *srv, mp_sandbox *sb, char *err, size_t errlen);
+  /* start a command; the caller sets notify and tracks the process */
+  int (*spawn)(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
+               char *const *envp, mastra__proc **out, char *err,
+               size_t errlen);
+  /* after every process of the sandbox has been killed */
+  void (*teardown)(mp_server *srv, mp_sandbox *sb);
+  /* the server exits: end what the driver keeps for a live sandbox (its
+  ** tree stays); NULL: nothing to end */
+  void (*release)(mp_server *srv, mp_sandbox *sb);
+  /* more options of the checkpoint's tar (of sb->dir), or NULL */
+  const char *tar_flags;
+  /* sb->dir is an overlay's upper layer: a capture of nothing but empty
+  ** top directories is a capture of nothing */
+  int layer_tree;
+  /* every process of a sandbox dies with the server (a kill -9 too): its
+  ** commands need no run files (orphans.c) for the next start to find */
+  int no_run_files;
+  /* a destroy's strays: SIGKILL the processes of sb outside the process
+  ** groups that in_command(data, pgrp) names, and return how many (NULL:
+  ** a scan of /proc for the processes marked with sb's id) */
+  size_t (*kill_strays)(mp_sandbox *sb, int (*in_command)(void *data,
+                                                          long pgrp),
+                        void *data);
+};
+
+struct mp_sandbox {
+  mp_sandbox *next, *prev;        /* srv->sandboxes */
+  mp_sandbox *gone_next, *gone_prev; /* srv->gone: destroyed, in order */
+  int gone;                       /* in srv->gone */
+  char id[MP_ID_MAX];             /* ours: sbx_<hex> */
+  char project[MP_NAME_MAX];
+  char environment[MP_NAME_MAX];
+  char recovery_key[MP_NAME_MAX]; /* the caller's `id`; "" if none */
+  char network[16];               /* ISOLATED | PRIVATE */
+  double idle_timeout_min;        /* the caller's; 0: the server's default */
+  cJSON *env;                     /* creation env: object of strings */
+  int64_t created_ms, destroyed_ms, last_exec_ms;
+  int running;                    /* commands running now */
+  int sockets;                    /* exec sockets open on it (exec_ws.c) */
+  int restored;                   /* created from a checkpoint */
+  char restored_from[MP_NAME_MAX]; /* that checkpoint's name, or "" */
+  int checkpoint_deleted;         /* DELETE /checkpoint: no implicit capture */
+  unsigned checkpoint_gen;        /* bumped by DELETE /checkpoint */
+  int restoring, destroying;      /* waiting for tar (checkpoint.c) */
+  struct mp_tar_run *tar;         /* checkpoint.c: the tar running now */
+  mp_waiter *capture_queue;       /* captures asked for while it runs */
+  mp_waiter *waiters;             /* of the restore or the destroy */
+  mp_waiter lifecycle;            /* the restore or destroy's own capture */
+  mp_waiter debounced;            /* the capture after commands, shutdown */
+  mastra__proc **procs;           /* its running commands */
+  unsigned long long *proc_starts; /* their start times (/proc/PID/stat) */
+  size_t nprocs;
+  char *root;                     /* <data>/sandboxes/<id> */
+  char *dir;                      /* working tree on the host */
+  void *driver_data;              /* the driver's, or NULL */
+  mastra__timer idle_timer;
+  mastra__timer checkpoint_timer; /* debounced capture after commands */
+  struct mp_lease *leases;        /* lease.c: its live leases, newest first */
+  unsigned nleases;
+  unsigned refs;                  /* exec sessions and legacy runs holding it */
+  mp_server *srv;
+};
+
+typedef struct mp_create_spec {
+  const char *project;
+  const char *environment;
+  const char *recovery_key;   /* the caller's `id`, or NULL */
+  const char *network;        /* ISOLATED | PRIVATE, or NULL */
+  double idle_timeout_min;   /* fractions allowed; 0: the server's default */
+  const cJSON *env;           /* object of strings, or NULL */
+  const char *seed;           /* seedCheckpointName, or NULL */
+} mp_create_spec;
+
+/* -1 failed (err says why), -2 the request is wrong (an unknown seed: err
+** says why), -3 the disk is full (err says why), 0 created, 1 created and restoring a checkpoint: w->done is
+** called (maybe before this returns) when it is ready (rc 0) or failed
+** (rc -1: the sandbox is then destroyed). */
+int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
+                      mp_sandbox **out, mp_waiter *w, char *err,
+                      size_t errlen);
+/* Kill its commands, capture its checkpoint (unless an explicit DELETE
+** /checkpoint said not to), then remove its tree; the record stays, with
+** destroyedAt. w (or NULL) is told once, maybe before this returns: rc 0
+** destroyed, -1 the capture failed and the sandbox is kept (live, tree
+** and all), or it is being restored. */
+void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb, mp_waiter *w);
+/* w's request went away: it is told nothing more */
+void mp_sandbox_forget(mp_sandbox *sb, mp_waiter *w);
+/* a record (live or destroyed) of project (NULL: any), or NULL */
+mp_sandbox *mp_sandbox_lookup(mp_server *srv, const char *project,
+                              const char *id);
+/* A live (not destroyed) sandbox by our id, or NULL. */
+mp_sandbox *mp_sandbox_find(mp_server *srv, const char *id);
+size_t mp_sandbox_live_count(mp_server *srv);
+/* shutdown: end every command, capture the checkpoints (running the loop
+** until every capture has finished), save the records */
+void mp_sandbox_shutdown_all(mp_server *srv);
+/* The idle timeout of sb in minutes: its own, else the server's default
+** (srv->default_idle_min); 0: never reaped. */
+double mp_sandbox_idle_minutes(const mp_server *srv, const mp_sandbox *sb);
+/* Commands started and not yet let go of (mp_sandbox_exec_done). */
+size_t mp_sandbox_running_count(mp_server *srv);
+/* Shutdown, first step: ask every command to end (SIGTERM, then SIGKILL
+** after the grace period, on the loop). */
+void mp_sandbox_stop_all(mp_server *srv);
+/* Shutdown, last step: SIGKILL every process of every sandbox, the groups
+** of its commands and the processes marked with MP_MARKER_VAR. Returns how
+** many were still alive (call again, running the loop, until 0). */
+size_t mp_sandbox_kill_all(mp_server *srv);
+/* At startup, before serving: SIGKILL the commands a previous instance
+** started (its run files, DATA_DIR/state/run, and the marked processes);
+** their sandboxes stay live, stopped: idle from now on. Returns how many
+** processes were still alive (call again until 0). */
+size_t mp_sandbox_kill_previous(mp_server *srv);
+void mp_sandbox_free_all(mp_server *srv);
+/* Free the destroyed records older than srv->destroyed_ttl_ms, then the
+** oldest ones past srv->destroyed_max (nothing holds them any more);
+** returns how many. A timer started by mp_sandbox_sweep_start
+** (mp_state_load does) calls it. */
+size_t mp_sandbox_sweep(mp_server *srv);
+void mp_sandbox_sweep_start(mp_server *srv);
+
+/* Load the records of <data>/state/sandboxes (at startup): a record whose
+** fields are not valid is skipped (logged), one destroyed longer ago than
+** srv->destroyed_ttl_ms is removed, and so are the oldest destroyed ones
+** past srv->destroyed_max. */
+int mp_state_load(mp_server *srv);
+
+
+/* Start a command in sb (marks activity, counts it as running). notify is
+** called for every event of the process; the caller must call
+** mp_sandbox_exec_done() once, when it lets go of the process. */
+int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
+                    mastra__proc_notify notify, void *data,
+                    mastra__proc **out, char *err, size_t errlen);
+void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p);
+
+#endif
