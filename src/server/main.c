@@ -45,6 +45,7 @@
 #include "bucket/bucket.h"
 #include "sandbox/checkpoint.h"
 #include "drivers/drivers.h"
+#include "drivers/ns/base.h"
 #include "drivers/ns/init/ns_exec.h"
 #include "drivers/ns/init/ns_init.h"
 #include "api/exec_legacy.h"
@@ -82,24 +83,9 @@ static void usage(FILE *f) {
           "  --driver NAME        how sandboxes run: namespaces (isolated;"
           " the default\n"
           "                       where it can run) or process\n"
-          "                       (env MASTRA_PLATFORM_DRIVER)\n"
-          "  --base DIR           the sandboxes' base (namespaces; default"
-          " DATA_DIR/base,\n"
-          "                       built at the first start; env"
-          " MASTRA_PLATFORM_BASE)\n"
-          "  --egress             PRIVATE sandboxes reach out through NAT"
-          " (namespaces;\n"
-          "                       default off: no traffic leaves the"
-          " platform's namespaces)\n"
-          "  --sandbox-pids-max N processes per sandbox (namespaces;"
-          " default 1024; 0: no limit)\n"
-          "  --sandbox-memory-max SIZE\n"
-          "                       memory per sandbox, k/m/g suffixes"
-          " (namespaces; default 2g;\n"
-          "                       0: no limit)\n"
-          "  --warm-pool N        ISOLATED sandboxes kept started ahead, for"
-          " a fast create\n"
-          "                       (namespaces; default 2; 0: none)\n"
+          "                       (env MASTRA_PLATFORM_DRIVER)\n");
+  mp_driver_usage(f);
+  fprintf(f,
           "  --idle-exit SECONDS  exit after SECONDS with no request and no"
           " sandbox (default: never)\n"
           "  --lease-ttl SECONDS  lifetime of exec leases (default 900)\n"
@@ -282,9 +268,7 @@ static void on_signal(mastra__io *io, uint32_t revents) {
 int main(int argc, char **argv) {
   mp_server srv;
   const char *listen = "127.0.0.1:0", *token_file = NULL;
-  mp_driver_opts dopts = {getenv("MASTRA_PLATFORM_DRIVER"),
-                          getenv("MASTRA_PLATFORM_BASE"), MP_DEFAULT_PIDS_MAX,
-                          MP_DEFAULT_MEMORY_MAX, 0, MP_DEFAULT_WARM_POOL};
+  const char *driver = getenv("MASTRA_PLATFORM_DRIVER");
   const char *inspector = NULL;
   char inspector_listen[80], login[256] = "";
   long history = DEFAULT_SESSION_HISTORY;
@@ -299,7 +283,8 @@ int main(int argc, char **argv) {
   double default_idle = DEFAULT_IDLE_MINUTES;
   sigset_t sigs;
   mastra__io sig_io;
-  int i, sfd;
+  const mp_driver_flag *flag;
+  int i, sfd = -1, status = 0;
 
   if (argc >= 2 && strcmp(argv[1], MP_NS_INIT_ARG) == 0)
     return mp_ns_init_main(argc, argv);
@@ -327,8 +312,9 @@ int main(int argc, char **argv) {
       usage(stdout);
       return 0;
     }
-    if (strcmp(a, "--egress") == 0) {
-      dopts.egress = 1;
+    flag = mp_driver_flag_find(a);
+    if (flag != NULL && flag->arg == NULL) { /* a driver's switch */
+      if (flag->set(NULL, err, sizeof err) < 0) goto flag_fail;
       continue;
     }
     if (v == NULL) {
@@ -340,29 +326,10 @@ int main(int argc, char **argv) {
     if (strcmp(a, "--listen") == 0) listen = v;
     else if (strcmp(a, "--data-dir") == 0) data_dir = strdup(v);
     else if (strcmp(a, "--token-file") == 0) token_file = v;
-    else if (strcmp(a, "--driver") == 0) dopts.requested = v;
-    else if (strcmp(a, "--base") == 0) dopts.base = v;
-    else if (strcmp(a, "--sandbox-pids-max") == 0
-             || strcmp(a, "--sandbox-memory-max") == 0) {
-      long long n = mp_parse_size(v);
-      if (n < 0) {
-        fprintf(stderr, "mastra-platform: %s wants a number (got '%s')\n", a,
-                v);
-        return 2;
-      }
-      if (a[10] == 'p') dopts.pids_max = n; else dopts.memory_max = n;
-    }
-    else if (strcmp(a, "--warm-pool") == 0) {
-      char *end;
-      long n = strtol(v, &end, 10);
-      if (*v == '\0' || *end != '\0' || n < 0 || n > MP_WARM_POOL_MAX) {
-        fprintf(stderr, "mastra-platform: --warm-pool wants a number of"
-                " sandboxes from 0 to %d (got '%s')\n", MP_WARM_POOL_MAX, v);
-        return 2;
-      }
-      dopts.warm_pool = (int)n;
-    }
-    else if (strcmp(a, "--idle-exit") == 0) {
+    else if (strcmp(a, "--driver") == 0) driver = v;
+    else if (flag != NULL) {
+      if (flag->set(v, err, sizeof err) < 0) goto flag_fail;
+    } else if (strcmp(a, "--idle-exit") == 0) {
       if (parse_seconds(a, v, &idle_exit) < 0) return 2;
     } else if (strcmp(a, "--default-idle-minutes") == 0) {
       if (parse_minutes(a, v, &default_idle) < 0) return 2;
@@ -404,10 +371,6 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (dopts.requested != NULL && dopts.requested[0] == '\0')
-    dopts.requested = NULL;
-  if (dopts.base != NULL && dopts.base[0] == '\0') dopts.base = NULL;
-
   memset(&srv, 0, sizeof srv);
   srv.max_body = DEFAULT_MAX_BODY;
   srv.max_object = DEFAULT_MAX_OBJECT;
@@ -432,7 +395,7 @@ int main(int argc, char **argv) {
     token_path = strdup(token_file);
   }
   if (load_token(&srv, token_path) < 0) return 1;
-  if (mp_driver_pick(&srv, &dopts) < 0) return 2;
+  if (mp_driver_pick(&srv, driver) < 0) return 2;
   if (mp_server_open(&srv, err, sizeof err) < 0) {
     fprintf(stderr, "mastra-platform: %s\n", err);
     mp_driver_finish(&srv);
@@ -441,8 +404,12 @@ int main(int argc, char **argv) {
   kill_previous(&srv);
   mp_trash_empty(&srv);
   mp_driver_start(&srv);
-  if (mp_checkpoint_start(&srv) < 0) return 1;
-  if (mp_activity_start(&srv, (size_t)history) < 0) return 1;
+  /* from here on a failure stops what started, as an exit does */
+  if (mp_checkpoint_start(&srv) < 0
+      || mp_activity_start(&srv, (size_t)history) < 0) {
+    status = 1;
+    goto stop;
+  }
 
   /* SIGTERM, SIGINT and SIGHUP (a closed terminal) arrive through the loop */
   sigemptyset(&sigs);
@@ -456,7 +423,8 @@ int main(int argc, char **argv) {
 
   if (mp_http_start(&srv, listen, err, sizeof err) < 0) {
     fprintf(stderr, "mastra-platform: %s\n", err);
-    return 1;
+    status = 1;
+    goto stop;
   }
   if (inspector == NULL) { /* the --listen host, a free port */
     snprintf(inspector_listen, sizeof inspector_listen, "%.*s:0",
@@ -467,7 +435,8 @@ int main(int argc, char **argv) {
       && (mp_inspector_start(&srv, inspector, token_path, err, sizeof err) < 0
           || mp_inspector_login_link(&srv, login, sizeof login) < 0)) {
     fprintf(stderr, "mastra-platform: %s\n", err);
-    return 1;
+    status = 1;
+    goto stop;
   }
   printf("{\"url\":\"%s\",\"pid\":%d,\"dataDir\":\"%s\",\"tokenFile\":\"%s\"",
          srv.base_url, (int)getpid(), srv.data_dir, token_path);
@@ -500,23 +469,29 @@ int main(int argc, char **argv) {
     }
   }
 
+stop:
   mp_inspector_stop(&srv);
   shut_down(&srv);
   mp_checkpoint_stop(&srv);
   mp_http_stop(&srv);
   mp_diskuse_free(srv.diskuse);
-  mastra__io_stop(&sig_io);
-  close(sfd);
+  if (sfd >= 0) {
+    mastra__io_stop(&sig_io);
+    close(sfd);
+  }
   mp_server_close(&srv);
   mp_driver_finish(&srv);
   mp_activity_stop(&srv);
-  mp_log("stopped");
+  mp_log(status == 0 ? "stopped" : "stopped: it could not start");
   free(srv.data_dir);
   free(token_path);
-  return 0;
+  return status;
 
 dir_fail:
   fprintf(stderr, "mastra-platform: cannot create %s: %s\n", path,
           strerror(errno));
   return 1;
+flag_fail:
+  fprintf(stderr, "mastra-platform: %s\n", err);
+  return 2;
 }

@@ -20,7 +20,6 @@
 #include "util/log.h"
 #include "sandbox/record.h"
 #include "http/respond.h"
-#include "drivers/ns/driver_ns.h"
 #include "sandbox/sandbox.h"
 
 /* providerResourceId: proc_<hex> for sbx_<hex> */
@@ -49,8 +48,8 @@ static cJSON *sandbox_json(const mp_sandbox *sb) {
   cJSON_AddStringToObject(o, "networkIsolation", sb->network);
   /* ours (not upstream's): the driver that runs it, process | namespaces */
   cJSON_AddStringToObject(o, "driver", sb->srv->driver->name);
-  if (sb->srv->driver == &mp_ns_driver)
-    cJSON_AddStringToObject(o, "limits", mp_ns_limits());
+  if (sb->srv->driver->limits != NULL)
+    cJSON_AddStringToObject(o, "limits", sb->srv->driver->limits(sb->srv));
   cJSON_AddBoolToObject(o, "restoredFromCheckpoint", sb->restored);
   if (sb->restored_from[0] != '\0')
     cJSON_AddStringToObject(o, "restoredCheckpointName", sb->restored_from);

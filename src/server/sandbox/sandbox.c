@@ -694,6 +694,17 @@ size_t mp_sandbox_kill_previous(mp_server *srv) {
 
 /* {====== commands ====== */
 
+void mp_proc_opts(mastra__proc_opts *o, const mp_exec_spec *spec,
+                  char *const *envp, const char *cwd) {
+  memset(o, 0, sizeof *o);
+  o->command = spec->command;
+  o->cwd = cwd;
+  o->envp = envp;
+  o->stdin_pipe = spec->stdin_pipe;
+  o->timeout_ms = spec->timeout_ms;
+  o->pdeathsig = SIGKILL;
+}
+
 int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     mastra__proc_notify notify, void *data,
                     mastra__proc **out, char *err, size_t errlen) {

@@ -30,6 +30,11 @@ typedef struct mp_exec_spec {
   uint64_t timeout_ms; /* 0: none */
 } mp_exec_spec;
 
+/* the options of a command's process for a driver: spec's command, stdin
+** and timeout, envp, cwd (a host path), SIGKILL when the server dies */
+void mp_proc_opts(mastra__proc_opts *o, const mp_exec_spec *spec,
+                  char *const *envp, const char *cwd);
+
 /* Someone waiting for a sandbox's capture, restore or destroy (see
 ** checkpoint.h and mp_sandbox_destroy): done is called once, with rc 0
 ** (done), 1 (skipped: nothing to capture) or -1 (failed: message says
@@ -45,10 +50,42 @@ struct mp_waiter {
   int queued;           /* checkpoint.c: in a queue or served by a run */
 };
 
-/* A driver makes sandboxes real: driver_process.c keeps a directory and
-** process groups on the host; driver_ns.c an overlay root and namespaces. */
+/* A command-line flag of `mastra-platform serve` that a driver owns:
+** main.c parses every driver's flags through the registry
+** (drivers/drivers.h), and --help lists them from the same table. */
+typedef struct mp_driver_flag {
+  const char *name;  /* "--warm-pool" */
+  const char *arg;   /* its value in --help ("N"), or NULL: a switch */
+  const char *help;  /* what it does and its default; '\n' between lines */
+  /* keep the value (NULL for a switch): 0, or -1 after writing in err
+  ** what was wrong with it */
+  int (*set)(const char *value, char *err, size_t errlen);
+} mp_driver_flag;
+
+/* A driver makes sandboxes real: drivers/process/ keeps a directory and
+** process groups on the host; drivers/ns/ an overlay root and namespaces.
+** It owns its lifecycle and its flags: nothing outside its folder asks
+** which driver runs (drivers/drivers.c holds the registry). */
 struct mp_driver {
   const char *name;
+  /* said beside its name when a default start falls back to it ("no
+  ** isolation"), or NULL */
+  const char *note;
+  /* its flags of `serve`, ended by an entry with a NULL name; or NULL */
+  const mp_driver_flag *flags;
+  /* can it run on this host? 1, or 0 and why (NULL: always) */
+  int (*available)(char *why, size_t n);
+  /* it was chosen (its flags are parsed), before the records are loaded:
+  ** 0, or -1 and why in err (NULL: nothing to set up) */
+  int (*setup)(mp_server *srv, char *err, size_t errlen);
+  /* once the loop runs and the trash is emptied (NULL: nothing) */
+  void (*start)(mp_server *srv);
+  /* at exit, after every sandbox was released, or on the way out after a
+  ** failed start once setup succeeded (NULL: nothing) */
+  void (*finish)(mp_server *srv);
+  /* what limits a sandbox's processes, for its JSON's `limits` ("cgroup
+  ** v1", ...), or NULL: the JSON has no `limits` */
+  const char *(*limits)(const mp_server *srv);
   /* create the working tree (empty, or restored by the caller) */
   int (*prepare)(mp_server *srv, mp_sandbox *sb, char *err, size_t errlen);
   /* start a command; the caller sets notify and tracks the process */

@@ -114,3 +114,42 @@ int mp_base_build(const char *dir, int minimal, char *err, size_t errlen) {
   }
   return 0;
 }
+
+static void base_path(const char *data_dir, const char *base, char *out,
+                      size_t n) {
+  if (base != NULL)
+    snprintf(out, n, "%s", base);
+  else
+    snprintf(out, n, "%s/base", data_dir);
+}
+
+int mp_base_command(int argc, char **argv) {
+  const char *data_dir = NULL, *base = NULL;
+  char dir[4096], err[1024];
+  int i, minimal = 0;
+  if (argc < 3 || strcmp(argv[2], "build") != 0) goto usage;
+  for (i = 3; i < argc; i++) {
+    if (strcmp(argv[i], "--minimal") == 0) minimal = 1;
+    else if (strcmp(argv[i], "--data-dir") == 0 && i + 1 < argc)
+      data_dir = argv[++i];
+    else if (strcmp(argv[i], "--base") == 0 && i + 1 < argc)
+      base = argv[++i];
+    else goto usage;
+  }
+  if (base == NULL && data_dir == NULL) {
+    fprintf(stderr, "mastra-platform base build: give --data-dir DIR (the"
+            " base goes to DIR/base) or --base DIR\n");
+    return 2;
+  }
+  base_path(data_dir, base, dir, sizeof dir);
+  if (mp_base_build(dir, minimal, err, sizeof err) < 0) {
+    fprintf(stderr, "mastra-platform base build: %s\n", err);
+    return 1;
+  }
+  printf("%s\n", dir);
+  return 0;
+usage:
+  fprintf(stderr, "usage: mastra-platform base build [--data-dir DIR |"
+          " --base DIR] [--minimal]\n");
+  return 2;
+}

@@ -18,5 +18,8 @@ int mp_base_ready(const char *dir);
 ** loop. Replaces an older base only once the new one is complete.
 ** 0, or -1 and err says why. */
 int mp_base_build(const char *dir, int minimal, char *err, size_t errlen);
+/* `mastra-platform base build [--data-dir DIR] [--base DIR] [--minimal]`:
+** the exit status */
+int mp_base_command(int argc, char **argv);
 
 #endif

@@ -34,8 +34,8 @@
 ** keeper and init run already (mp_ns_pool_take); a restore, a PRIVATE
 ** sandbox and a record loaded at start start their own.
 **
-** PRIVATE networks (net.c): mp_ns_setup opens the net module (which sweeps
-** what a previous server left) and mp_ns_finish closes it. A PRIVATE
+** PRIVATE networks (net.c): ns_setup opens the net module (which sweeps
+** what a previous server left) and ns_finish closes it. A PRIVATE
 ** sandbox's keeper bind-mounts its environment's hosts file and says "N
 ** <init>" before "R": on_ready attaches the init's network namespace
 ** (mp_net_join, on the loop: a few rtnetlink round trips) and answers "j",
@@ -50,6 +50,7 @@
 #include "drivers/ns/ns_box.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <poll.h>
@@ -67,7 +68,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "drivers/process/driver_process.h"
+#include "drivers/ns/ns_host.h"
+#include "drivers/ns/ns_options.h"
 #include "util/log.h"
 #include "net/net.h"
 #include "drivers/ns/ns_cgroup.h"
@@ -82,26 +84,11 @@
 #include "util/trash.h"
 #include "util.h"
 
-#ifndef MP_NS_INIT_INSTALLED
-#define MP_NS_INIT_INSTALLED "../libexec/mastra-platform/mastra-ns-init"
-#endif
-
 /* the cgroups of a destroyed sandbox are removed once its processes are
 ** gone: tried every RMDIR_RETRY_MS, this many times */
 #define RMDIR_RETRY_MS 50
 #define RMDIR_TRIES 200
 
-static struct {
-  char base[4096];
-  char init_bin[4200];         /* mastra-ns-init, or /proc/self/exe */
-  int unpriv;                  /* not root: ns_user.c */
-  char limits[300];            /* mp_ns_limits */
-  int idmap_fd;                /* with root: ns_idmap.c; without: the
-                               ** switch's user namespace (net.h); or -1 */
-  int own_pidns;               /* with root: the server's pid namespace */
-  mp_net *net;                 /* PRIVATE networks, or NULL */
-  char net_err[512];           /* why net is NULL */
-} cfg;
 
 
 static void sleep_ms(long ms) {
@@ -149,7 +136,7 @@ static int is_private(const mp_sandbox *sb) {
 
 static void net_leave(mp_sandbox *sb, ns_box *b) {
   if (!b->joined) return;
-  mp_net_leave(cfg.net, sb->environment, sb->id);
+  mp_net_leave(mp_ns_host.net, sb->environment, sb->id);
   b->joined = 0;
 }
 
@@ -199,13 +186,13 @@ static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
   }
   snprintf(path, sizeof path, "/proc/%ld/ns/net", atol(line + 2));
   fd = got[0] >= 0 ? got[0] : open(path, O_RDONLY | O_CLOEXEC);
-  if (cfg.net == NULL)
+  if (mp_ns_host.net == NULL)
     snprintf(err, sizeof err, "PRIVATE networks are not available: %s",
-             cfg.net_err);
+             mp_ns_host.net_err);
   else if (fd < 0)
     snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
   else
-    rc = mp_net_join_nl(cfg.net, sb->environment, sb->id, fd, got[1], addr,
+    rc = mp_net_join_nl(mp_ns_host.net, sb->environment, sb->id, fd, got[1], addr,
                         sizeof addr, err, sizeof err);
   if (fd >= 0) close(fd);
   if (got[1] >= 0) close(got[1]);
@@ -286,7 +273,7 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
   argv[1] = MP_NS_INIT_ARG;
   argv[2] = spid;
   argv[3] = (char *)name;
-  argv[4] = cfg.base;
+  argv[4] = mp_ns_host.base;
   argv[5] = (char *)root;
   argv[6] = "3";
   argv[7] = (char *)hosts;
@@ -299,11 +286,11 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  if (cfg.idmap_fd >= 0)
-    posix_spawn_file_actions_adddup2(&fa, cfg.idmap_fd, MP_NS_IDMAP_FD);
-  posix_spawn_file_actions_addclosefrom_np(&fa, cfg.idmap_fd >= 0
+  if (mp_ns_host.idmap_fd >= 0)
+    posix_spawn_file_actions_adddup2(&fa, mp_ns_host.idmap_fd, MP_NS_IDMAP_FD);
+  posix_spawn_file_actions_addclosefrom_np(&fa, mp_ns_host.idmap_fd >= 0
                                                     ? MP_NS_IDMAP_FD + 1 : 4);
-  rc = posix_spawn(&b->keeper, cfg.init_bin, &fa, NULL, argv, environ);
+  rc = posix_spawn(&b->keeper, mp_ns_host.init_bin, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   close(sv[1]);
   if (rc != 0) {
@@ -335,11 +322,11 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
   const char *hosts = "-";
   if (((ns_box *)sb->driver_data)->started) return 0;
   if (is_private(sb)) {
-    hosts = cfg.net ? mp_net_hosts_path(cfg.net, sb->environment) : NULL;
+    hosts = mp_ns_host.net ? mp_net_hosts_path(mp_ns_host.net, sb->environment) : NULL;
     if (hosts == NULL) {
       snprintf(err, errlen, "PRIVATE networks are not available: %s",
-               cfg.net ? "cannot create the environment's hosts file"
-               : cfg.net_err);
+               mp_ns_host.net ? "cannot create the environment's hosts file"
+               : mp_ns_host.net_err);
       return -1;
     }
   }
@@ -384,7 +371,7 @@ static ns_box *box_of(mp_server *srv, mp_sandbox *sb) {
 static int make_owned(const char *path, int mode) {
   if (mkdir(path, (mode_t)mode) < 0 && errno != EEXIST) return -1;
   /* without root, the server's uid is root in the sandbox already */
-  if (!cfg.unpriv && chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0)
+  if (!mp_ns_host.unpriv && chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0)
     return -1;
   return chmod(path, (mode_t)mode);
 }
@@ -469,10 +456,10 @@ static int spawn_entered(mp_server *srv, mp_sandbox *sb, ns_box *b,
                          const char *cwd, mastra__proc **out, int *rc,
                          char *err, size_t errlen) {
   mastra__proc_opts opts;
-  if (cfg.unpriv || cfg.own_pidns < 0 || !b->ready || b->init_fd < 0)
+  if (mp_ns_host.unpriv || mp_ns_host.own_pidns < 0 || !b->ready || b->init_fd < 0)
     return 0;
   mp_proc_opts(&opts, spec, envp, cwd);
-  return mp_ns_enter_spawn(srv->loop, b->init_fd, cfg.own_pidns, sb->id,
+  return mp_ns_enter_spawn(srv->loop, b->init_fd, mp_ns_host.own_pidns, sb->id,
                            &opts, out, rc, err, errlen);
 }
 
@@ -519,7 +506,7 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   argv[n] = NULL;
   mp_proc_opts(&opts, spec, envp, NULL);
   opts.pdeathsig = 0; /* the program sets its own, and checks its parent */
-  opts.exe = cfg.init_bin;
+  opts.exe = mp_ns_host.init_bin;
   opts.argv = argv;
   opts.fd3 = b->ready_fd;
   return mastra__proc_spawn(srv->loop, &opts, out, err, errlen);
@@ -652,8 +639,28 @@ static const mp_ns_box_ops box_ops = {
     .finish_now = box_finish_now,
 };
 
+
+static int ns_setup(mp_server *srv, char *err, size_t errlen) {
+  int rc = mp_ns_host_setup(srv, err, errlen);
+  if (rc == 0) mp_ns_pool_setup(srv->data_dir, mp_ns_opts.warm_pool, &box_ops);
+  return rc;
+}
+
+static void ns_start(mp_server *srv) { mp_ns_pool_start(srv); }
+
+static void ns_finish(mp_server *srv) {
+  mp_ns_pool_finish();
+  mp_ns_host_finish(srv);
+}
+
 const mp_driver mp_ns_driver = {
     .name = "namespaces",
+    .flags = mp_ns_flags,
+    .available = mp_ns_host_available,
+    .setup = ns_setup,
+    .start = ns_start,
+    .finish = ns_finish,
+    .limits = mp_ns_host_limits,
     .prepare = ns_prepare,
     .spawn = ns_spawn,
     .teardown = ns_teardown,
@@ -669,110 +676,5 @@ const mp_driver mp_ns_driver = {
     .no_run_files = 1,
     .kill_strays = ns_kill_strays,
 };
-
-int mp_ns_available(char *why, size_t n) {
-  struct stat st;
-  if (stat("/proc/self/ns/user", &st) < 0 || stat("/proc/self/ns/pid", &st) < 0) {
-    snprintf(why, n, "this kernel has no user or pid namespaces");
-    return 0;
-  }
-  if (geteuid() != 0) return mp_ns_user_probe(why, n);
-  return 1;
-}
-
-const char *mp_ns_limits(void) { return cfg.limits; }
-
-void mp_ns_start(mp_server *srv) { mp_ns_pool_start(srv); }
-
-void mp_ns_finish(void) {
-  mp_ns_pool_finish();
-  if (cfg.own_pidns >= 0) close(cfg.own_pidns);
-  cfg.own_pidns = -1;
-  mp_nscg_finish();
-  if (cfg.idmap_fd >= 0) close(cfg.idmap_fd);
-  cfg.idmap_fd = -1;
-  if (cfg.net != NULL) mp_net_close(cfg.net);
-  cfg.net = NULL;
-}
-
-/* mastra-ns-init beside the server's binary (the build tree), or where
-** `cmake --install` puts it; else the server's own binary (`__ns-init`),
-** which costs its dynamic loading at every sandbox start */
-static void find_init(void) {
-  static const char *const rel[] = {"mastra-ns-init", MP_NS_INIT_INSTALLED};
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  size_t i;
-  char *slash;
-  snprintf(cfg.init_bin, sizeof cfg.init_bin, "/proc/self/exe");
-  if (n <= 0) return;
-  exe[n] = '\0';
-  slash = strrchr(exe, '/');
-  if (slash == NULL) return;
-  slash[1] = '\0';
-  for (i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s%s", exe, rel[i]);
-    if (access(path, X_OK) == 0) {
-      snprintf(cfg.init_bin, sizeof cfg.init_bin, "%s", path);
-      return;
-    }
-  }
-  mp_log("mastra-ns-init is not beside %s (nor in %s): sandboxes start"
-         " through mastra-platform itself, a few ms slower", exe,
-         MP_NS_INIT_INSTALLED);
-}
-
-int mp_ns_setup(mp_server *srv, const char *base, long long pids_max,
-                long long memory_max, int egress, int warm_pool) {
-  char dir[4200];
-  find_init();
-  snprintf(cfg.base, sizeof cfg.base, "%s", base);
-  mp_ns_pool_setup(srv->data_dir, warm_pool, &box_ops);
-  cfg.own_pidns = -1;
-  if (!cfg.unpriv)
-    cfg.own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
-  cfg.unpriv = geteuid() != 0;
-  cfg.idmap_fd = -1;
-  if (!cfg.unpriv) cfg.idmap_fd = mp_ns_idmap_open(base);
-  mp_nscg_setup(srv->data_dir, pids_max, memory_max, cfg.unpriv, cfg.limits,
-                sizeof cfg.limits);
-  if (cfg.unpriv && egress) {
-    mp_ns_user_no_egress(cfg.net_err, sizeof cfg.net_err);
-    fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);
-    return -1;
-  }
-  /* sweeps what a previous server of this data directory left (bridges,
-  ** veths, NAT rules, hosts files), then makes the switch namespace;
-  ** without root in a user namespace of its own, U, which the keepers
-  ** join first (as MP_NS_IDMAP_FD, free without root): net.h */
-  snprintf(dir, sizeof dir, "%s/net", srv->data_dir);
-  if (cfg.unpriv) {
-    char why[300];
-    cfg.net = mp_net_open_user(dir, cfg.net_err, sizeof cfg.net_err);
-    /* sandboxes nested under it, or no PRIVATE (ISOLATED as before) */
-    if (cfg.net != NULL
-        && !mp_ns_user_probe_under(mp_net_userns(cfg.net), why, sizeof why)) {
-      snprintf(cfg.net_err, sizeof cfg.net_err, "the server runs without root"
-               " (uid %d), and a sandbox's namespaces cannot be made under the"
-               " user namespace of its private networks: %s", (int)geteuid(),
-               why);
-      mp_net_close(cfg.net);
-      cfg.net = NULL;
-    }
-    if (cfg.net != NULL)
-      cfg.idmap_fd = fcntl(mp_net_userns(cfg.net), F_DUPFD_CLOEXEC, 0);
-  } else {
-    cfg.net = mp_net_open(dir, egress, cfg.net_err, sizeof cfg.net_err);
-  }
-  if (cfg.net == NULL) {
-    if (egress) {
-      fprintf(stderr, "mastra-platform: --egress: %s\n", cfg.net_err);
-      return -1;
-    }
-    mp_log("PRIVATE networks are not available: %s", cfg.net_err);
-  }
-  return 0;
-}
 
 /* }====== */

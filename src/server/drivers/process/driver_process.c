@@ -13,7 +13,6 @@
 #include "drivers/process/driver_process.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,17 +46,6 @@ static int map_cwd(const mp_sandbox *sb, const char *cwd, char *out,
   return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 
-void mp_proc_opts(mastra__proc_opts *o, const mp_exec_spec *spec,
-                  char *const *envp, const char *cwd) {
-  memset(o, 0, sizeof *o);
-  o->command = spec->command;
-  o->cwd = cwd;
-  o->envp = envp;
-  o->stdin_pipe = spec->stdin_pipe;
-  o->timeout_ms = spec->timeout_ms;
-  o->pdeathsig = SIGKILL;
-}
-
 static int proc_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                       char *const *envp, mastra__proc **out, char *err,
                       size_t errlen) {
@@ -77,6 +65,7 @@ static void proc_teardown(mp_server *srv, mp_sandbox *sb) {
 
 const mp_driver mp_process_driver = {
     .name = "process",
+    .note = "no isolation",
     .prepare = proc_prepare,
     .spawn = proc_spawn,
     .teardown = proc_teardown,

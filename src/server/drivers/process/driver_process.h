@@ -9,9 +9,4 @@
 
 extern const mp_driver mp_process_driver;
 
-/* the options of a command's process: spec's command, stdin and timeout,
-** envp, cwd (a host path), SIGKILL when the server dies */
-void mp_proc_opts(mastra__proc_opts *o, const mp_exec_spec *spec,
-                  char *const *envp, const char *cwd);
-
 #endif

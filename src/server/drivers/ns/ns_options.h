@@ -1,0 +1,27 @@
+/*
+** The flags of the `namespaces` driver (ns_options.c): its table for the
+** registry and --help, and the values they set, which driver_ns.c reads
+** when it is set up.
+*/
+#ifndef MP_NS_OPTIONS_H
+#define MP_NS_OPTIONS_H
+
+#include "sandbox/sandbox.h"
+
+#define MP_DEFAULT_PIDS_MAX 1024
+#define MP_DEFAULT_MEMORY_MAX (2LL << 30)
+#define MP_DEFAULT_WARM_POOL 2
+#define MP_WARM_POOL_MAX 64
+
+typedef struct mp_ns_options {
+  const char *base;     /* --base, else MASTRA_PLATFORM_BASE; NULL: DATA/base */
+  long long pids_max;   /* per sandbox; 0: no limit */
+  long long memory_max; /* bytes per sandbox; 0: no limit */
+  int egress;           /* --egress: NAT out of PRIVATE networks (net.h) */
+  int warm_pool;        /* sandboxes started ahead (ns_pool.c) */
+} mp_ns_options;
+
+extern mp_ns_options mp_ns_opts;
+extern const mp_driver_flag mp_ns_flags[];
+
+#endif
