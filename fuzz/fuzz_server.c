@@ -27,6 +27,7 @@
 
 #include "api/exec_legacy.h"
 #include "api/exec_ws.h"
+#include "api/router.h"
 #include "http/httpd.h"
 #include "sandbox/lease.h"
 #include "sandbox/sandbox.h"
@@ -82,10 +83,10 @@ static const mp_driver safe_driver = {
 
 static void pump(int ms) {
   const uint64_t *ids;
-  int t = mp_http_timeout(&g_srv);
+  int t = mp_httpd_timeout(g_srv.api);
   if (t < 0 || t > ms) t = ms;
   mastra__loop_run_once(g_srv.loop, t);
-  mp_http_run(&g_srv);
+  mp_httpd_run(g_srv.api);
   (void)mastra__loop_take_signals(g_srv.loop, &ids);
 }
 
@@ -142,7 +143,8 @@ static void cleanup(void) {
   mp_ws_exec_shutdown_all(&g_srv);
   mp_exec_legacy_shutdown_all(&g_srv);
   mp_sandbox_shutdown_all(&g_srv);
-  mp_http_stop(&g_srv);
+  mp_httpd_stop(g_srv.api);
+  g_srv.api = NULL;
   mp_server_close(&g_srv);
   mastra__remove_tree(g_dir);
 }
@@ -185,7 +187,7 @@ static void start(void) {
   g_srv.destroyed_ttl_ms = (int64_t)600 * 1000;
   g_srv.header_timeout_s = 30;
   if (mp_server_open(&g_srv, err, sizeof err) < 0
-      || mp_http_start(&g_srv, "127.0.0.1:0", err, sizeof err) < 0) {
+      || mp_api_start(&g_srv, "127.0.0.1:0", err, sizeof err) < 0) {
     fprintf(stderr, "fuzz_server: cannot start: %s\n", err);
     abort();
   }

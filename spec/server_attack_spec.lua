@@ -3,7 +3,8 @@
 -- repeated and its fix asserted. Needs MASTRA_PLATFORM, MASTRA_ATTACK
 -- (spec/support/attack.c) and MASTRA_FAULT_PLATFORM (set by CTest).
 --
---   1  slowloris: 4,100 connections sending a head one byte at a time
+--   1  slowloris: 4,100 connections sending a head one byte at a time; and
+--      the inspector's port, which serves through the same pipeline
 --   2  unauthenticated bodies on /ws/exec
 --   5  a FIFO in place of an object file
 --   12 a record file whose id leaves the data directory
@@ -106,6 +107,24 @@ describe("mastra-platform under attack", function()
     local alive, closed = h.stdout:match("alive (%d+) closed (%d+)")
     assert.are.equal("0", alive, h.stdout)
     assert.are.equal(tostring(open), closed)
+  end)
+
+  it("1: the inspector's port closes connections that send their head one byte every"
+    .. " 15 s, as the API's does", function()
+    srv = platform.start{ args = { "--header-timeout", "3" } }
+    local port = tonumber(srv.info.inspector:match(":(%d+)/?$"))
+    assert.is_not_nil(port, "no inspector in the ready line")
+    local r = srv:sh(("exec %s slow %d 20 12 15"):format(mastra.quote(attack_binary()), port),
+      nil, { timeout = 60000 })
+    assert.are.equal("open 20", r.stdout:match("open %d+"), r.stdout .. r.stderr)
+    -- within 12 s every one is closed: the deadline is 3 s, and a byte every 15 s
+    -- does not move it
+    assert.are.equal("0", r.stdout:match("alive (%d+)"), r.stdout)
+    assert.are.equal("20", r.stdout:match("closed (%d+)"), r.stdout)
+    -- and the inspector still answers (401: no login)
+    local page = srv:curl("GET", srv.info.inspector .. "api/session",
+      { token = false, allowFail = true })
+    assert.are.equal(401, page.status)
   end)
 
   it("2: 1,000 unauthenticated 1 MiB bodies to /ws/exec are refused before they are read",

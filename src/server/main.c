@@ -52,6 +52,7 @@
 #include "sandbox/activity.h"
 #include "inspector/diskuse.h"
 #include "api/exec_ws.h"
+#include "api/router.h"
 #include "http/httpd.h"
 #include "inspector/inspector.h"
 #include "sandbox/lease.h"
@@ -231,7 +232,7 @@ static void run_until(mp_server *srv, size_t (*done)(mp_server *),
                       int64_t deadline) {
   while (done(srv) > 0 && mastra__wall_ms() < deadline) {
     mastra__loop_run_once(srv->loop, 20);
-    mp_http_run(srv);
+    mp_httpd_run(srv->api);
   }
 }
 
@@ -243,7 +244,7 @@ static void run_until(mp_server *srv, size_t (*done)(mp_server *),
 static void shut_down(mp_server *srv) {
   int64_t deadline = mastra__wall_ms() + SHUTDOWN_WAIT_MS;
   srv->stopping = 1;
-  mp_http_quiesce(srv);
+  mp_httpd_quiesce(srv->api);
   mp_ws_exec_shutdown_all(srv);
   mp_sandbox_stop_all(srv);
   run_until(srv, mp_sandbox_running_count,
@@ -421,7 +422,7 @@ int main(int argc, char **argv) {
   mastra__io_init(srv.loop, &sig_io, sfd, on_signal, &srv);
   mastra__io_start(&sig_io, EPOLLIN);
 
-  if (mp_http_start(&srv, listen, err, sizeof err) < 0) {
+  if (mp_api_start(&srv, listen, err, sizeof err) < 0) {
     fprintf(stderr, "mastra-platform: %s\n", err);
     status = 1;
     goto stop;
@@ -453,12 +454,12 @@ int main(int argc, char **argv) {
   srv.last_request_ms = mastra__wall_ms();
 
   while (!srv.stopping) {
-    int t = mp_http_timeout(&srv), ti = mp_inspector_timeout(&srv);
+    int t = mp_httpd_timeout(srv.api), ti = mp_inspector_timeout(&srv);
     const uint64_t *ids;
     if (ti >= 0 && (t < 0 || ti < t)) t = ti;
     if (srv.idle_exit_s > 0 && (t < 0 || t > 1000)) t = 1000;
     mastra__loop_run_once(srv.loop, t);
-    mp_http_run(&srv);
+    mp_httpd_run(srv.api);
     mp_inspector_run(&srv);
     mastra__loop_take_signals(srv.loop, &ids); /* unused: C callbacks here */
     if (srv.idle_exit_s > 0 && mp_sandbox_live_count(&srv) == 0
@@ -473,7 +474,8 @@ stop:
   mp_inspector_stop(&srv);
   shut_down(&srv);
   mp_checkpoint_stop(&srv);
-  mp_http_stop(&srv);
+  mp_httpd_stop(srv.api);
+  srv.api = NULL;
   mp_diskuse_free(srv.diskuse);
   if (sfd >= 0) {
     mastra__io_stop(&sig_io);

@@ -22,7 +22,7 @@
 #include "util/index.h"
 #include "loop.h"
 
-struct MHD_Daemon;
+struct mp_httpd;
 struct mp_lease;
 struct mp_ws_session;
 struct mp_trash_run;
@@ -37,8 +37,7 @@ typedef struct mp_bucket_store mp_bucket_store;
 
 struct mp_server {
   mastra__loop *loop;
-  struct MHD_Daemon *httpd;
-  mastra__io httpd_io;
+  struct mp_httpd *api;        /* api/router.c's site (http/httpd.c) */
   char *data_dir;
   char token[256];
   size_t token_len;
@@ -56,15 +55,13 @@ struct mp_server {
   mastra__timer record_sweep; /* sandbox.c: frees the expired records */
   struct mp_lease *leases, *leases_tail; /* lease.c: in mint order */
   mp_index lease_index;       /* lease.c: the same leases by token */
-  size_t uploads_in_flight;   /* httpd.c: bytes of bodies being read */
+  size_t uploads_in_flight;   /* httpd.c: bytes of bodies being read, on
+                              ** every site */
   size_t max_uploads;         /* the bound of uploads_in_flight */
-  unsigned max_connections;   /* httpd.c: libmicrohttpd's limit */
   unsigned header_timeout_s;  /* httpd.c: a request's head must arrive */
-  struct mp_conn *conns, *conns_tail; /* httpd.c: waiting for a head */
   struct mp_trash_run *trash_runs; /* trash.c: the rm -rf children */
   int trash_pending;               /* trash.c: moved in during a removal */
   mastra__timer trash_timer;       /* trash.c: the next removal, batched */
-  mastra__timer header_timer; /* httpd.c: closes the overdue ones */
   struct mp_ws_session *ws_sessions; /* exec_ws.c: the open sessions */
   size_t max_body;            /* JSON bodies */
   size_t max_object;          /* bucket PUT bodies */

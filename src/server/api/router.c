@@ -1,8 +1,9 @@
 /*
-** The router of mastra-platform: who may ask (the bearer token, compared
-** in constant time; /ws/exec is admitted by its lease instead, checked as
-** soon as the request's head is in: httpd.c routes it then), which
-** paths exist, and which part answers them:
+** The router of mastra-platform, the API's site of the HTTP pipeline
+** (http/httpd.h): who may ask (the bearer token, compared in constant
+** time; /ws/exec is admitted by its lease instead, checked as soon as the
+** request's head is in: the pipeline routes it then), which paths exist,
+** and which part answers them:
 **
 **   /ws/exec                                   exec_ws.c (after the lease)
 **   /v1/{railway|e2b}/projects/{p}/sandbox...  routes_sandbox.c
@@ -15,6 +16,7 @@
 #define _GNU_SOURCE
 #include "api/router.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,6 +25,7 @@
 #include "api/exec_ws.h"
 #include "http_tokens.h"
 #include "sandbox/lease.h"
+#include "http/httpd.h"
 #include "http/respond.h"
 #include "api/routes_bucket.h"
 #include "api/routes_sandbox.h"
@@ -30,25 +33,32 @@
 
 #define MAX_SEGMENTS 8
 
-int mp_router_authorized(mp_server *srv, struct MHD_Connection *conn,
-                         const char *url) {
-  const char *h;
-  if (strcmp(url, "/ws/exec") == 0) return 1; /* the lease decides */
-  h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-  if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) return 0;
-  h += 7;
-  while (*h == ' ') h++;
-  return mastra__secure_equal(h, strlen(h), srv->token, srv->token_len);
+static int at_head(const char *url) { return strcmp(url, "/ws/exec") == 0; }
+
+static int admit(mp_server *srv, struct MHD_Connection *conn, const char *url,
+                 const char *method, enum MHD_Result *rc) {
+  const char *h =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+  (void)url, (void)method;
+  if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
+    h += 7;
+    while (*h == ' ') h++;
+    if (mastra__secure_equal(h, strlen(h), srv->token, srv->token_len))
+      return 1;
+  }
+  *rc = mp_send_error(conn, 401, "authentication_error",
+                      "missing or wrong 'Authorization: Bearer <token>'");
+  return 0;
 }
 
-int mp_router_streams_body(const char *url, const char *method) {
+static int streams_body(const char *url, const char *method) {
   return strcmp(method, "PUT") == 0 && strstr(url, "/fs/") != NULL;
 }
 
-size_t mp_router_body_limit(mp_server *srv, const char *url,
-                             const char *method) {
+static size_t body_limit(mp_server *srv, const char *url,
+                         const char *method) {
   if (strcmp(url, "/ws/exec") == 0) return 0; /* an upgrade has no body */
-  if (mp_router_streams_body(url, method)) return srv->max_object;
+  if (streams_body(url, method)) return srv->max_object;
   return srv->max_body;
 }
 
@@ -81,8 +91,9 @@ static enum MHD_Result ws_exec(mp_server *srv, struct MHD_Connection *conn) {
   return mp_ws_exec_upgrade(srv, conn, sb);
 }
 
-enum MHD_Result mp_route(mp_server *srv, struct MHD_Connection *conn,
-                         const char *url, const char *method, mp_request *r) {
+static enum MHD_Result route(mp_server *srv, struct MHD_Connection *conn,
+                             const char *url, const char *method,
+                             mp_request *r) {
   char path[8192];
   char *seg[MAX_SEGMENTS + 1];
   const char *project, *rest;
@@ -162,4 +173,25 @@ enum MHD_Result mp_route(mp_server *srv, struct MHD_Connection *conn,
   free(pdec);
   return mp_send_error(conn, 404, "not_found", "no route for %s %.200s",
                        method, url);
+}
+
+static const mp_site api_site = {
+    .name = "API",
+    .body_limit = body_limit,
+    .admit = admit,
+    .at_head = at_head,
+    .streams_body = streams_body,
+    .route = route,
+    .upgrades = 1,
+};
+
+int mp_api_start(mp_server *srv, const char *listen, char *err,
+                 size_t errlen) {
+  const char *address;
+  srv->api = mp_httpd_start(srv, &api_site, listen, err, errlen);
+  if (srv->api == NULL) return -1;
+  address = mp_httpd_address(srv->api);
+  snprintf(srv->base_url, sizeof srv->base_url, "http://%s", address);
+  snprintf(srv->ws_url, sizeof srv->ws_url, "ws://%s/ws/exec", address);
+  return 0;
 }

@@ -1,8 +1,10 @@
 /*
 ** The inspector of mastra-platform (see inspector.h, docs/inspector.md):
-** a second libmicrohttpd daemon in external-epoll mode on the loop, on its
-** own loopback port, that serves the page (inspector_assets.h) and its
-** JSON endpoints (inspector_api.c).
+** a second site of the HTTP pipeline (http/httpd.h), on its own loopback
+** port, that serves the page (inspector_assets.h) and its JSON endpoints
+** (inspector_api.c). The pipeline gives it what it gives the API: the
+** head deadline, the body limits with the 100-continue drain, the
+** in-flight body budget.
 **
 ** Who may ask:
 **   - GET /login?code=C with a one-time code (printed in the ready line,
@@ -59,8 +61,7 @@ typedef struct {
 } login_session;
 
 struct mp_inspector {
-  struct MHD_Daemon *daemon;
-  mastra__io io;
+  mp_httpd *http;
   char url[128];           /* http://HOST:PORT/ */
   char origin[128];        /* http://HOST:PORT */
   char host[100];          /* HOST:PORT as a Host header says it */
@@ -264,55 +265,53 @@ static enum MHD_Result asset(struct MHD_Connection *conn, const char *url) {
 }
 
 /* Whether the request may go on; answers it (r->responded) if not. */
-static enum MHD_Result admit(mp_server *srv, struct MHD_Connection *conn,
-                             const char *url, const char *method,
-                             mp_request *r, int *ok) {
+static int admit(mp_server *srv, struct MHD_Connection *conn, const char *url,
+                 const char *method, enum MHD_Result *rc) {
   struct mp_inspector *in = srv->inspector;
   const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
   const char *origin;
   const login_session *s;
   int safe = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-  *ok = 0;
-  r->responded = 1;
   if (host == NULL || (strcmp(host, in->host) != 0
-                       && strcmp(host, in->localhost) != 0))
-    return refuse(conn, url, 421, "invalid_request",
-                  "the Host header does not name the inspector's address");
+                       && strcmp(host, in->localhost) != 0)) {
+    *rc = refuse(conn, url, 421, "invalid_request",
+                 "the Host header does not name the inspector's address");
+    return 0;
+  }
   if (strcmp(url, "/login") == 0) {
-    if (!safe) return refuse(conn, url, 405, "invalid_request", "GET /login");
-    r->responded = 0;
-    *ok = 1;
-    return MHD_YES;
+    if (safe) return 1;
+    *rc = refuse(conn, url, 405, "invalid_request", "GET /login");
+    return 0;
   }
-  if (bearer_ok(srv, conn)) {
-    r->responded = 0;
-    *ok = 1;
-    return MHD_YES;
-  }
+  if (bearer_ok(srv, conn)) return 1;
   s = cookie_session(in, conn);
-  if (s == NULL)
-    return refuse(conn, url, 401, "authentication_error",
-                  "Not logged in: open the login link that the platform's"
-                  " ready line or <code>mastra-platform inspect</code>"
-                  " prints (or send the platform's bearer token).");
+  if (s == NULL) {
+    *rc = refuse(conn, url, 401, "authentication_error",
+                 "Not logged in: open the login link that the platform's"
+                 " ready line or <code>mastra-platform inspect</code>"
+                 " prints (or send the platform's bearer token).");
+    return 0;
+  }
   if (!safe) {
     const char *csrf =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, CSRF_HEADER);
     origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
     if (origin != NULL && strcmp(origin, in->origin) != 0
         && !(strncmp(origin, "http://localhost:", 17) == 0
-             && strcmp(origin + 7, in->localhost) == 0))
-      return refuse(conn, url, 403, "authentication_error",
-                    "a change from another origin is refused");
+             && strcmp(origin + 7, in->localhost) == 0)) {
+      *rc = refuse(conn, url, 403, "authentication_error",
+                   "a change from another origin is refused");
+      return 0;
+    }
     if (csrf == NULL || !mastra__secure_equal(csrf, strlen(csrf), s->csrf,
-                                              SECRET_HEX))
-      return refuse(conn, url, 403, "authentication_error",
-                    "a change needs the " CSRF_HEADER " header that the"
-                    " page sends");
+                                              SECRET_HEX)) {
+      *rc = refuse(conn, url, 403, "authentication_error",
+                   "a change needs the " CSRF_HEADER " header that the"
+                   " page sends");
+      return 0;
+    }
   }
-  r->responded = 0;
-  *ok = 1;
-  return MHD_YES;
+  return 1;
 }
 
 static enum MHD_Result dispatch(mp_server *srv, struct MHD_Connection *conn,
@@ -344,37 +343,13 @@ static enum MHD_Result dispatch(mp_server *srv, struct MHD_Connection *conn,
   return asset(conn, url);
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
-                                  const char *url, const char *method,
-                                  const char *version, const char *upload,
-                                  size_t *upload_size, void **req_cls) {
-  mp_server *srv = cls;
-  mp_request *r = *req_cls;
-  enum MHD_Result rc;
-  (void)version;
-  if (r == NULL) {
-    unsigned long long length;
-    int ok;
-    r = calloc(1, sizeof *r);
-    if (r == NULL) return MHD_NO;
-    *req_cls = r;
-    srv->last_request_ms = mastra__wall_ms(); /* someone is looking */
-    r->limit = mp_inspector_api_limit(srv, url, method);
-    rc = admit(srv, conn, url, method, r, &ok);
-    if (!ok) return rc;
-    if (!mp_request_length(conn, r, &length, &rc)) return rc;
-    if (length > r->limit) {
-      r->responded = 1;
-      return mp_send_error(conn, 413, "invalid_request",
-                           "the body is larger than %zu bytes", r->limit);
-    }
-    return MHD_YES;
-  }
-  if (mp_request_feed(conn, r, upload, upload_size, &srv->uploads_in_flight,
-                      srv->max_uploads, &rc))
-    return rc;
-  return dispatch(srv, conn, url, method, r);
-}
+static const mp_site inspector_site = {
+    .name = "inspector",
+    .body_limit = mp_inspector_api_limit,
+    .admit = admit,
+    .route = dispatch,
+    .connection_limit = 256,
+};
 
 /* }====== */
 
@@ -387,41 +362,20 @@ const char *mp_inspector_url(const mp_server *srv) {
 int mp_inspector_start(mp_server *srv, const char *listen,
                        const char *token_file, char *err, size_t errlen) {
   struct mp_inspector *in = calloc(1, sizeof *in);
-  struct sockaddr_storage ss;
-  const union MHD_DaemonInfo *info;
-  char host[64];
   cJSON *state;
   char *text;
-  unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC;
   int port;
   if (in == NULL) {
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  if (mp_parse_listen(listen, &ss, host, sizeof host, err, errlen) < 0) {
+  in->http = mp_httpd_start(srv, &inspector_site, listen, err, errlen);
+  if (in->http == NULL) {
     free(in);
     return -1;
   }
-  if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-  in->daemon = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, srv,
-      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
-      MHD_OPTION_NOTIFY_COMPLETED, mp_request_completed, srv,
-      MHD_OPTION_END);
-  if (in->daemon == NULL) {
-    snprintf(err, errlen, "inspector: cannot listen on %s: %s", listen,
-             strerror(errno));
-    free(in);
-    return -1;
-  }
-  info = MHD_get_daemon_info(in->daemon, MHD_DAEMON_INFO_BIND_PORT);
-  port = info ? info->port : 0;
-  if (ss.ss_family == AF_INET6)
-    snprintf(in->host, sizeof in->host, "[%s]:%d", host, port);
-  else
-    snprintf(in->host, sizeof in->host, "%s:%d", host, port);
+  port = mp_httpd_port(in->http);
+  snprintf(in->host, sizeof in->host, "%s", mp_httpd_address(in->http));
   snprintf(in->localhost, sizeof in->localhost, "localhost:%d", port);
   snprintf(in->origin, sizeof in->origin, "http://%s", in->host);
   snprintf(in->url, sizeof in->url, "http://%s/", in->host);
@@ -429,14 +383,6 @@ int mp_inspector_start(mp_server *srv, const char *listen,
   snprintf(in->state_path, sizeof in->state_path, "%s/state/inspector.json",
            srv->data_dir);
   srv->inspector = in;
-  info = MHD_get_daemon_info(in->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-  mastra__io_init(srv->loop, &in->io, info->epoll_fd, mp_http_on_io,
-                  in->daemon);
-  if (mastra__io_start(&in->io, EPOLLIN) < 0) {
-    snprintf(err, errlen, "cannot watch the inspector's daemon");
-    mp_inspector_stop(srv);
-    return -1;
-  }
   state = cJSON_CreateObject();
   cJSON_AddStringToObject(state, "url", in->url);
   cJSON_AddNumberToObject(state, "pid", (double)getpid());
@@ -452,18 +398,17 @@ int mp_inspector_start(mp_server *srv, const char *listen,
 }
 
 int mp_inspector_timeout(mp_server *srv) {
-  return srv->inspector ? mp_http_daemon_timeout(srv->inspector->daemon) : -1;
+  return srv->inspector ? mp_httpd_timeout(srv->inspector->http) : -1;
 }
 
 void mp_inspector_run(mp_server *srv) {
-  if (srv->inspector != NULL) MHD_run(srv->inspector->daemon);
+  if (srv->inspector != NULL) mp_httpd_run(srv->inspector->http);
 }
 
 void mp_inspector_stop(mp_server *srv) {
   struct mp_inspector *in = srv->inspector;
   if (in == NULL) return;
-  mastra__io_stop(&in->io);
-  MHD_stop_daemon(in->daemon);
+  mp_httpd_stop(in->http);
   unlink(in->state_path);
   srv->inspector = NULL;
   free(in);
