@@ -4,6 +4,9 @@
 --     two Lua modules require each other in a circle;
 --   * src/core includes nothing of the binding, the embedding API, the
 --     runner or the server; the server includes nothing of the binding;
+--   * src/server's rooms (folders at any depth, mapped in README.md) include
+--     and call only the rooms that server_rooms below lists for them, a
+--     list without circles; mastra-ns-init's folder includes only itself;
 --   * a source file over 800 lines says why in its header (the word
 --     "lines" in its first comment).
 -- Usage: lua5.4 test/deps.lua SOURCE_DIR BUILD_DIR
@@ -31,20 +34,62 @@ local files = lines_of(("cd %q && (git ls-files src lua 2>/dev/null || find src 
   :format(root))
 
 -- {====== C ======
-local dir_of, base = {}, {}
+local dir_of, exists = {}, {}
 for _, f in ipairs(files) do
-  local d, b = f:match("^(src/[%w_]+)/([%w_]+)%.[ch]$")
-  if d then dir_of[f], base[d .. "/" .. b] = d, true end
+  local d = f:match("^(src/.+)/[%w_]+%.[ch]$")
+  if d then dir_of[f], exists[f] = d, true end
 end
 
--- the headers of ours that a C file includes, with their folders
+-- The rooms of src/server (README.md's Layout has the map) and the rooms each may use:
+-- a room includes, and calls, nothing of a room outside its list, so the
+-- list is the layering (checked below to have no circle). The top (".",
+-- main.c, the composition root) uses every room; server.h, the server's
+-- state, is the top's header that every room but the init may include.
+local server_rooms = {
+  ["util"] = {},
+  ["drivers/ns/init"] = {},  -- mastra-ns-init: libc and its own folder only
+  ["http"] = { "util" },
+  ["bucket"] = { "util" },
+  ["net"] = { "util", "drivers/ns/init" },
+  ["sandbox"] = { "util", "bucket" },
+  ["drivers/process"] = { "util", "sandbox" },
+  ["drivers/ns"] = { "util", "sandbox", "net", "drivers/ns/init" },
+  ["drivers"] = { "util", "sandbox", "drivers/process", "drivers/ns" },
+  ["api"] = { "util", "http", "bucket", "sandbox" },
+  ["inspector"] = { "util", "http", "bucket", "sandbox" },
+}
+local function room_of(f)
+  local r = f:match("^src/server/(.+)/[^/]+$")
+  if r then return r end
+  if f:match("^src/server/[^/]+$") then return "." end
+end
+local may_use = {}
+for room, deps in pairs(server_rooms) do
+  may_use[room] = {}
+  for _, d in ipairs(deps) do may_use[room][d] = true end
+end
+for f in pairs(dir_of) do
+  local r = room_of(f)
+  if r and r ~= "." and not server_rooms[r] then
+    fail("%s is in src/server/%s, a room that test/deps.lua does not know: add it to "
+      .. "server_rooms with the rooms it uses, and to the map in README.md's Layout", f, r)
+  end
+end
+-- may room a use room b (the top uses all)?
+local function room_allows(a, b)
+  return a == b or a == "." or (b == "." and a ~= "drivers/ns/init")
+    or (may_use[a] ~= nil and may_use[a][b] == true)
+end
+
+-- the headers of ours that a C file includes: the first of its folder, the
+-- server's include root and the other folders of src/ that holds it
 local function c_includes(f)
   local incs, d = {}, dir_of[f]
   for inc in read(f):gmatch('#include%s+"([^"]+)"') do
-    local b = inc:match("^([%w_]+)%.h$")
-    for _, dir in ipairs{ d, "src/core", "src/lua", "src/server", "src/embed" } do
-      if b and base[dir .. "/" .. b] then
-        incs[#incs + 1] = { dir = dir, header = inc }
+    for _, dir in ipairs{ d, "src/server", "src/core", "src/lua", "src/embed" } do
+      local path = dir .. "/" .. inc
+      if exists[path] then
+        incs[#incs + 1] = { dir = dir_of[path], path = path, header = inc }
         break
       end
     end
@@ -52,23 +97,42 @@ local function c_includes(f)
   return incs
 end
 
-for f, d in pairs(dir_of) do
+local sorted_files = {}
+for f in pairs(dir_of) do sorted_files[#sorted_files + 1] = f end
+table.sort(sorted_files)
+for _, f in ipairs(sorted_files) do
+  local d, room = dir_of[f], room_of(f)
   for _, inc in ipairs(c_includes(f)) do
+    local top = inc.dir:match("^src/[%w_]+")
+    local to_room = room_of(inc.path)
     if d == "src/core" and inc.dir ~= "src/core" then
       fail("%s includes %s: src/core uses no Lua, embedding, runner or server code",
         f, inc.header)
-    elseif d == "src/server" and inc.dir == "src/lua" then
+    elseif room and top == "src/lua" then
       fail("%s includes %s: the server does not use the Lua binding", f, inc.header)
+    elseif room == "drivers/ns/init" and to_room ~= room then
+      fail("%s includes %s: mastra-ns-init is libc and src/server/drivers/ns/init only",
+        f, inc.header)
+    elseif room and to_room and not room_allows(room, to_room) then
+      fail("%s includes %s: src/server/%s does not use src/server/%s (test/deps.lua, "
+        .. "server_rooms)", f, inc.header, room, to_room)
     end
   end
 end
 
+-- the rooms' list itself is a layering: no circle through it
+local room_graph = {}
+for room, deps in pairs(server_rooms) do
+  room_graph[room] = {}
+  for _, dep in ipairs(deps) do room_graph[room][#room_graph[room] + 1] = dep end
+  table.sort(room_graph[room])
+end
 -- calls: which object defines each function, and which functions each uses
 local c_graph, defined_by, uses = {}, {}, {}
 local objects = lines_of(("find %q -path '*CMakeFiles/*' -name '*.c.o' | grep '/src/'")
   :format(build))
 for _, o in ipairs(objects) do
-  local src = o:match("(src/[%w_]+/[%w_]+%.c)%.o$")
+  local src = o:match("%.dir/(src/[%w_/]+%.c)%.o$")
   if src and dir_of[src] then -- not an object left from a removed file
     uses[src] = uses[src] or {}
     for _, l in ipairs(lines_of(("nm %q"):format(o))) do
@@ -136,6 +200,17 @@ local function find_cycles(graph, what)
 end
 
 find_cycles(c_graph, "C files")
+find_cycles(room_graph, "rooms of src/server (server_rooms)")
+-- a call from one room into another follows the rooms' list too
+for _, src in ipairs(sorted_files) do
+  for _, to in ipairs(c_graph[src] or {}) do
+    local a, b = room_of(src), room_of(to)
+    if a and b and not room_allows(a, b) then
+      fail("%s calls into %s: src/server/%s does not use src/server/%s (test/deps.lua, "
+        .. "server_rooms)", src, to, a, b)
+    end
+  end
+end
 find_cycles(lua_graph, "Lua modules")
 
 for _, f in ipairs(files) do
