@@ -20,6 +20,9 @@ local output = require "mastra.output"
 local direct_exec = {}
 
 local HANDSHAKE_MS = 30000
+-- the fields of init_exec's data, in wire order: the one list of them in the
+-- client (a spec of run() carries them under the same names)
+local EXEC_FIELDS = { "command", "cwd", "env" }
 local STDIN_HIGH = 1048576
 
 local function ordered(t, keys)
@@ -104,8 +107,9 @@ function direct_exec.run(spec)
     local stdin_key -- the source has nothing now: it wakes this key
     local state = ws:state()
     if state == "open" and not sent then
-      local data = ordered({ command = spec.command, cwd = spec.cwd, env = spec.env },
-        { "command", "cwd", "env" })
+      local data = {}
+      for _, k in ipairs(EXEC_FIELDS) do data[k] = spec[k] end
+      data = ordered(data, EXEC_FIELDS)
       ws:send(core.jsonEncode(ordered({ type = "init_exec", data = data }, { "type", "data" })),
         "text")
       if not feed then ws:send('{"type":"stdin_close"}', "text") end

@@ -25,6 +25,7 @@
 #include <sys/epoll.h>
 
 #include "util/log.h"
+#include "api/exec_request.h"
 #include "http/respond.h"
 #include "sandbox/sandbox.h"
 
@@ -178,7 +179,6 @@ static enum MHD_Result answer(struct MHD_Connection *conn,
 enum MHD_Result mp_exec_legacy(mp_server *srv, struct MHD_Connection *conn,
                                mp_sandbox *sb, mp_request *r) {
   cJSON *body;
-  const cJSON *cmd, *cwd, *tsec, *env;
   mp_exec_spec spec;
   legacy_run *run;
   const union MHD_ConnectionInfo *info;
@@ -195,20 +195,7 @@ enum MHD_Result mp_exec_legacy(mp_server *srv, struct MHD_Connection *conn,
                          sb->id);
   body = mp_request_json(conn, r, 1);
   if (body == NULL) return MHD_YES;
-  cmd = cJSON_GetObjectItemCaseSensitive(body, "command");
-  cwd = cJSON_GetObjectItemCaseSensitive(body, "cwd");
-  tsec = cJSON_GetObjectItemCaseSensitive(body, "timeoutSec");
-  env = cJSON_GetObjectItemCaseSensitive(body, "env");
-  if (!cJSON_IsString(cmd) || cmd->valuestring[0] == '\0')
-    snprintf(why, sizeof why, "field 'command' must be a non-empty string");
-  else if (cwd != NULL && !cJSON_IsNull(cwd) && !cJSON_IsString(cwd))
-    snprintf(why, sizeof why, "field 'cwd' must be a string");
-  else if (tsec != NULL && !cJSON_IsNull(tsec)
-           && (!cJSON_IsNumber(tsec) || tsec->valuedouble < 0))
-    snprintf(why, sizeof why, "field 'timeoutSec' must be a number >= 0");
-  else
-    mp_env_check(env, "env", why, sizeof why);
-  if (why[0] != '\0') {
+  if (mp_exec_request_parse(body, NULL, 1, &spec, why, sizeof why) < 0) {
     cJSON_Delete(body);
     return mp_send_error(conn, 400, "invalid_request", "%s", why);
   }
@@ -217,11 +204,6 @@ enum MHD_Result mp_exec_legacy(mp_server *srv, struct MHD_Connection *conn,
     cJSON_Delete(body);
     return mp_send_error(conn, 500, "internal_error", "out of memory");
   }
-  memset(&spec, 0, sizeof spec);
-  spec.command = cmd->valuestring;
-  spec.cwd = cJSON_IsString(cwd) ? cwd->valuestring : NULL;
-  spec.env = cJSON_IsObject(env) ? env : NULL;
-  spec.timeout_ms = cJSON_IsNumber(tsec) ? (uint64_t)(tsec->valuedouble * 1000) : 0;
   run->conn = conn;
   run->sb = sb;
   if (mp_sandbox_exec(srv, sb, &spec, legacy_notify, run, &run->proc, err,

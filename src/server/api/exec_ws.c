@@ -57,6 +57,7 @@
 #include "http_tokens.h"
 #include "json.h"
 #include "http/request.h"
+#include "api/exec_request.h"
 #include "http/respond.h"
 #include "sandbox/sandbox.h"
 
@@ -406,7 +407,6 @@ static void stdin_push(ws_session *s, const uint8_t *data, size_t len) {
 /* }====== */
 
 static void start_exec(ws_session *s, const cJSON *data) {
-  const cJSON *cmd, *cwd, *env;
   mp_exec_spec spec;
   mastra__proc *p = NULL;
   char err[600];
@@ -420,34 +420,12 @@ static void start_exec(ws_session *s, const cJSON *data) {
     queue_close(s, 1011, "the sandbox was destroyed");
     return;
   }
-  if (!cJSON_IsObject(data)) {
-    queue_close(s, 1008, "init_exec: data must be an object");
+  if (mp_exec_request_parse(data, "data", 0, &spec, err, sizeof err) < 0) {
+    char reason[123]; /* a close reason is at most 123 bytes */
+    snprintf(reason, sizeof reason, "init_exec: %s", err);
+    queue_close(s, 1008, reason);
     return;
   }
-  cmd = cJSON_GetObjectItemCaseSensitive(data, "command");
-  if (!cJSON_IsString(cmd) || cmd->valuestring[0] == '\0') {
-    queue_close(s, 1008, "init_exec: data.command must be a non-empty string");
-    return;
-  }
-  cwd = cJSON_GetObjectItemCaseSensitive(data, "cwd");
-  if (cJSON_IsNull(cwd)) cwd = NULL;
-  if (cwd != NULL && !cJSON_IsString(cwd)) {
-    queue_close(s, 1008, "init_exec: data.cwd must be a string");
-    return;
-  }
-  env = cJSON_GetObjectItemCaseSensitive(data, "env");
-  if (cJSON_IsNull(env)) env = NULL;
-  if (mp_env_check(env, "data.env", err, sizeof err) < 0) {
-    queue_close(s, 1008,
-                "init_exec: data.env must map names (without '=') to"
-                " strings");
-    return;
-  }
-  memset(&spec, 0, sizeof spec);
-  spec.command = cmd->valuestring;
-  spec.cwd = cwd != NULL && cwd->valuestring[0] != '\0' ? cwd->valuestring
-                                                         : NULL;
-  spec.env = env;
   spec.stdin_pipe = s->srv->exec_stdin;
   s->in_done = !s->srv->exec_stdin;
   spec.timeout_ms = 0;

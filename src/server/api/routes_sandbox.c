@@ -44,8 +44,8 @@ static cJSON *sandbox_json(const mp_sandbox *sb) {
     cJSON_AddNullToObject(o, "destroyedAt");
   }
   cJSON_AddNullToObject(o, "instanceUrl");
-  cJSON_AddStringToObject(o, "environmentId", sb->environment);
-  cJSON_AddStringToObject(o, "networkIsolation", sb->network);
+  cJSON_AddStringToObject(o, MP_CREATE_ENVIRONMENT, sb->environment);
+  cJSON_AddStringToObject(o, MP_CREATE_NETWORK, sb->network);
   /* ours (not upstream's): the driver that runs it, process | namespaces */
   cJSON_AddStringToObject(o, "driver", sb->srv->driver->name);
   if (sb->srv->driver->limits != NULL)
@@ -173,10 +173,10 @@ static enum MHD_Result create_sandbox(mp_server *srv,
   if (body == NULL) return MHD_YES;
   memset(&spec, 0, sizeof spec);
   spec.project = project;
-  spec.recovery_key = opt_string(body, "id", why, sizeof why, &bad);
-  if (!bad) spec.environment = opt_string(body, "environmentId", why, sizeof why, &bad);
-  if (!bad) spec.network = opt_string(body, "networkIsolation", why, sizeof why, &bad);
-  if (!bad) spec.seed = opt_string(body, "seedCheckpointName", why, sizeof why, &bad);
+  spec.recovery_key = opt_string(body, MP_CREATE_ID, why, sizeof why, &bad);
+  if (!bad) spec.environment = opt_string(body, MP_CREATE_ENVIRONMENT, why, sizeof why, &bad);
+  if (!bad) spec.network = opt_string(body, MP_CREATE_NETWORK, why, sizeof why, &bad);
+  if (!bad) spec.seed = opt_string(body, MP_CREATE_SEED, why, sizeof why, &bad);
   if (!bad && (spec.environment == NULL || spec.environment[0] == '\0')) {
     snprintf(why, sizeof why, "field 'environmentId' is required");
     bad = 1;
@@ -187,7 +187,7 @@ static enum MHD_Result create_sandbox(mp_server *srv,
              " or \"PRIVATE\" (got \"%.64s\")", spec.network);
     bad = 1;
   }
-  v = cJSON_GetObjectItemCaseSensitive(body, "idleTimeoutMinutes");
+  v = cJSON_GetObjectItemCaseSensitive(body, MP_CREATE_IDLE);
   if (!bad && v != NULL && !cJSON_IsNull(v)) {
     if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 525600) {
       snprintf(why, sizeof why, "field 'idleTimeoutMinutes' must be a number"
@@ -197,8 +197,8 @@ static enum MHD_Result create_sandbox(mp_server *srv,
       spec.idle_timeout_min = v->valuedouble;
     }
   }
-  env = cJSON_GetObjectItemCaseSensitive(body, "env");
-  if (!bad && mp_env_check(env, "env", why, sizeof why) < 0) bad = 1;
+  env = cJSON_GetObjectItemCaseSensitive(body, MP_CREATE_ENV);
+  if (!bad && mp_env_check(env, MP_CREATE_ENV, why, sizeof why) < 0) bad = 1;
   if (!bad && spec.recovery_key && strlen(spec.recovery_key) >= MP_NAME_MAX) {
     snprintf(why, sizeof why, "field 'id' is longer than %d bytes",
              MP_NAME_MAX - 1);

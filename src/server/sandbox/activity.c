@@ -266,16 +266,16 @@ void mp_failure_record_create(mp_server *srv, const char *kind,
                               const char *message, mp_failure_retry_fn retry) {
   cJSON *args = cJSON_CreateObject();
   cJSON_AddStringToObject(args, "projectId", spec->project);
-  cJSON_AddStringToObject(args, "environmentId", spec->environment);
+  cJSON_AddStringToObject(args, MP_CREATE_ENVIRONMENT, spec->environment);
   if (spec->recovery_key != NULL && spec->recovery_key[0] != '\0')
-    cJSON_AddStringToObject(args, "id", spec->recovery_key);
+    cJSON_AddStringToObject(args, MP_CREATE_ID, spec->recovery_key);
   if (spec->network != NULL)
-    cJSON_AddStringToObject(args, "networkIsolation", spec->network);
-  cJSON_AddNumberToObject(args, "idleTimeoutMinutes", spec->idle_timeout_min);
+    cJSON_AddStringToObject(args, MP_CREATE_NETWORK, spec->network);
+  cJSON_AddNumberToObject(args, MP_CREATE_IDLE, spec->idle_timeout_min);
   if (spec->seed != NULL)
-    cJSON_AddStringToObject(args, "seedCheckpointName", spec->seed);
+    cJSON_AddStringToObject(args, MP_CREATE_SEED, spec->seed);
   if (spec->env != NULL)
-    cJSON_AddItemToObject(args, "env", cJSON_Duplicate(spec->env, 1));
+    cJSON_AddItemToObject(args, MP_CREATE_ENV, cJSON_Duplicate(spec->env, 1));
   mp_failure_record(srv, spec->project, spec->environment, kind,
                     subject ? subject : "", message, retry, args);
   cJSON_Delete(args);
@@ -310,14 +310,14 @@ static const char *str_field(const cJSON *o, const char *name) {
 int mp_failure_create_spec(const cJSON *args, mp_create_spec *spec,
                            char *err, size_t errlen) {
   const cJSON *idle =
-      cJSON_GetObjectItemCaseSensitive(args, "idleTimeoutMinutes");
-  const cJSON *env = cJSON_GetObjectItemCaseSensitive(args, "env");
+      cJSON_GetObjectItemCaseSensitive(args, MP_CREATE_IDLE);
+  const cJSON *env = cJSON_GetObjectItemCaseSensitive(args, MP_CREATE_ENV);
   memset(spec, 0, sizeof *spec);
   spec->project = str_field(args, "projectId");
-  spec->environment = str_field(args, "environmentId");
-  spec->recovery_key = str_field(args, "id");
-  spec->network = str_field(args, "networkIsolation");
-  spec->seed = str_field(args, "seedCheckpointName");
+  spec->environment = str_field(args, MP_CREATE_ENVIRONMENT);
+  spec->recovery_key = str_field(args, MP_CREATE_ID);
+  spec->network = str_field(args, MP_CREATE_NETWORK);
+  spec->seed = str_field(args, MP_CREATE_SEED);
   spec->env = cJSON_IsObject(env) ? env : NULL;
   spec->idle_timeout_min = cJSON_IsNumber(idle) ? idle->valuedouble : 0;
   if (spec->project == NULL || spec->environment == NULL) {

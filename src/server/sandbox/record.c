@@ -23,11 +23,11 @@ static cJSON *record_json(const mp_sandbox *sb) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "id", sb->id);
   cJSON_AddStringToObject(o, "projectId", sb->project);
-  cJSON_AddStringToObject(o, "environmentId", sb->environment);
+  cJSON_AddStringToObject(o, MP_CREATE_ENVIRONMENT, sb->environment);
   cJSON_AddStringToObject(o, "recoveryKey", sb->recovery_key);
-  cJSON_AddStringToObject(o, "networkIsolation", sb->network);
-  cJSON_AddNumberToObject(o, "idleTimeoutMinutes", sb->idle_timeout_min);
-  cJSON_AddItemToObject(o, "env", cJSON_Duplicate(sb->env, 1));
+  cJSON_AddStringToObject(o, MP_CREATE_NETWORK, sb->network);
+  cJSON_AddNumberToObject(o, MP_CREATE_IDLE, sb->idle_timeout_min);
+  cJSON_AddItemToObject(o, MP_CREATE_ENV, cJSON_Duplicate(sb->env, 1));
   mp_iso8601(sb->created_ms, ts);
   cJSON_AddStringToObject(o, "createdAt", ts);
   cJSON_AddNumberToObject(o, "createdMs", (double)sb->created_ms);
@@ -122,7 +122,7 @@ static int bool_field(const cJSON *o, const char *key, int *out, char *err,
 }
 
 int mp_record_read(mp_sandbox *sb, const cJSON *o, char *err, size_t errlen) {
-  const cJSON *env = cJSON_GetObjectItemCaseSensitive(o, "env");
+  const cJSON *env = cJSON_GetObjectItemCaseSensitive(o, MP_CREATE_ENV);
   double idle, created, destroyed, last;
   /* the milliseconds of the year 3000 */
   const double ms_max = 32503680000000.0;
@@ -131,14 +131,14 @@ int mp_record_read(mp_sandbox *sb, const cJSON *o, char *err, size_t errlen) {
       || copy_field(sb->project, sizeof sb->project, o, "projectId", err,
                     errlen) < 0
       || copy_field(sb->environment, sizeof sb->environment, o,
-                    "environmentId", err, errlen) < 0
+                    MP_CREATE_ENVIRONMENT, err, errlen) < 0
       || copy_field(sb->recovery_key, sizeof sb->recovery_key, o,
                     "recoveryKey", err, errlen) < 0
-      || copy_field(sb->network, sizeof sb->network, o, "networkIsolation",
+      || copy_field(sb->network, sizeof sb->network, o, MP_CREATE_NETWORK,
                     err, errlen) < 0
       || copy_field(sb->restored_from, sizeof sb->restored_from, o,
                     "restoredFrom", err, errlen) < 0
-      || num_field(o, "idleTimeoutMinutes", 525600, &idle, err, errlen) < 0
+      || num_field(o, MP_CREATE_IDLE, 525600, &idle, err, errlen) < 0
       || num_field(o, "createdMs", ms_max, &created, err, errlen) < 0
       || num_field(o, "destroyedMs", ms_max, &destroyed, err, errlen) < 0
       || num_field(o, "lastExecMs", ms_max, &last, err, errlen) < 0

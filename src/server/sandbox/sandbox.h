@@ -151,6 +151,16 @@ struct mp_sandbox {
   mp_server *srv;
 };
 
+/* The fields of a create, as the route reads them (routes_sandbox.c), the
+** record keeps them (record.c) and the activity log shows them
+** (activity.c): named once, here. */
+#define MP_CREATE_ID "id"                   /* the caller's recovery key */
+#define MP_CREATE_ENVIRONMENT "environmentId"
+#define MP_CREATE_NETWORK "networkIsolation" /* ISOLATED | PRIVATE */
+#define MP_CREATE_IDLE "idleTimeoutMinutes"
+#define MP_CREATE_ENV "env"
+#define MP_CREATE_SEED "seedCheckpointName"
+
 typedef struct mp_create_spec {
   const char *project;
   const char *environment;
