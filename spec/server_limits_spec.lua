@@ -241,6 +241,15 @@ describe("mastra-platform limits", function()
     local f = assert(io.open(err))
     assert.matches("--destroyed-max wants a count between 1 and", f:read("a"), 1, true)
     f:close()
+    -- and --session-history, a count too, says so (it once asked for seconds)
+    ok, _, code = os.execute(mastra.quote(platform.binary()) .. " serve --data-dir "
+      .. mastra.quote(dir .. "/data") .. " --session-history x 2>" .. mastra.quote(err))
+    assert.is_nil(ok)
+    assert.are.equal(2, code)
+    f = assert(io.open(err))
+    assert.are.equal("mastra-platform: --session-history wants a count between 1 and"
+      .. " 100000 (got 'x')\n", f:read("a"))
+    f:close()
     platform.rm_rf(dir)
   end)
 

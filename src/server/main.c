@@ -42,7 +42,6 @@
 #include <unistd.h>
 
 #include "mastra_version.h"
-#include "bucket/bucket.h"
 #include "sandbox/checkpoint.h"
 #include "drivers/drivers.h"
 #include "drivers/ns/base.h"
@@ -55,7 +54,6 @@
 #include "api/router.h"
 #include "http/httpd.h"
 #include "inspector/inspector.h"
-#include "sandbox/lease.h"
 #include "util/log.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/startup.h"
@@ -188,6 +186,19 @@ static int parse_seconds(const char *flag, const char *v, long *out) {
   if (v == NULL || *v == '\0' || *end != '\0' || n < 0) {
     fprintf(stderr, "mastra-platform: %s wants a number of seconds (got"
             " '%s')\n", flag, v ? v : "");
+    return -1;
+  }
+  *out = n;
+  return 0;
+}
+
+static int parse_count(const char *flag, const char *v, long lo, long hi,
+                       long *out) {
+  char *end;
+  long n = v ? strtol(v, &end, 10) : -1;
+  if (v == NULL || *v == '\0' || *end != '\0' || n < lo || n > hi) {
+    fprintf(stderr, "mastra-platform: %s wants a count between %ld and %ld"
+            " (got '%s')\n", flag, lo, hi, v ? v : "");
     return -1;
   }
   *out = n;
@@ -339,21 +350,12 @@ int main(int argc, char **argv) {
     } else if (strcmp(a, "--inspector") == 0) {
       inspector = v;
     } else if (strcmp(a, "--session-history") == 0) {
-      if (parse_seconds(a, v, &history) < 0 || history < 1
-          || history > 100000) {
-        fprintf(stderr, "mastra-platform: --session-history wants a count"
-                " between 1 and 100000\n");
-        return 2;
-      }
+      if (parse_count(a, v, 1, 100000, &history) < 0) return 2;
     } else if (strcmp(a, "--destroyed-ttl") == 0) {
       if (parse_seconds(a, v, &destroyed_ttl) < 0) return 2;
     } else if (strcmp(a, "--destroyed-max") == 0) {
-      if (parse_seconds(a, v, &destroyed_max) < 0 || destroyed_max < 1
-          || destroyed_max > MP_DESTROYED_MAX_LIMIT) {
-        fprintf(stderr, "mastra-platform: --destroyed-max wants a count"
-                " between 1 and %d\n", MP_DESTROYED_MAX_LIMIT);
+      if (parse_count(a, v, 1, MP_DESTROYED_MAX_LIMIT, &destroyed_max) < 0)
         return 2;
-      }
     } else if (strcmp(a, "--header-timeout") == 0) {
       if (parse_seconds(a, v, &header_timeout) < 0 || header_timeout == 0)
         return 2;

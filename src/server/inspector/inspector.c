@@ -33,7 +33,6 @@
 
 #include <microhttpd.h>
 
-#include "http_tokens.h"
 #include "http/httpd.h"
 #include "inspector/inspector_api.h"
 #include "inspector/inspector_assets.h"

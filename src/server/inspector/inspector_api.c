@@ -25,7 +25,6 @@
 #include "util/log.h"
 #include "http/respond.h"
 #include "sandbox/sandbox.h"
-#include "util.h"
 
 #define DISKUSE_MAX_AGE_MS 10000
 

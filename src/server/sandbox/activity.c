@@ -49,7 +49,6 @@ typedef struct env_log {
   session *ring;              /* cap slots; head: the next one written */
   size_t head;
   failure *failures;
-  size_t nfailures;
 } env_log;
 
 struct mp_activity {

@@ -75,7 +75,6 @@
 #include "drivers/ns/ns_cgroup.h"
 #include "drivers/ns/ns_enter.h"
 #include "drivers/ns/init/ns_exec.h"
-#include "drivers/ns/ns_idmap.h"
 #include "drivers/ns/init/ns_init.h"
 #include "drivers/ns/ns_pool.h"
 #include "drivers/ns/init/ns_sys.h"

@@ -37,8 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "drivers/ns/init/ns_sys.h"
 #include "util/log.h"
-#include "drivers/ns/init/ns_init.h"
 #include "sha256.h"
 #include "util.h"
 

@@ -40,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "drivers/ns/init/ns_init.h"
+#include "drivers/ns/init/ns_sys.h"
 
 /* a command waits this long for a starting init */
 #define START_WAIT_MS 30000
