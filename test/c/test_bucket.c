@@ -1,5 +1,5 @@
 /*
-** Tests of the bucket store (src/server/bucket.h). No framework: CHECK
+** Tests of the bucket store (src/server/bucket/bucket.h). No framework: CHECK
 ** counts, the last line of stdout is "N passed, N failed", and the exit
 ** status is 1 on a failure. Works in a fresh directory under $TMPDIR (or
 ** /tmp) and removes it at the end.

@@ -1,5 +1,5 @@
 /*
-** The PRIVATE networks of src/server/net.c on real namespaces: holders
+** The PRIVATE networks of src/server/net/net.c on real namespaces: holders
 ** (children that unshare(CLONE_NEWNET) and wait) stand for sandboxes; they
 ** join environments A and B, and probes (children that setns() into one and
 ** connect() over TCP) check who reaches whom. Then leave, close, and a
