@@ -88,14 +88,40 @@ describe("the local platform default", function()
     assert.are.equal("404", ping.stdout)
   end)
 
+  it("keeps its state to the user: the directory 0700, the state file and the log 0600",
+    function()
+      -- the first case started the server in a state directory made for it
+      local r = sb:executeCommand("stat", { "-c", "%a %n", dir .. "/state",
+        dir .. "/state/platform.state", dir .. "/state/platform.log",
+        dir .. "/state/platform.token", dir .. "/state/platform-data" })
+      assert.are.equal(0, r.exitCode, r.stderr)
+      local modes = {}
+      for mode, path in r.stdout:gmatch("(%d+) (%S+)\n") do modes[path:match("[^/]+$")] = mode end
+      assert.are.same({ state = "700", ["platform.state"] = "600", ["platform.log"] = "600",
+        ["platform.token"] = "600", ["platform-data"] = "700" }, modes)
+    end)
+
   it("reuses the running server from another process", function()
     local before = state().pid
     assert.truthy(before)
     local r = sb:executeCommand(RUNNER, { "-e", ENSURE }, { env = env() })
     assert.are.equal(0, r.exitCode, r.stderr)
-    assert.matches("already running", r.stderr)
+    -- said once per start of a platform, not by every script that finds it
+    assert.are.equal("", r.stderr)
     assert.are.equal(tostring(before), r.stdout:match("\t(%d+)\t"))
   end)
+
+  it("says nothing on stderr with MASTRA_PLATFORM_QUIET=1, even when it starts one",
+    function()
+      local own = dir .. "/quiet-state"
+      local r = sb:executeCommand(RUNNER, { "-e", ENSURE },
+        { env = env{ MASTRA_PLATFORM_STATE_DIR = own, MASTRA_PLATFORM_QUIET = "1" } })
+      local pid = tonumber((read(own .. "/platform.state") or ""):match("pid=(%d+)"))
+      if pid then sb:executeCommand("kill " .. pid .. " 2>/dev/null; true") end
+      assert.are.equal(0, r.exitCode, r.stderr)
+      assert.truthy(pid, "it started no platform")
+      assert.are.equal("", r.stderr)
+    end)
 
   it("starts a new one when the recorded server is gone", function()
     local old = state().pid
@@ -137,7 +163,9 @@ describe("the local platform default", function()
     assert.are.equal(0, r.exitCode, r.stderr)
     assert.are.equal(tostring(state().pid), r.stdout:match("\t(%d+)\t"))
     local _, n = r.stderr:gsub("\n", "")
-    assert.are.equal(2, n, r.stderr) -- this line, and the one that names the server used
+    -- this line alone: a script that finds the platform running does not say
+    -- that it uses it
+    assert.are.equal(1, n, r.stderr)
     assert.truthy(r.stderr:find("(pid " .. state().pid .. ") is ", 1, true), r.stderr)
     assert.truthy(r.stderr:find("version " .. same .. "; this client is version "
       .. mastra._VERSION, 1, true), r.stderr)
@@ -166,7 +194,7 @@ describe("the local platform default", function()
     r = sb:executeCommand(RUNNER, { "-e", ENSURE }, { env = env() })
     assert.are.equal(0, r.exitCode, r.stderr)
     assert.are.equal(tostring(own_pid), r.stdout:match("\t(%d+)\t"))
-    assert.truthy(r.stderr:find("already running", 1, true), r.stderr)
+    assert.falsy(r.stderr:find("using the local platform", 1, true), r.stderr)
   end)
 
   it("reports a server that does not answer as hung, with its pid", function()

@@ -29,6 +29,13 @@ local task = require "mastra.task"
 
 local local_platform = {}
 
+-- the state directory and its files are the user's alone: the state file
+-- holds the token, the log the inspector's one-time login link
+local PRIVATE_DIR = 448  -- 0700
+local PRIVATE_FILE = 384 -- 0600
+-- while the platform builds its base, a line on stderr this often
+local BUILD_PROGRESS_MS = 3000
+
 local DEFAULTS = {
   projectId = "local",
   environmentId = "local",
@@ -175,8 +182,19 @@ end
 local_platform.startMs = 15000
 local_platform.baseBuildMs = 180000
 
+-- MASTRA_PLATFORM_QUIET set (and not "0"): the local platform's lines on
+-- stderr are not written
+local function quiet()
+  local v = os.getenv("MASTRA_PLATFORM_QUIET")
+  return v ~= nil and v ~= "" and v ~= "0"
+end
+
+local function say(text)
+  if not quiet() then io.stderr:write("mastra: ", text, "\n") end
+end
+
 local function wait_for_url(out_path, log_path, log_from)
-  local started = core.now()
+  local started, said = core.now(), 0
   local deadline, building = started + local_platform.startMs, false
   while core.now() < deadline do
     local line = read_file(out_path)
@@ -187,7 +205,13 @@ local function wait_for_url(out_path, log_path, log_from)
       local log = read_file(log_path)
       if log and log:find("building the base", log_from + 1, true) then
         building, deadline = true, started + local_platform.baseBuildMs
+        said = core.now()
+        say(("the local platform is building the sandboxes' base, once (about 10 s;"
+          .. " its log: %s)"):format(log_path))
       end
+    elseif core.now() - said >= BUILD_PROGRESS_MS then
+      said = core.now()
+      say(("still building the base (%.0f s)"):format((said - started) / 1000))
     end
     task.sleep(20)
   end
@@ -202,13 +226,20 @@ local function start_server(dir)
   local out_path = dir .. "/platform.out"
   local log_path = dir .. "/platform.log"
   os.remove(out_path)
+  -- the user's alone: the output and the log hold the inspector's one-time
+  -- login link (made here, 0600, before the shell's redirections open them)
+  for _, path in ipairs{ out_path, log_path } do
+    local ok, err = core.fsAppend(path, "")
+    if ok then ok, err = core.fsChmod(path, PRIVATE_FILE) end
+    if not ok then return nil, "cannot create " .. path .. ": " .. err end
+  end
   local log_from = file_size(log_path)
   local idle = tonumber(os.getenv("MASTRA_PLATFORM_IDLE_EXIT") or "") or 900
   -- sh starts the server in a session of its own and exits at once; the
   -- wait for sh is a task's wait (never a blocking waitpid)
   local starter = process.start{
-    command = ("setsid %s serve --listen 127.0.0.1:0 --data-dir %s --token-file %s"
-      .. " --idle-exit %d </dev/null >%s 2>>%s &"):format(shell.quote(bin),
+    command = ("setsid %s serve --listen 127.0.0.1:0 --data-dir %s"
+      .. " --token-file %s --idle-exit %d </dev/null >%s 2>>%s &"):format(shell.quote(bin),
       shell.quote(data), shell.quote(token_file), idle, shell.quote(out_path),
       shell.quote(log_path)),
     env = true, -- the server gets this process's environment
@@ -228,22 +259,22 @@ local function start_server(dir)
   local version = binary_version(bin) or "unknown"
   local state = { url = url, token = token, pid = pid, bin = core.fsRealpath(bin) or bin,
     version = version, protocol = local_platform.protocol(version) or "unknown" }
+  -- 0600: it holds the token
   local ok2, werr = core.fsWriteAtomic(dir .. "/platform.state",
     ("url=%s\ntoken=%s\npid=%d\nbin=%s\nversion=%s\nprotocol=%s\n"):format(url, token, pid,
-      state.bin, state.version, state.protocol))
+      state.bin, state.version, state.protocol), false, PRIVATE_FILE)
   if not ok2 then return nil, "cannot write its state file: " .. werr end
   return state
 end
 
-local announced = false
-
--- Say once on stderr which server this process uses.
+-- Say on stderr that this process started the local platform: once per
+-- start of a platform, not in every script that finds it running
+-- (docs/platform.md, "The embedded default").
 local function announce(state, started)
-  if announced then return end
-  announced = true
-  io.stderr:write(("mastra: using the local platform at %s (%s; set"
-    .. " MASTRA_PLATFORM_ACCESS_TOKEN and MASTRA_WORKSPACE_PROXY_URL for a"
-    .. " hosted one)\n"):format(state.url, started and "started it" or "already running"))
+  if not started then return end
+  say(("using the local platform at %s (started it; set MASTRA_PLATFORM_ACCESS_TOKEN"
+    .. " and MASTRA_WORKSPACE_PROXY_URL for a hosted one, MASTRA_PLATFORM_QUIET=1 to"
+    .. " silence this)"):format(state.url))
 end
 
 -- The lock is taken without blocking the thread: EAGAIN is retried
@@ -389,7 +420,11 @@ function local_platform.ensure()
   if state and answers(state, dir) then
     announce(state, false)
   else
+    -- a directory made here is the user's alone; one that was there (a
+    -- MASTRA_PLATFORM_STATE_DIR of the user's) keeps its mode
+    local existed = core.fsStat(dir) ~= nil
     local ok, err, ename = core.fsMkdir(dir, true)
+    if ok and not existed then ok, err, ename = core.fsChmod(dir, PRIVATE_DIR) end
     if not ok then
       errors.forCode(ename):raise({ message = ("mastra: cannot create the local platform's state"
         .. " directory: %s (set MASTRA_PLATFORM_STATE_DIR to a writable directory)"):format(err),

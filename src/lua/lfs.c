@@ -8,12 +8,14 @@
 **   core.fsRealpath(path)   -> the canonical absolute path
 **   core.fsReadlink(path)   -> the target of a symlink
 **   core.fsReadFile(path)   -> the bytes of a regular file
-**   core.fsWriteAtomic(path, data, exclusive) -> true
+**   core.fsWriteAtomic(path, data, exclusive [, mode]) -> true
 **       mastra__write_file_atomic (src/core/util.h), durable: a temporary
 **       file beside path (".mastra-tmp-..."), written, fsynced, then
 **       renamed over path (or, with exclusive, linked: EEXIST if path
 **       exists), so a reader never sees a torn file; an overwritten file
-**       keeps its mode
+**       keeps its mode, unless mode (an integer: 384 is 0600) is given:
+**       then the file has that mode (less the umask)
+**   core.fsChmod(path, mode) -> true
 **   core.fsAppend(path, data) -> true (O_APPEND, created if missing)
 **   core.fsRename(from, to)  core.fsUnlink(path)  core.fsRmdir(path)
 **   core.fsMkdir(path [, parents]) -> true
@@ -163,9 +165,21 @@ static int fs_write_atomic(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   const char *data = luaL_checklstring(L, 2, &len);
   int flags = MASTRA__ATOMIC_SYNC | MASTRA__ATOMIC_KEEP_MODE;
+  lua_Integer mode = luaL_optinteger(L, 4, 0666);
   if (lua_toboolean(L, 3)) flags |= MASTRA__ATOMIC_EXCLUSIVE;
-  if (mastra__write_file_atomic(path, data, len, 0666, flags) < 0)
+  luaL_argcheck(L, mode >= 0 && mode <= 07777, 4, "a file mode (0 to 4095)");
+  if (!lua_isnoneornil(L, 4)) flags &= ~MASTRA__ATOMIC_KEEP_MODE;
+  if (mastra__write_file_atomic(path, data, len, (mode_t)mode, flags) < 0)
     return fail(L, path, errno);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int fs_chmod(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lua_Integer mode = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, mode >= 0 && mode <= 07777, 2, "a file mode (0 to 4095)");
+  if (chmod(path, (mode_t)mode) < 0) return fail(L, path, errno);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -232,6 +246,7 @@ static const luaL_Reg fs_funcs[] = {
   {"fsReadlink", fs_readlink},
   {"fsReadFile", fs_readfile},
   {"fsWriteAtomic", fs_write_atomic},
+  {"fsChmod", fs_chmod},
   {"fsAppend", fs_append},
   {"fsRename", fs_rename},
   {"fsUnlink", fs_unlink},

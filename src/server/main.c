@@ -388,9 +388,17 @@ int main(int argc, char **argv) {
   srv.data_dir = data_dir ? data_dir : default_data_dir();
   mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);
+  /* the sandboxes' trees, the base and what commands create get the modes
+  ** a system's tools expect whatever umask started the server; the
+  ** server's own files have explicit, private modes (docs/platform.md,
+  ** "Files") */
+  umask(022);
 
   snprintf(path, sizeof path, "%s", srv.data_dir);
-  if (mastra__mkdirs(path, 0755, NULL) < 0) goto dir_fail;
+  /* private to the server's user: records hold env secrets, buckets and
+  ** checkpoints the sandboxes' files (docs/platform.md, "Files") */
+  if (mastra__mkdirs(path, 0700, NULL) < 0 || chmod(path, 0700) < 0)
+    goto dir_fail;
   if (token_file == NULL) {
     snprintf(path, sizeof path, "%s/token", srv.data_dir);
     token_path = strdup(path);

@@ -92,7 +92,7 @@ mp_bucket_store *mp_bucket_open(const char *root, char *err, size_t errlen) {
     mp_disk_set_err(err, errlen, "out of memory");
     return NULL;
   }
-  if (mastra__mkdirs(root, 0755, NULL) < 0) {
+  if (mastra__mkdirs(root, 0700, NULL) < 0) {
     mp_disk_set_err(err, errlen, "mkdir %s: %s", root, strerror(errno));
     free(st);
     return NULL;

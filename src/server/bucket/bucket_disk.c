@@ -123,7 +123,7 @@ int mp_disk_bucket_dir(mp_bucket_store *st, const char *project,
   const int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW;
   int pfd, bfd;
   if (create) {
-    if (mkdirat(st->rootfd, project, 0755) == 0) {
+    if (mkdirat(st->rootfd, project, 0700) == 0) {
       if (mastra__fsync_fd(st->rootfd) < 0)
         return -1;
     } else if (errno != EEXIST) {
@@ -134,7 +134,7 @@ int mp_disk_bucket_dir(mp_bucket_store *st, const char *project,
   if (pfd < 0)
     return -1;
   if (create) {
-    if (mkdirat(pfd, bucket, 0755) == 0) {
+    if (mkdirat(pfd, bucket, 0700) == 0) {
       if (mastra__fsync_fd(pfd) < 0) {
         mp_disk_close_keep_errno(pfd);
         return -1;
@@ -296,7 +296,7 @@ static int tmp_create(mp_bucket_store *st, int bfd, char tmpname[64]) {
     snprintf(tmpname, 64, TMP_PREFIX "%ld-%lu", (long)getpid(),
              ++st->tmp_counter);
     fd = openat(bfd, tmpname,
-                O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+                O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0 || errno != EEXIST)
       return fd;
   }

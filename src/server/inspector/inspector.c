@@ -389,7 +389,7 @@ int mp_inspector_start(mp_server *srv, const char *listen,
   text = cJSON_PrintUnformatted(state);
   cJSON_Delete(state);
   if (text == NULL
-      || mastra__write_file_atomic(in->state_path, text, strlen(text), 0644,
+      || mastra__write_file_atomic(in->state_path, text, strlen(text), 0600,
                                    0) < 0)
     mp_log("inspector: cannot write %s: %s", in->state_path, strerror(errno));
   free(text);

@@ -103,7 +103,7 @@ static int write_record(mp_server *srv, int seed, const char *name,
     return -1;
   }
   file_path(srv, seed, name, ".json", path, sizeof path);
-  rc = mastra__write_file_atomic(path, text, strlen(text), 0644, 0);
+  rc = mastra__write_file_atomic(path, text, strlen(text), 0600, 0);
   free(text);
   return rc;
 }
@@ -449,7 +449,8 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   ** link), and the rename over the key's checkpoint. The server's thread
   ** does none of it: ext4 writes back a file renamed over another one in
   ** rename(2), and freeing the replaced archive takes a while too. */
-  n = snprintf(cmd, sizeof cmd, "tar %s -C %s -cf %s .; s=$?; if [ $s -gt 1 ];"
+  n = snprintf(cmd, sizeof cmd, "umask 077; tar %s -C %s -cf %s .; s=$?;"
+               " if [ $s -gt 1 ];"
                " then rm -f %s; exit $s; fi; sync %s || { rm -f %s; exit 2; };",
                tar_flags(srv), qdir, qtmp, qtmp, qtmp, qtmp);
   if (run->explicit_request)
@@ -741,7 +742,7 @@ static void on_sweep(mastra__timer *t) {
 int mp_checkpoint_start(mp_server *srv) {
   char path[PATH_LEN];
   snprintf(path, sizeof path, "%s/checkpoints/seeds", srv->data_dir);
-  if (mastra__mkdirs(path, 0755, NULL) < 0) {
+  if (mastra__mkdirs(path, 0700, NULL) < 0) {
     mp_log("cannot create %s: %s", path, strerror(errno));
     return -1;
   }

@@ -94,12 +94,12 @@ unsigned long long mp_orphans_run_file_add(const char *data_dir,
   int fd;
   if (mp_orphans_proc_stat((long)pid, &state, &pgrp, &start) < 0) return 0;
   run_file_path(data_dir, path, sizeof path, (long)pid, start);
-  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0 && errno == ENOENT) {
     char dir[4200];
     run_dir_path(data_dir, dir, sizeof dir);
-    if (mastra__mkdirs(dir, 0755, NULL) == 0)
-      fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (mastra__mkdirs(dir, 0700, NULL) == 0)
+      fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   }
   if (fd < 0) {
     mp_log("cannot write %s: %s", path, strerror(errno));

@@ -56,7 +56,7 @@ int mp_record_save(mp_server *srv, const mp_sandbox *sb) {
   if (text == NULL) return -1;
   snprintf(path, sizeof path, "%s/state/sandboxes/%s.json", srv->data_dir,
            sb->id);
-  rc = mastra__write_file_atomic(path, text, strlen(text), 0644, 0);
+  rc = mastra__write_file_atomic(path, text, strlen(text), 0600, 0);
   free(text);
   if (rc < 0) mp_log("cannot write %s: %s", path, strerror(errno));
   return rc;
@@ -219,7 +219,7 @@ int mp_record_load_all(mp_server *srv,
   DIR *d;
   struct dirent *e;
   snprintf(dir, sizeof dir, "%s/state/sandboxes", srv->data_dir);
-  if (mastra__mkdirs(dir, 0755, NULL) < 0 || (d = opendir(dir)) == NULL) {
+  if (mastra__mkdirs(dir, 0700, NULL) < 0 || (d = opendir(dir)) == NULL) {
     mp_log("cannot open %s: %s", dir, strerror(errno));
     return -1;
   }

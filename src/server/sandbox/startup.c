@@ -21,7 +21,7 @@ int mp_server_open(mp_server *srv, char *err, size_t errlen) {
   size_t i;
   for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
     snprintf(path, sizeof path, "%s/%s", srv->data_dir, dirs[i]);
-    if (mastra__mkdirs(path, 0755, NULL) < 0) {
+    if (mastra__mkdirs(path, 0700, NULL) < 0) {
       snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
       return -1;
     }

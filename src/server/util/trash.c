@@ -129,7 +129,7 @@ int mp_trash(mp_server *srv, const char *path) {
   snprintf(dir, sizeof dir, "%s/trash", srv->data_dir);
   if (mastra__random_hex(hex, 8) < 0) snprintf(hex, sizeof hex, "0");
   snprintf(to, sizeof to, "%s/%s-%s", dir, base, hex);
-  if (mastra__mkdirs(dir, 0755, NULL) == 0 && rename(path, to) == 0) {
+  if (mastra__mkdirs(dir, 0700, NULL) == 0 && rename(path, to) == 0) {
     if (empty_trash_soon(srv) < 0) mastra__remove_tree(to); /* here */
     return 0;
   }
