@@ -112,6 +112,10 @@ function client.apiError(status, body)
   elseif body ~= "" then
     message = message .. ": " .. body
   end
+  if status == 401 then
+    message = message .. " (the token is accessToken, or MASTRA_PLATFORM_ACCESS_TOKEN:"
+      .. " check that it is this platform's)"
+  end
   return errors.PlatformApiError:new{
     message = message, status = status, code = code,
     proxyMessage = proxyMessage, body = body,

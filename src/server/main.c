@@ -12,6 +12,9 @@
 **                         [--inspector HOST:PORT|off] [--session-history N]
 **   mastra-platform base build [--data-dir DIR | --base DIR] [--minimal]
 **   mastra-platform inspect [--data-dir DIR]
+**   mastra-platform ps [--data-dir DIR]
+**   mastra-platform destroy [--data-dir DIR] ID...
+**   mastra-platform logs [--data-dir DIR] [--sandbox ID] [-n N]
 **   mastra-platform --version
 **
 ** Once listening it prints one JSON line on stdout:
@@ -38,6 +41,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -126,6 +130,14 @@ static void usage(FILE *f) {
           "       mastra-platform inspect [--data-dir DIR]\n"
           "                       print a one-time login link to the running"
           " platform's inspector\n"
+          "       mastra-platform ps [--data-dir DIR]\n"
+          "                       list the running platform's live sandboxes\n"
+          "       mastra-platform destroy [--data-dir DIR] ID...\n"
+          "                       destroy sandboxes (their checkpoints are"
+          " kept)\n"
+          "       mastra-platform logs [--data-dir DIR] [--sandbox ID] [-n N]\n"
+          "                       the exec sessions the inspector keeps,"
+          " oldest first\n"
           "       mastra-platform --version\n");
 }
 
@@ -308,11 +320,19 @@ int main(int argc, char **argv) {
     printf("mastra-platform %s\n", MASTRA_VERSION_STRING);
     return 0;
   }
-  if (argc >= 2 && strcmp(argv[1], "inspect") == 0) {
+  if (argc >= 2 && (strcmp(argv[1], "inspect") == 0
+                    || strcmp(argv[1], "ps") == 0
+                    || strcmp(argv[1], "destroy") == 0
+                    || strcmp(argv[1], "logs") == 0)) {
     char *dir = default_data_dir();
-    int rc = mp_inspect_main(argc, argv, dir);
+    int rc = mp_shell_main(argc, argv, dir);
     free(dir);
     return rc;
+  }
+  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0
+                    || strcmp(argv[1], "help") == 0)) {
+    usage(stdout);
+    return 0;
   }
   if (argc < 2 || strcmp(argv[1], "serve") != 0) {
     usage(stderr);
@@ -335,6 +355,16 @@ int main(int argc, char **argv) {
       return 2;
     }
     i++;
+    if (strcmp(a, "--listen") == 0
+        || (strcmp(a, "--inspector") == 0 && strcmp(v, "off") != 0)) {
+      /* checked now, before a base is built or a record is read */
+      struct sockaddr_storage ss;
+      char host[64];
+      if (mp_parse_listen(v, &ss, host, sizeof host, err, sizeof err) < 0) {
+        fprintf(stderr, "mastra-platform: %s %s\n", a, err);
+        return 2;
+      }
+    }
     if (strcmp(a, "--listen") == 0) listen = v;
     else if (strcmp(a, "--data-dir") == 0) data_dir = strdup(v);
     else if (strcmp(a, "--token-file") == 0) token_file = v;

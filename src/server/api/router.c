@@ -47,7 +47,9 @@ static int admit(mp_server *srv, struct MHD_Connection *conn, const char *url,
       return 1;
   }
   *rc = mp_send_error(conn, 401, "authentication_error",
-                      "missing or wrong 'Authorization: Bearer <token>'");
+                      "missing or wrong 'Authorization: Bearer <token>' (the"
+                      " client's MASTRA_PLATFORM_ACCESS_TOKEN; this platform's"
+                      " token is its --token-file)");
   return 0;
 }
 

@@ -269,13 +269,13 @@ int mp_parse_listen(const char *listen, struct sockaddr_storage *ss,
   size_t hlen;
   memset(ss, 0, sizeof *ss);
   if (colon == NULL) {
-    snprintf(err, errlen, "--listen wants HOST:PORT (got '%s')", listen);
+    snprintf(err, errlen, "wants HOST:PORT (got '%s')", listen);
     return -1;
   }
   port = strtol(colon + 1, NULL, 10);
   hlen = (size_t)(colon - listen);
   if (port < 0 || port > 65535 || hlen == 0 || hlen >= hostlen) {
-    snprintf(err, errlen, "--listen wants HOST:PORT (got '%s')", listen);
+    snprintf(err, errlen, "wants HOST:PORT (got '%s')", listen);
     return -1;
   }
   memcpy(host, listen, hlen);
@@ -291,7 +291,7 @@ int mp_parse_listen(const char *listen, struct sockaddr_storage *ss,
     in6->sin6_family = AF_INET6;
     in6->sin6_port = htons((uint16_t)port);
   } else {
-    snprintf(err, errlen, "--listen: '%s' is not an IP address", host);
+    snprintf(err, errlen, "'%s' is not an IP address", host);
     return -1;
   }
   return 0;

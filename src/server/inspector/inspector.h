@@ -28,8 +28,9 @@ void mp_inspector_run(mp_server *srv);
 /* Stop listening, close every connection, remove inspector.json. */
 void mp_inspector_stop(mp_server *srv);
 
-/* `mastra-platform inspect [--data-dir DIR]`: ask the running platform
-** for a login link and print it (inspect_cmd.c). */
-int mp_inspect_main(int argc, char **argv, const char *default_data_dir);
+/* The platform from the shell (commands.c): `mastra-platform inspect`,
+** `ps`, `destroy ID...` and `logs` (argv[1]) against the running platform
+** of a data directory, through its inspector; the exit status. */
+int mp_shell_main(int argc, char **argv, const char *default_data_dir);
 
 #endif
