@@ -22,6 +22,7 @@
 
 #include "util/log.h"
 #include "proc.h"
+#include "sandbox/env.h"
 #include "server.h"
 #include "util.h"
 
