@@ -21,7 +21,14 @@
 ** queue fills instead of our memory. Bytes for a command that stopped
 ** reading (EPIPE) or has finished are dropped.
 **
-** A close (or a socket error) before the exit kills the command. Output
+**           {"type":"keep_running"}           (ours: see below; the
+**           server answers {"type":"kept_running"})
+**
+** A close (or a socket error) before the exit kills the command, unless
+** keep_running came first (our extension, advertised as "keepRunning" in
+** the lease, off with --exec-stdin off): the command then runs on in the
+** sandbox, its output dropped, until it ends or the sandbox is destroyed
+** (mp_sandbox_exec_adopt). Output
 ** is read from the command only while wslay's send queue holds less than
 ** WS_SEND_HIGH bytes; past that the pipes fill and proc.c pauses them.
 **
@@ -102,6 +109,7 @@ struct mp_ws_session {
   unsigned holds_sb : 1;     /* counted in sb->refs (its record stays) */
   unsigned in_eof : 1;       /* stdin_close came: close after the bytes */
   unsigned in_done : 1;      /* stdin is closed (or gone): drop bytes */
+  unsigned keep : 1;         /* keep_running came: a close lets it run on */
   char *in_buf;              /* stdin bytes waiting for the pipe */
   size_t in_len, in_off, in_cap;
   uint16_t close_code;
@@ -158,6 +166,10 @@ static void release_proc(ws_session *s) {
   s->in_done = 1;
   if (p == NULL) return;
   s->proc = NULL;
+  if (s->keep) { /* the client asked: it runs on, the sandbox's */
+    mp_sandbox_exec_adopt(s->srv, s->sb, p);
+    return;
+  }
   mastra__proc_kill(p); /* SIGTERM now, SIGKILL after the grace */
   mp_sandbox_exec_done(s->srv, s->sb, p);
 }
@@ -487,6 +499,11 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
   } else if (strcmp(type->valuestring, "stdin_close") == 0) {
     s->in_eof = 1;
     stdin_flush(s); /* closes stdin once what waits is written */
+  } else if (strcmp(type->valuestring, "keep_running") == 0
+             && s->srv->exec_stdin) {
+    static const char ack[] = "{\"type\":\"kept_running\"}";
+    s->keep = 1; /* our extension, advertised as "keepRunning" */
+    queue_msg(s, WSLAY_TEXT_FRAME, ack, sizeof ack - 1);
   }
   /* other types are ignored */
   cJSON_Delete(j);

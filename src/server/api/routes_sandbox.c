@@ -256,9 +256,12 @@ static enum MHD_Result lease(mp_server *srv, struct MHD_Connection *conn,
   cJSON_AddStringToObject(o, "subprotocol", "railway-shell");
   mp_iso8601(expires, ts);
   cJSON_AddStringToObject(o, "expiresAt", ts);
-  if (srv->exec_stdin) { /* our extension: the hosted platform sends none */
+  if (srv->exec_stdin) { /* our extensions: the hosted platform sends none */
     cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
-    if (caps != NULL) cJSON_AddItemToArray(caps, cJSON_CreateString("stdin"));
+    if (caps != NULL) {
+      cJSON_AddItemToArray(caps, cJSON_CreateString("stdin"));
+      cJSON_AddItemToArray(caps, cJSON_CreateString("keepRunning"));
+    }
   }
   return mp_send_json(conn, 200, o);
 }

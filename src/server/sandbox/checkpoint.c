@@ -127,6 +127,25 @@ static const char *rec_str(const cJSON *o, const char *k) {
   return cJSON_IsString(v) ? v->valuestring : "";
 }
 
+/* The identity of the archive at path (a capture renames a new file over
+** it, so a new inode and mtime), or "" when there is none. */
+static void archive_id(const char *path, char out[MP_CHECKPOINT_BASE_MAX]) {
+  struct stat st;
+  out[0] = '\0';
+  if (stat(path, &st) < 0) return;
+  snprintf(out, MP_CHECKPOINT_BASE_MAX, "%llx:%llx:%lld.%09ld:%lld",
+           (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+           (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec,
+           (long long)st.st_size);
+}
+
+/* sb's tree now descends from base (its key's archive, or "") */
+static void set_base(mp_server *srv, mp_sandbox *sb, const char *base) {
+  if (strcmp(sb->checkpoint_base, base) == 0) return;
+  snprintf(sb->checkpoint_base, sizeof sb->checkpoint_base, "%s", base);
+  if (!sb->destroyed_ms) mp_record_save(srv, sb);
+}
+
 /* Remove a checkpoint and its record; 1 if the archive was there. */
 static int remove_checkpoint(mp_server *srv, int seed, const char *name) {
   char path[PATH_LEN];
@@ -283,19 +302,36 @@ static void fail(struct mp_tar_run *run, const char *fmt, const char *arg) {
 
 /* The child finished a capture: the archive is the key's checkpoint (when
 ** it was to be installed) and the seed's. A delete that came meanwhile
-** stands. */
+** stands. An empty tree removes the key's checkpoint only when sb's tree
+** descends from it (sb restored it, or captured it): another sandbox
+** with the same key that wrote nothing leaves it alone. */
 static void capture_done(mp_server *srv, struct mp_tar_run *run) {
   mp_sandbox *sb = run->sb;
   char seed[MP_CHECKPOINT_NAME_MAX], name[MP_CHECKPOINT_NAME_MAX];
+  char path[PATH_LEN], now[MP_CHECKPOINT_BASE_MAX];
   snprintf(seed, sizeof seed, "%s", run->seed);
   mp_checkpoint_key_name(sb, name);
-  if (run->install && sb->checkpoint_gen != run->gen)
+  file_path(srv, 0, name, ".tar", path, sizeof path);
+  if (run->install && sb->checkpoint_gen != run->gen) {
     remove_checkpoint(srv, 0, name);
-  else if (run->explicit_request && sb->checkpoint_deleted) {
+    set_base(srv, sb, "");
+  } else if (run->install) {
+    archive_id(path, now); /* the child renamed it into place */
+    set_base(srv, sb, now);
+  }
+  if (run->explicit_request && sb->checkpoint_deleted
+      && sb->checkpoint_gen == run->gen) {
     sb->checkpoint_deleted = 0;
     mp_record_save(srv, sb);
   }
-  if (run->empty) remove_checkpoint(srv, 0, name);
+  if (run->empty && (archive_id(path, now), now[0] != '\0')) {
+    if (strcmp(now, sb->checkpoint_base) == 0) {
+      remove_checkpoint(srv, 0, name);
+      set_base(srv, sb, "");
+    } else {
+      mp_log("%s: an empty tree; its key's checkpoint is another's: kept", sb->id);
+    }
+  }
   complete(run, 0, seed[0] != '\0' ? seed : NULL, NULL);
 }
 
@@ -477,7 +513,7 @@ void mp_checkpoint_restore(mp_server *srv, mp_sandbox *sb, const char *path,
                            const char *name, mp_waiter *w) {
   struct mp_tar_run *run = calloc(1, sizeof *run);
   char err[512], qdir[2 * PATH_LEN], qpath[2 * PATH_LEN];
-  char cmd[4 * PATH_LEN + 256];
+  char cmd[4 * PATH_LEN + 256], key[MP_CHECKPOINT_NAME_MAX];
   w->next = NULL;
   w->queued = 1;
   if (run == NULL) {
@@ -491,6 +527,11 @@ void mp_checkpoint_restore(mp_server *srv, mp_sandbox *sb, const char *path,
   snprintf(run->path, sizeof run->path, "%s", path);
   snprintf(run->name, sizeof run->name, "%s", name);
   sb->tar = run;
+  mp_checkpoint_key_name(sb, key); /* its tree descends from the key's one */
+  if (sb->recovery_key[0] != '\0' && strcmp(key, name) == 0)
+    archive_id(path, sb->checkpoint_base);
+  else
+    sb->checkpoint_base[0] = '\0';
   if (sh_quote(qdir, sizeof qdir, sb->dir) < 0
       || sh_quote(qpath, sizeof qpath, path) < 0) {
     fail(run, "%s", "a path is too long");
@@ -538,6 +579,7 @@ static int drop_key(mp_server *srv, const char *project,
       continue;
     s->checkpoint_deleted = 1;
     s->checkpoint_gen++; /* a capture running now is thrown away */
+    s->checkpoint_base[0] = '\0';
     mastra__timer_stop(&s->checkpoint_timer);
     mp_record_save(srv, s);
   }

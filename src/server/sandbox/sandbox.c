@@ -743,6 +743,23 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   return 0;
 }
 
+/* An adopted command (mp_sandbox_exec_adopt): its output goes nowhere,
+** and its end is let go of as any command's. */
+static void on_adopted(mastra__proc *p, void *data) {
+  mp_sandbox *sb = data;
+  mastra__proc_consumed(p, &p->out);
+  mastra__proc_consumed(p, &p->err);
+  if (p->done) mp_sandbox_exec_done(sb->srv, sb, p);
+}
+
+void mp_sandbox_exec_adopt(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
+  (void)srv;
+  mastra__proc_close_stdin(p); /* nobody writes to it any more */
+  p->notify = on_adopted;
+  p->notify_data = sb;
+  on_adopted(p, sb);
+}
+
 void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
   size_t i;
   for (i = 0; i < sb->nprocs; i++) {

@@ -76,6 +76,8 @@ struct mp_driver {
                         void *data);
 };
 
+#define MP_CHECKPOINT_BASE_MAX 80
+
 struct mp_sandbox {
   mp_sandbox *next, *prev;        /* srv->sandboxes */
   mp_sandbox *gone_next, *gone_prev; /* srv->gone: destroyed, in order */
@@ -94,6 +96,9 @@ struct mp_sandbox {
   char restored_from[MP_NAME_MAX]; /* that checkpoint's name, or "" */
   int checkpoint_deleted;         /* DELETE /checkpoint: no implicit capture */
   unsigned checkpoint_gen;        /* bumped by DELETE /checkpoint */
+  /* the key's archive that its tree descends from (restored, or captured
+  ** by it): "<dev>:<inode>:<mtime ns>:<size>", or "" (checkpoint.c) */
+  char checkpoint_base[MP_CHECKPOINT_BASE_MAX];
   int restoring, destroying;      /* waiting for tar (checkpoint.c) */
   struct mp_tar_run *tar;         /* checkpoint.c: the tar running now */
   mp_waiter *capture_queue;       /* captures asked for while it runs */
@@ -187,5 +192,10 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     mastra__proc_notify notify, void *data,
                     mastra__proc **out, char *err, size_t errlen);
 void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p);
+/* Instead of mp_sandbox_exec_done: the caller lets go of a command that
+** must keep running (an exec socket that closed after keep_running). It
+** is the sandbox's now: its output is dropped, stdin closed, and it ends
+** by itself, with the sandbox's destroy or with the server. */
+void mp_sandbox_exec_adopt(mp_server *srv, mp_sandbox *sb, mastra__proc *p);
 
 #endif
