@@ -234,6 +234,9 @@ local function create(self)
   self.createdAt = j.createdAt or core.time()
   self.templatePending = j.templatePending
   self.instanceUrl = j.instanceUrl
+  -- getOrCreate: the platform answered with the live sandbox of this id
+  -- (a retried create, another instance with the same id: one sandbox)
+  if j.outcome == "connected" then return { outcome = "connected" } end
   -- a restore is still a creation: code written for upstream's two
   -- outcomes keeps working (docs/decisions.md)
   if j.restoredFromCheckpoint == true then

@@ -28,7 +28,7 @@
 ** keep_running came first (our extension, advertised as "keepRunning" in
 ** the lease, off with --exec-stdin off): the command then runs on in the
 ** sandbox, its output dropped, until it ends or the sandbox is destroyed
-** (mp_sandbox_exec_adopt). Output
+** (adopt()). Output
 ** is read from the command only while wslay's send queue holds less than
 ** WS_SEND_HIGH bytes; past that the pipes fill and proc.c pauses them.
 **
@@ -40,6 +40,10 @@
 ** caller up the stack (wslay, proc.c, the loop's event batch) still holds
 ** is freed under it. The open sessions of a server are the list
 ** srv->ws_sessions.
+**
+** Over 800 lines: one session's life (upgrade, frames both ways, stdin,
+** keep_running) is one state machine, whose parts share the session's
+** bits; split, they would call each other.
 */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -157,7 +161,26 @@ static void unlink_session(ws_session *s) {
   }
 }
 
-/* Let go of the command, killing it first if it still runs. */
+/* A command whose socket closed after keep_running: the sandbox's now
+** (it stays in sb->procs, so a destroy or the shutdown ends it); stdin
+** is closed, its output goes nowhere, and its end is let go of as any
+** command's (mp_sandbox_exec_done). */
+static void on_adopted(mastra__proc *p, void *data) {
+  mp_sandbox *sb = data;
+  mastra__proc_consumed(p, &p->out);
+  mastra__proc_consumed(p, &p->err);
+  if (p->done) mp_sandbox_exec_done(sb->srv, sb, p);
+}
+
+static void adopt(mp_sandbox *sb, mastra__proc *p) {
+  mastra__proc_close_stdin(p);
+  p->notify = on_adopted;
+  p->notify_data = sb;
+  on_adopted(p, sb);
+}
+
+/* Let go of the command, killing it first if it still runs (unless the
+** client asked to keep it running). */
 static void release_proc(ws_session *s) {
   mastra__proc *p = s->proc;
   free(s->in_buf); /* nobody reads the stdin that waits */
@@ -167,7 +190,7 @@ static void release_proc(ws_session *s) {
   if (p == NULL) return;
   s->proc = NULL;
   if (s->keep) { /* the client asked: it runs on, the sandbox's */
-    mp_sandbox_exec_adopt(s->srv, s->sb, p);
+    adopt(s->sb, p);
     return;
   }
   mastra__proc_kill(p); /* SIGTERM now, SIGKILL after the grace */

@@ -354,6 +354,20 @@ static void on_restored(mp_waiter *w, mp_sandbox *sb, int rc,
   tell_waiters(sb, rc, name, message);
 }
 
+/* The live sandbox of spec's (project, environment, key), the newest if
+** an older server left more than one; NULL without a key. A walk of the
+** records, as the checkpoint delete's: a create costs far more. */
+static mp_sandbox *live_with_key(mp_server *srv, const mp_create_spec *spec) {
+  mp_sandbox *s;
+  if (spec->recovery_key == NULL || spec->recovery_key[0] == '\0') return NULL;
+  for (s = srv->sandboxes; s != NULL; s = s->next)
+    if (!s->destroyed_ms && strcmp(s->recovery_key, spec->recovery_key) == 0
+        && strcmp(s->project, spec->project) == 0
+        && strcmp(s->environment, spec->environment) == 0)
+      return s;
+  return NULL;
+}
+
 int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
                       mp_sandbox **out, mp_waiter *w, char *err,
                       size_t errlen) {
@@ -361,6 +375,25 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   char hex[2 * 12 + 1], source[4400], name[MP_CHECKPOINT_NAME_MAX];
   int restore;
   *out = NULL;
+  /* getOrCreate: a live sandbox of the key answers (docs/decisions.md) */
+  if ((sb = live_with_key(srv, spec)) != NULL) {
+    *out = sb;
+    if (sb->destroying) { /* going: create again once it is gone */
+      if (w == NULL) {
+        snprintf(err, errlen, "sandbox %s of this id is being destroyed:"
+                 " create again once it is", sb->id);
+        *out = NULL;
+        return -1;
+      }
+      add_waiter(sb, w);
+      return 4;
+    }
+    if (sb->restoring) {
+      add_waiter(sb, w);
+      return 3;
+    }
+    return 2;
+  }
   restore = mp_checkpoint_source(srv, spec->project, spec->environment,
                                  spec->recovery_key, spec->seed, source,
                                  sizeof source, name, err, errlen);
@@ -741,23 +774,6 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   mastra__timer_stop(&sb->idle_timer);
   mastra__timer_stop(&sb->checkpoint_timer);
   return 0;
-}
-
-/* An adopted command (mp_sandbox_exec_adopt): its output goes nowhere,
-** and its end is let go of as any command's. */
-static void on_adopted(mastra__proc *p, void *data) {
-  mp_sandbox *sb = data;
-  mastra__proc_consumed(p, &p->out);
-  mastra__proc_consumed(p, &p->err);
-  if (p->done) mp_sandbox_exec_done(sb->srv, sb, p);
-}
-
-void mp_sandbox_exec_adopt(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
-  (void)srv;
-  mastra__proc_close_stdin(p); /* nobody writes to it any more */
-  p->notify = on_adopted;
-  p->notify_data = sb;
-  on_adopted(p, sb);
 }
 
 void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {

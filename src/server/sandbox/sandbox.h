@@ -132,7 +132,12 @@ typedef struct mp_create_spec {
 /* -1 failed (err says why), -2 the request is wrong (an unknown seed: err
 ** says why), -3 the disk is full (err says why), 0 created, 1 created and restoring a checkpoint: w->done is
 ** called (maybe before this returns) when it is ready (rc 0) or failed
-** (rc -1: the sandbox is then destroyed). */
+** (rc -1: the sandbox is then destroyed).
+** getOrCreate: when a live sandbox of the same (project, environment,
+** recovery key) exists, *out is that one and nothing is created: 2 it is
+** ready; 3 it is being restored (w->done is called as for 1); 4 it is
+** being destroyed (w->done is called when it is gone, or kept: create
+** again then; without w, -1). */
 int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
                       mp_sandbox **out, mp_waiter *w, char *err,
                       size_t errlen);
@@ -192,10 +197,5 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     mastra__proc_notify notify, void *data,
                     mastra__proc **out, char *err, size_t errlen);
 void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p);
-/* Instead of mp_sandbox_exec_done: the caller lets go of a command that
-** must keep running (an exec socket that closed after keep_running). It
-** is the sandbox's now: its output is dropped, stdin closed, and it ends
-** by itself, with the sandbox's destroy or with the server. */
-void mp_sandbox_exec_adopt(mp_server *srv, mp_sandbox *sb, mastra__proc *p);
 
 #endif
