@@ -338,7 +338,7 @@ local function delete_checkpoint(self, id)
   return err
 end
 
-local holds_remote, queue_teardown
+local holds_remote, queue_teardown, missing_cwd
 
 local function teardown(self, final_status, drop_checkpoint)
   check_self("PlatformSandbox:" .. (final_status == "stopped" and "stop" or "destroy"), self)
@@ -598,6 +598,28 @@ function PlatformSandbox:_runDirectExec(target, command, cwd, env, timeout, opts
   }, 0)
 end
 
+-- The platform could not enter the command's cwd (exit 127, and the
+-- local platform's message on stderr: "cannot run in directory '...':
+-- <strerror>"): the error a LocalSandbox raises for it. Elsewhere (a
+-- platform that says nothing) the exit code stands.
+local CWD_ERRORS = {
+  ["No such file or directory"] = { errors.DirectoryNotFoundError, "ENOENT", "does not exist" },
+  ["Not a directory"] = { errors.DirectoryNotFoundError, "ENOTDIR", "is not a directory" },
+  ["Permission denied"] = { errors.PermissionError, "EACCES",
+    "cannot be entered (permission denied)" },
+}
+
+function missing_cwd(full, cwd, stderr)
+  local seen, why = (stderr or ""):match("^[%w%-]*:? ?cannot run in directory '(.-)': ([^\n]+)\n?$")
+  local e = why and CWD_ERRORS[why]
+  if not e then return end
+  e[1]:raise({
+    message = ("cannot run %q: the working directory %s %s in the sandbox (%s; create it,"
+      .. " or give an existing cwd)"):format(full, cwd, e[3], seen),
+    path = cwd, code = e[2],
+  }, 0)
+end
+
 local function merged_env(self, extra)
   local env, n = {}, 0
   for k, v in pairs(self.env) do env[k] = v; n = n + 1 end
@@ -662,9 +684,11 @@ function PlatformSandbox:_execOn(target, full, args, opts, started)
   local r = self:_runDirectExec(target, full, cwd, merged_env(self, opts.env), timeout, opts)
   if r.handedOver then return r end
   local code = r.exitCode or 124
+  if code == 127 and cwd and not r.timedOut then missing_cwd(full, cwd, r.stderr) end
   return {
     stdout = r.stdout, stderr = r.stderr, exitCode = code, success = code == 0,
     executionTimeMs = math.floor(core.now() - started), timedOut = r.timedOut,
+    killed = r.timedOut, -- the timeout ended it (the socket's close kills it)
     command = full, args = args,
     stdoutTruncated = r.stdoutTruncated, stderrTruncated = r.stderrTruncated,
     stdoutDroppedBytes = r.stdoutDroppedBytes, stderrDroppedBytes = r.stderrDroppedBytes,
