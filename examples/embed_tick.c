@@ -29,6 +29,13 @@ static const char *default_script =
     "  sb:destroy()\n"
     "end)\n";
 
+/* The error on top of the stack, as text: failures are error objects
+** (tables with __tostring), which lua_tostring would make NULL. */
+static void report(lua_State *L) {
+  fprintf(stderr, "embed_tick: %s\n", luaL_tolstring(L, -1, NULL));
+  lua_pop(L, 2); /* the text and the error */
+}
+
 int main(int argc, char **argv) {
   lua_State *L = luaL_newstate();
   int frames = 0, live, status;
@@ -38,7 +45,7 @@ int main(int argc, char **argv) {
   status = argc > 1 ? luaL_dofile(L, argv[1])
                     : luaL_dostring(L, default_script);
   if (status != LUA_OK) {
-    fprintf(stderr, "embed_tick: %s\n", lua_tostring(L, -1));
+    report(L);
     lua_close(L);
     return EXIT_FAILURE;
   }
@@ -48,8 +55,10 @@ int main(int argc, char **argv) {
     frames++; /* the host's own frame work would go here */
     live = mastra_step(L, 0);
     if (live < 0) {
-      fprintf(stderr, "embed_tick: %s\n", live == MASTRA_ELUA
-              ? lua_tostring(L, -1) : mastra_strerror(live));
+      if (live == MASTRA_ELUA)
+        report(L);
+      else
+        fprintf(stderr, "embed_tick: %s\n", mastra_strerror(live));
       lua_close(L);
       return EXIT_FAILURE;
     }

@@ -75,7 +75,10 @@ end
 -- 30000), maxRetainedBytes? (default: everything), onStdout?, onStderr?,
 -- stdin? (a source: a function that returns the next chunk, nil at the
 -- end, or false and a key to wait on when it has nothing now;
--- res.stdinStarted says whether it was called)
+-- res.stdinStarted says whether it was called), control? (a table: once
+-- control.release is set and the table woken, the command is handed to
+-- the platform: {"type":"keep_running"}, the platform's
+-- {"type":"kept_running"}, then the close; res.handedOver = true)
 function direct_exec.run(spec)
   local res = { exitCode = nil, truncated = false, timedOut = false, opened = false }
   local out = stream(spec.onStdout, spec.maxRetainedBytes)
@@ -103,6 +106,7 @@ function direct_exec.run(spec)
   end
   local sent, exited = false, false
   local feed = spec.stdin
+  local control, asked = spec.control, false
   while true do
     local stdin_key -- the source has nothing now: it wakes this key
     local state = ws:state()
@@ -115,6 +119,10 @@ function direct_exec.run(spec)
       if not feed then ws:send('{"type":"stdin_close"}', "text") end
       sent = true
       res.opened = true
+    end
+    if control and control.release and sent and not asked and state == "open" then
+      ws:send('{"type":"keep_running"}', "text")
+      asked = true
     end
     while feed and state == "open" and ws:bufferedAmount() < STDIN_HIGH do
       res.stdinStarted = true
@@ -145,6 +153,10 @@ function direct_exec.run(spec)
           res.exitCode = math.type(code) == "integer" and code or 0
           exited = true
           break
+        elseif asked and type(frame) == "table" and frame.type == "kept_running" then
+          res.handedOver = true -- the platform has it: the close lets it run
+          exited = true
+          break
         end
       end
     end
@@ -171,9 +183,9 @@ function direct_exec.run(spec)
       timer:close()
     end
     if stdin_key then
-      task.wait(ws:id(), timer:id(), stdin_key)
+      task.wait(ws:id(), timer:id(), stdin_key, control or timer:id())
     else
-      task.wait(ws:id(), timer:id())
+      task.wait(ws:id(), timer:id(), control or timer:id())
     end
   end
   flush(out)

@@ -2,6 +2,13 @@
 -- handle over an executeCommand run as a task, with its retained output,
 -- wait, kill, and, where the exec lease advertises "stdin", sendStdin and
 -- closeStdin. Split from platform_sandbox.lua, which calls spawn().
+--
+-- A process is bound to the sandbox it was spawned on (its sandboxId, at
+-- once): its task may start after a detach() or a destroy(), and it never
+-- provisions a sandbox of its own. keepRunning: detach() hands it over
+-- (handOver): its exec sends {"type":"keep_running"}, waits for the
+-- platform's {"type":"kept_running"}, and closes; the platform keeps the
+-- command running (docs/platform.md).
 local core = require "mastra.core"
 local errors = require "mastra.errors"
 local common = require "mastra.common"
@@ -16,9 +23,18 @@ local Handle = { __name = "mastra.PlatformProcessHandle" }
 -- stdout and stderr are the handle's retained output (mastra.output)
 Handle.__index = output.index(Handle)
 
+local function handed_over_error(h, where)
+  errors.MastraError:raise({
+    message = ("%s: process %s was left running in sandbox %s by detach() (keepRunning):"
+      .. " this handle no longer follows it"):format(where, h.pid, h.sandboxId),
+    code = "DETACHED",
+  }, 0)
+end
+
 function Handle:wait()
   options.self("ProcessHandle:wait", self, Handle)
   self._task:wait()
+  if self.handedOver then handed_over_error(self, "ProcessHandle:wait") end
   return self._result
 end
 
@@ -26,7 +42,7 @@ end
 -- process group). True while it runs, false after it has exited.
 function Handle:kill()
   options.self("ProcessHandle:kill", self, Handle)
-  if self.exitCode ~= nil or self.error ~= nil then return false end
+  if self.exitCode ~= nil or self.error ~= nil or self.handedOver then return false end
   self.killed = true
   return self._task:cancel()
 end
@@ -111,11 +127,20 @@ end
 --- Start `command` in the background on `sandbox` (its
 -- processes:spawn, opts validated there): the handle, at once.
 function platform_process.spawn(sandbox, command, opts)
+  local target = sandbox.sandboxId -- processes:spawn started it
+  if opts.keepRunning and not sandbox:_supports(target, "keepRunning") then
+    error("processes:spawn: this platform does not support keepRunning (its exec lease"
+      .. ' does not advertise the "keepRunning" capability): a process cannot outlive'
+      .. " the script there; leave keepRunning out, or run it on the local platform", 0)
+  end
   sandbox._pidCounter = sandbox._pidCounter + 1
   local h = setmetatable({
     pid = ("platform-proc-%s-%s"):format(common.base36(core.time()),
       common.base36(sandbox._pidCounter - 1)),
     command = command,
+    sandboxId = target,
+    keepRunning = opts.keepRunning == true,
+    _control = {}, -- direct_exec's: handOver sets release and wakes it
     _out = output.pair(opts.maxRetainedBytes),
   }, Handle)
   sandbox._running = sandbox._running or {}
@@ -133,16 +158,21 @@ function platform_process.spawn(sandbox, command, opts)
   h._task = task.spawn(function()
     -- the handle keeps the output: the command's own result keeps none
     local ok, r = pcall(function()
-      h._stdinOk = sandbox:supportsStdin()
-      return sandbox:executeCommand(command, nil, {
+      h._stdinOk = sandbox:_supports(target, "stdin")
+      return sandbox:_execOn(target, command, nil, {
         cwd = opts.cwd, env = opts.env, timeout = opts.timeout, maxRetainedBytes = 0,
         onStdout = out, onStderr = err,
         stdin = h._stdinOk and stdin_feed(h._stdin) or nil,
+        _control = h._control,
       })
     end)
     h._stdin.ended = true
     task.wake(h._stdin.room)
     sandbox._running[h] = nil
+    if ok and r.handedOver then
+      h.handedOver = true -- running in the sandbox; nobody follows it
+      return
+    end
     if ok then
       h.exitCode = r.exitCode
       h._result = output.fill(r, h._out.stdout, h._out.stderr)
@@ -159,6 +189,23 @@ function platform_process.spawn(sandbox, command, opts)
     error(r, 0)
   end)
   return h
+end
+
+--- detach(): hand h over to the platform if it is a keepRunning process
+-- that still runs (true), else nothing (false: a process that ends with
+-- its exec goes on in the detached sandbox, followed by its handle).
+function platform_process.handOver(h)
+  if not h.keepRunning or h.exitCode ~= nil or h.error ~= nil or h.killed then
+    return false
+  end
+  h._control.release = true
+  task.wake(h._control)
+  return true
+end
+
+--- Wait until the platform has h (or it ended meanwhile).
+function platform_process.waitHandedOver(h)
+  pcall(h._task.wait, h._task)
 end
 
 return platform_process

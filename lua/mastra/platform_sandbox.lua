@@ -90,6 +90,11 @@ local DESTROY_OPTS = {
   keepCheckpoint = options.boolean,
 }
 
+-- processes:spawn's options here: those of executeCommand without stdin,
+-- and keepRunning (a process that detach() leaves running)
+PlatformSandbox._spawnOptions = { keepRunning = options.boolean }
+for k, v in pairs(common.SPAWN_OPTS) do PlatformSandbox._spawnOptions[k] = v end
+
 local function copy_env(env)
   if env == nil or next(env) == nil then return nil end -- made on first use
   local out = {}
@@ -229,6 +234,9 @@ local function create(self)
   self.createdAt = j.createdAt or core.time()
   self.templatePending = j.templatePending
   self.instanceUrl = j.instanceUrl
+  -- getOrCreate: the platform answered with the live sandbox of this id
+  -- (a retried create, another instance with the same id: one sandbox)
+  if j.outcome == "connected" then return { outcome = "connected" } end
   -- a restore is still a creation: code written for upstream's two
   -- outcomes keeps working (docs/decisions.md)
   if j.restoredFromCheckpoint == true then
@@ -272,15 +280,42 @@ end
 function PlatformSandbox:start()
   check_self("PlatformSandbox:start", self)
   if self.status == "running" then return { outcome = "connected" } end
+  if self.status == "detached" then
+    errors.SandboxNotReadyError:raise({
+      message = ("PlatformSandbox:start: %s was detached (from %s): this object no longer"
+        .. " holds a sandbox; PlatformSandbox.new{sandboxId = ...} attaches to it again")
+        :format(self.id, self._detachedId or "no sandbox"),
+      id = self.id,
+    }, 2)
+  end
   -- shielded: a start cancelled halfway could leave a sandbox that nobody
   -- knows of; it finishes, and the owner's teardown destroys what it made
   return coalesce(self, "_starting", function() return do_start(self) end,
     task.spawnShielded)
 end
 
+-- Why a command cannot run on this object now (nil: it can, starting
+-- it if needed): destroyed (a start() provisions again), detached.
+local function not_ready_reason(self)
+  local s = self.status
+  if s == "destroyed" or s == "destroying" then
+    return "it was destroyed (sb:start() provisions it again, from the checkpoint of its id)"
+  elseif s == "detached" then
+    return ("it was detached (from %s): PlatformSandbox.new{sandboxId = ...} attaches"
+      .. " to that sandbox"):format(self._detachedId or "no sandbox")
+  end
+  return nil
+end
+
 function PlatformSandbox:_ensureRunning(command)
-  if self.status ~= "running" and self.status ~= "stopping"
-      and self.status ~= "destroying" then
+  local why = not_ready_reason(self)
+  if why then
+    errors.SandboxNotReadyError:raise({
+      message = ("Sandbox is not ready: %s (%s)"):format(self.id, why),
+      id = self.id, command = command,
+    }, 3)
+  end
+  if self.status ~= "running" and self.status ~= "stopping" then
     self:start()
   end
   if self.sandboxId == nil then
@@ -303,10 +338,13 @@ local function delete_checkpoint(self, id)
   return err
 end
 
-local holds_remote, queue_teardown
+local holds_remote, queue_teardown, missing_cwd
 
 local function teardown(self, final_status, drop_checkpoint)
   check_self("PlatformSandbox:" .. (final_status == "stopped" and "stop" or "destroy"), self)
+  -- detached: nothing here is this object's any more (what it started
+  -- goes on in the detached sandbox)
+  if self.status == "detached" then return end
   if not task.canWait() and holds_remote(self) then
     -- a failing task's <close> (this sandbox's, or that of an object that
     -- owns it), a finalizer: nothing can wait here, the teardown queue does it
@@ -360,14 +398,27 @@ end
 -- forgets it (status "detached"), so neither `<close>`, the finalizer nor
 -- the exit destroys it. Returns its sandboxId, which a later
 -- PlatformSandbox.new{sandboxId = id} attaches to. The platform's idle
--- timeout still applies.
+-- timeout still applies. What the object started goes on in that
+-- sandbox: commands and background processes run there to their end
+-- (each is bound to its sandbox when it starts), and those spawned with
+-- keepRunning = true are handed to the platform, which keeps them running
+-- after the script (detach waits until it has them). Later commands,
+-- spawns and start() raise SandboxNotReadyError.
 function PlatformSandbox:detach()
   check_self("PlatformSandbox:detach", self)
   if self._starting then pcall(self._starting.wait, self._starting) end
   local id = self.sandboxId
   self.sandboxId = nil
   self._lease = nil
+  self._detachedId = id
   self.status = "detached"
+  local handed = {}
+  for _, h in pairs(self._running or {}) do
+    if platform_process.handOver(h) then handed[#handed + 1] = h end
+  end
+  if task.canWait() then
+    for _, h in ipairs(handed) do platform_process.waitHandedOver(h) end
+  end
   return id
 end
 
@@ -423,15 +474,16 @@ end
 
 -- {====== commands ======
 
-local function fetch_lease(self, command, attempt)
-  local id = self.sandboxId
+local function fetch_lease(self, command, attempt, id)
   local ok, res = pcall(client.request, self._cfg, "POST",
     "/sandbox/" .. client.encodeComponent(id or "") .. "/exec-lease")
   if not ok then
     if errors.PlatformApiError:is(res) and res.status == 410 then
-      self._lease = nil
-      self.sandboxId = nil
-      self.status = "stopped"
+      if self.sandboxId == id then -- still this object's sandbox
+        self._lease = nil
+        self.sandboxId = nil
+        self.status = "stopped"
+      end
       errors.SandboxDestroyedError:raise({
         message = ("Sandbox %s was destroyed; /exec-lease returned 410"):format(id or "(unknown)"),
         sandboxId = id, command = command, attempts = attempt,
@@ -453,18 +505,31 @@ local function fetch_lease(self, command, attempt)
     provider = j.provider, sandboxId = j.sandboxId, providerResourceId = j.providerResourceId,
     jwt = j.jwt, wsEndpoint = j.wsEndpoint, subprotocol = j.subprotocol or "railway-shell",
     expiresAt = j.expiresAt, expiresAtMs = client.parseTime(j.expiresAt),
-    capabilities = j.capabilities,
+    capabilities = j.capabilities, target = id,
   }
-  self._lease = lease
+  if self.sandboxId == id then self._lease = lease end
   return lease
 end
 
-function PlatformSandbox:_ensureLease(command, attempt)
+--- A lease for the sandbox `target` (default: this object's): the cached
+-- one while it is valid, else a new one (concurrent mints of one target
+-- share a request). A command is bound to the sandbox it started on: a
+-- retry never lands in another one.
+function PlatformSandbox:_ensureLease(command, attempt, target)
+  target = target or self.sandboxId
   local l = self._lease
-  if l and l.expiresAtMs and l.expiresAtMs - LEASE_REFRESH_MARGIN_MS > core.time() then
+  if l and l.target == target and l.expiresAtMs
+      and l.expiresAtMs - LEASE_REFRESH_MARGIN_MS > core.time() then
     return l
   end
-  return coalesce(self, "_minting", function() return fetch_lease(self, command, attempt) end)
+  local mints = rawget(self, "_mints")
+  if mints == nil then
+    mints = {}
+    self._mints = mints
+  end
+  return coalesce(mints, target or "", function()
+    return fetch_lease(self, command, attempt, target)
+  end)
 end
 
 -- Bytes of r's output that reached the caller's onStdout/onStderr.
@@ -480,20 +545,21 @@ end
 -- fresh lease unless another exec cached one meanwhile. The retry runs the
 -- command again (at-least-once, docs/api.md), so it is not made once
 -- output reached onStdout/onStderr: SandboxExecInterruptedError instead.
-function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
+function PlatformSandbox:_runDirectExec(target, command, cwd, env, timeout, opts)
   local last, last_lease
   local attempts = 0
   for attempt = 1, 2 do
     attempts = attempt
-    local lease = self:_ensureLease(command, attempt)
+    local lease = self:_ensureLease(command, attempt, target)
     local r = direct_exec.run{
       url = lease.wsEndpoint, subprotocol = lease.subprotocol, jwt = lease.jwt,
       command = command, cwd = cwd, env = env, timeout = timeout,
       handshakeTimeout = self._handshakeTimeout, maxRetainedBytes = opts.maxRetainedBytes,
       onStdout = opts.onStdout, onStderr = opts.onStderr,
       stdin = opts.stdin ~= nil and common.stdinSource(opts.stdin) or nil,
+      control = opts._control,
     }
-    if r.exitCode ~= nil or r.timedOut then return r end
+    if r.exitCode ~= nil or r.timedOut or r.handedOver then return r end
     last, last_lease = r, lease
     if self._lease == lease then self._lease = nil end
     local seen = delivered(r, opts)
@@ -501,8 +567,8 @@ function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
       errors.SandboxExecInterruptedError:raise({
         message = ("Direct-exec transport failed for sandbox %s after %d byte(s) of output"
           .. " reached onStdout/onStderr; the command was not run again (it may still have"
-          .. " run to its end)"):format(self.sandboxId or "(unknown)", seen),
-        sandboxId = self.sandboxId, command = command, attempts = attempt,
+          .. " run to its end)"):format(target or "(unknown)", seen),
+        sandboxId = target, command = command, attempts = attempt,
         delivered = seen, opened = r.opened, closeCode = r.closeCode,
         closeReason = r.closeReason, wsEndpoint = lease.wsEndpoint,
       }, 0)
@@ -525,10 +591,32 @@ function PlatformSandbox:_runDirectExec(command, cwd, env, timeout, opts)
   end
   errors.SandboxExecTransportError:raise({
     message = ("Direct-exec transport failed for sandbox %s after %d attempt(s)%s")
-      :format(self.sandboxId or "(unknown)", attempts, detail),
-    sandboxId = self.sandboxId, command = command, attempts = attempts,
+      :format(target or "(unknown)", attempts, detail),
+    sandboxId = target, command = command, attempts = attempts,
     opened = last.opened, closeCode = last.closeCode, closeReason = last.closeReason,
     wsEndpoint = last_lease.wsEndpoint,
+  }, 0)
+end
+
+-- The platform could not enter the command's cwd (exit 127, and the
+-- local platform's message on stderr: "cannot run in directory '...':
+-- <strerror>"): the error a LocalSandbox raises for it. Elsewhere (a
+-- platform that says nothing) the exit code stands.
+local CWD_ERRORS = {
+  ["No such file or directory"] = { errors.DirectoryNotFoundError, "ENOENT", "does not exist" },
+  ["Not a directory"] = { errors.DirectoryNotFoundError, "ENOTDIR", "is not a directory" },
+  ["Permission denied"] = { errors.PermissionError, "EACCES",
+    "cannot be entered (permission denied)" },
+}
+
+function missing_cwd(full, cwd, stderr)
+  local seen, why = (stderr or ""):match("^[%w%-]*:? ?cannot run in directory '(.-)': ([^\n]+)\n?$")
+  local e = why and CWD_ERRORS[why]
+  if not e then return end
+  e[1]:raise({
+    message = ("cannot run %q: the working directory %s %s in the sandbox (%s; create it,"
+      .. " or give an existing cwd)"):format(full, cwd, e[3], seen),
+    path = cwd, code = e[2],
   }, 0)
 end
 
@@ -554,7 +642,13 @@ end
 function PlatformSandbox:supportsStdin()
   check_self("PlatformSandbox:supportsStdin", self)
   self:_ensureRunning("supportsStdin")
-  return has_capability(self:_ensureLease("supportsStdin", 1), "stdin")
+  return self:_supports(self.sandboxId, "stdin")
+end
+
+--- Whether the exec lease of the sandbox `target` lists the capability
+-- `name` (no start: target is a sandbox this object runs or ran).
+function PlatformSandbox:_supports(target, name)
+  return has_capability(self:_ensureLease(name, 1, target), name)
 end
 
 --- Run `command` (shell text) with `args` (each quoted as one argument) in
@@ -569,21 +663,32 @@ function PlatformSandbox:executeCommand(command, args, opts)
   local started = core.now()
   local full = shell.commandLine(command, args)
   self:_ensureRunning(full)
-  if opts.stdin ~= nil and not has_capability(self:_ensureLease(full, 1), "stdin") then
+  local target = self.sandboxId
+  if opts.stdin ~= nil and not self:_supports(target, "stdin") then
     error(where .. ": this platform does not support stdin (its exec lease does not"
       .. ' advertise the "stdin" capability: the hosted platform closes stdin at once).'
       .. " Write the data to a file instead: ws:upload() or the filesystem tools,"
       .. " or a here-document in the command", 2)
   end
+  return self:_execOn(target, full, args, opts, started)
+end
+
+--- executeCommand's work on the sandbox `target` (no start, no checks of
+-- the options: the caller did them; a background process runs here).
+function PlatformSandbox:_execOn(target, full, args, opts, started)
+  started = started or core.now()
   local timeout = opts.timeout
   if timeout == nil then timeout = self.timeout end
   local cwd = opts.cwd or self.workingDirectory
   if cwd == "" then cwd = nil end
-  local r = self:_runDirectExec(full, cwd, merged_env(self, opts.env), timeout, opts)
+  local r = self:_runDirectExec(target, full, cwd, merged_env(self, opts.env), timeout, opts)
+  if r.handedOver then return r end
   local code = r.exitCode or 124
+  if code == 127 and cwd and not r.timedOut then missing_cwd(full, cwd, r.stderr) end
   return {
     stdout = r.stdout, stderr = r.stderr, exitCode = code, success = code == 0,
     executionTimeMs = math.floor(core.now() - started), timedOut = r.timedOut,
+    killed = r.timedOut, -- the timeout ended it (the socket's close kills it)
     command = full, args = args,
     stdoutTruncated = r.stdoutTruncated, stderrTruncated = r.stderrTruncated,
     stdoutDroppedBytes = r.stdoutDroppedBytes, stderrDroppedBytes = r.stderrDroppedBytes,

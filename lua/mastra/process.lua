@@ -253,7 +253,8 @@ function Manager:spawn(command, args, opts)
   common.checkArgs("processes:spawn", args)
   command = shell.commandLine(command, args)
   -- the options of executeCommand; only maxRetainedBytes's default differs
-  opts = options.check("processes:spawn", opts, common.SPAWN_OPTS)
+  opts = options.check("processes:spawn", opts,
+    self._sandbox._spawnOptions or common.SPAWN_OPTS)
   self._sandbox:_ensureRunning()
   local launch_opts = {}
   for k, v in pairs(opts) do launch_opts[k] = v end

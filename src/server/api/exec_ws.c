@@ -21,7 +21,14 @@
 ** queue fills instead of our memory. Bytes for a command that stopped
 ** reading (EPIPE) or has finished are dropped.
 **
-** A close (or a socket error) before the exit kills the command. Output
+**           {"type":"keep_running"}           (ours: see below; the
+**           server answers {"type":"kept_running"})
+**
+** A close (or a socket error) before the exit kills the command, unless
+** keep_running came first (our extension, advertised as "keepRunning" in
+** the lease, off with --exec-stdin off): the command then runs on in the
+** sandbox, its output dropped, until it ends or the sandbox is destroyed
+** (adopt()). Output
 ** is read from the command only while wslay's send queue holds less than
 ** WS_SEND_HIGH bytes; past that the pipes fill and proc.c pauses them.
 **
@@ -33,6 +40,10 @@
 ** caller up the stack (wslay, proc.c, the loop's event batch) still holds
 ** is freed under it. The open sessions of a server are the list
 ** srv->ws_sessions.
+**
+** Over 800 lines: one session's life (upgrade, frames both ways, stdin,
+** keep_running) is one state machine, whose parts share the session's
+** bits; split, they would call each other.
 */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -103,6 +114,7 @@ struct mp_ws_session {
   unsigned holds_sb : 1;     /* counted in sb->refs (its record stays) */
   unsigned in_eof : 1;       /* stdin_close came: close after the bytes */
   unsigned in_done : 1;      /* stdin is closed (or gone): drop bytes */
+  unsigned keep : 1;         /* keep_running came: a close lets it run on */
   char *in_buf;              /* stdin bytes waiting for the pipe */
   size_t in_len, in_off, in_cap;
   uint16_t close_code;
@@ -150,7 +162,26 @@ static void unlink_session(ws_session *s) {
   }
 }
 
-/* Let go of the command, killing it first if it still runs. */
+/* A command whose socket closed after keep_running: the sandbox's now
+** (it stays in sb->procs, so a destroy or the shutdown ends it); stdin
+** is closed, its output goes nowhere, and its end is let go of as any
+** command's (mp_sandbox_exec_done). */
+static void on_adopted(mastra__proc *p, void *data) {
+  mp_sandbox *sb = data;
+  mastra__proc_consumed(p, &p->out);
+  mastra__proc_consumed(p, &p->err);
+  if (p->done) mp_sandbox_exec_done(sb->srv, sb, p);
+}
+
+static void adopt(mp_sandbox *sb, mastra__proc *p) {
+  mastra__proc_close_stdin(p);
+  p->notify = on_adopted;
+  p->notify_data = sb;
+  on_adopted(p, sb);
+}
+
+/* Let go of the command, killing it first if it still runs (unless the
+** client asked to keep it running). */
 static void release_proc(ws_session *s) {
   mastra__proc *p = s->proc;
   free(s->in_buf); /* nobody reads the stdin that waits */
@@ -159,6 +190,10 @@ static void release_proc(ws_session *s) {
   s->in_done = 1;
   if (p == NULL) return;
   s->proc = NULL;
+  if (s->keep) { /* the client asked: it runs on, the sandbox's */
+    adopt(s->sb, p);
+    return;
+  }
   mastra__proc_kill(p); /* SIGTERM now, SIGKILL after the grace */
   mp_sandbox_exec_done(s->srv, s->sb, p);
 }
@@ -465,6 +500,11 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
   } else if (strcmp(type->valuestring, "stdin_close") == 0) {
     s->in_eof = 1;
     stdin_flush(s); /* closes stdin once what waits is written */
+  } else if (strcmp(type->valuestring, "keep_running") == 0
+             && s->srv->exec_stdin) {
+    static const char ack[] = "{\"type\":\"kept_running\"}";
+    s->keep = 1; /* our extension, advertised as "keepRunning" */
+    queue_msg(s, WSLAY_TEXT_FRAME, ack, sizeof ack - 1);
   }
   /* other types are ignored */
   cJSON_Delete(j);

@@ -66,6 +66,8 @@ typedef struct route_wait {
   struct MHD_Connection *conn;
   mp_sandbox *sb;
   int suspended, finished, rc;
+  int joined; /* a create answered with the live sandbox of its id */
+  int retry;  /* a create that waited for that sandbox's destroy */
   char name[MP_CHECKPOINT_NAME_MAX];
   char message[1400];
 } route_wait;
@@ -143,16 +145,28 @@ static const char *opt_string(const cJSON *body, const char *field,
   return v->valuestring;
 }
 
+/* The sandbox of a create: 201 and outcome "created", or 200 and
+** "connected" when the create joined the live sandbox of its id. */
 static enum MHD_Result answer_create(struct MHD_Connection *conn,
                                      route_wait *st) {
   mp_sandbox *sb = st->sb;
+  cJSON *o;
   if (st->rc < 0)
     return mp_send_error(conn, 500, "internal_error", "cannot create the"
                          " sandbox: restoring its checkpoint failed: %s",
                          st->message);
-  mp_log("created %s (project %s, environment %s, restored from %s)", sb->id,
-         sb->project, sb->environment, sb->restored_from);
-  return mp_send_json(conn, 201, sandbox_json(sb));
+  if (st->joined)
+    mp_log("a create with id \"%s\" answered with %s", sb->recovery_key,
+           sb->id);
+  else if (sb->restored)
+    mp_log("created %s (project %s, environment %s, restored from %s)",
+           sb->id, sb->project, sb->environment, sb->restored_from);
+  else
+    mp_log("created %s (project %s, environment %s%s)", sb->id, sb->project,
+           sb->environment, sb->recovery_key[0] ? "" : ", no recovery key");
+  o = sandbox_json(sb);
+  cJSON_AddStringToObject(o, "outcome", st->joined ? "connected" : "created");
+  return mp_send_json(conn, st->joined ? 200 : 201, o);
 }
 
 static enum MHD_Result create_sandbox(mp_server *srv,
@@ -165,7 +179,14 @@ static enum MHD_Result create_sandbox(mp_server *srv,
   route_wait *st;
   char why[512] = "", err[1024];
   int bad = 0, rc;
-  if (r->state != NULL) return answer_create(conn, r->state); /* resumed */
+  if (r->state != NULL) { /* resumed */
+    route_wait *was = r->state;
+    if (!was->retry) return answer_create(conn, was);
+    /* the sandbox of its id is gone (or was kept): create again */
+    r->state = NULL;
+    r->state_free = NULL;
+    route_wait_free(was);
+  }
   if (srv->stopping)
     return mp_send_error(conn, 503, "unavailable", "the platform is shutting"
                          " down");
@@ -229,14 +250,15 @@ static enum MHD_Result create_sandbox(mp_server *srv,
     return mp_send_error(conn, 500, "internal_error",
                          "cannot create the sandbox: %s", err);
   st->sb = sb;
-  if (rc == 1) {
-    if (route_wait_park(st)) return answer_create(conn, st);
-    return MHD_YES;
+  st->joined = rc >= 2;
+  st->retry = rc == 4;
+  if (rc == 1 || rc == 3 || rc == 4) {
+    if (!route_wait_park(st)) return MHD_YES;
+    if (rc == 4) return create_sandbox(srv, conn, project, r); /* gone */
+    return answer_create(conn, st);
   }
   st->finished = 1; /* nothing to wait for */
-  mp_log("created %s (project %s, environment %s%s)", sb->id, sb->project,
-         sb->environment, sb->recovery_key[0] ? "" : ", no recovery key");
-  return mp_send_json(conn, 201, sandbox_json(sb));
+  return answer_create(conn, st);
 }
 
 static enum MHD_Result lease(mp_server *srv, struct MHD_Connection *conn,
@@ -255,9 +277,12 @@ static enum MHD_Result lease(mp_server *srv, struct MHD_Connection *conn,
   cJSON_AddStringToObject(o, "subprotocol", "railway-shell");
   mp_iso8601(expires, ts);
   cJSON_AddStringToObject(o, "expiresAt", ts);
-  if (srv->exec_stdin) { /* our extension: the hosted platform sends none */
+  if (srv->exec_stdin) { /* our extensions: the hosted platform sends none */
     cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
-    if (caps != NULL) cJSON_AddItemToArray(caps, cJSON_CreateString("stdin"));
+    if (caps != NULL) {
+      cJSON_AddItemToArray(caps, cJSON_CreateString("stdin"));
+      cJSON_AddItemToArray(caps, cJSON_CreateString("keepRunning"));
+    }
   }
   return mp_send_json(conn, 200, o);
 }

@@ -28,7 +28,7 @@ void mp_inspector_run(mp_server *srv);
 /* Stop listening, close every connection, remove inspector.json. */
 void mp_inspector_stop(mp_server *srv);
 
-/* The platform from the shell (commands.c): `mastra-platform inspect`,
+/* The platform from the shell (shell.c): `mastra-platform inspect`,
 ** `ps`, `destroy ID...` and `logs` (argv[1]) against the running platform
 ** of a data directory, through its inspector; the exit status. */
 int mp_shell_main(int argc, char **argv, const char *default_data_dir);

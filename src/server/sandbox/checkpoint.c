@@ -33,9 +33,7 @@
 #include "util/trash.h"
 #include "util.h"
 
-#define PATH_LEN 4400
-#define SWEEP_MIN_MS 1000
-#define SWEEP_MAX_MS 3600000
+#define PATH_LEN MP_CKPT_PATH_LEN
 
 /* one tar for one sandbox: a capture (-c) or a restore (-x) */
 struct mp_tar_run {
@@ -77,9 +75,8 @@ void mp_checkpoint_key_name(const mp_sandbox *sb,
   key_name(sb->project, sb->environment, sb->recovery_key, name);
 }
 
-/* DATA/checkpoints[/seeds]/<name><ext> */
-static void file_path(mp_server *srv, int seed, const char *name,
-                      const char *ext, char *out, size_t outlen) {
+void mp_ckpt_file_path(mp_server *srv, int seed, const char *name,
+                       const char *ext, char *out, size_t outlen) {
   snprintf(out, outlen, "%s/checkpoints%s/%s%s", srv->data_dir,
            seed ? "/seeds" : "", name, ext);
 }
@@ -102,14 +99,13 @@ static int write_record(mp_server *srv, int seed, const char *name,
     errno = ENOMEM;
     return -1;
   }
-  file_path(srv, seed, name, ".json", path, sizeof path);
+  mp_ckpt_file_path(srv, seed, name, ".json", path, sizeof path);
   rc = mastra__write_file_atomic(path, text, strlen(text), 0600, 0);
   free(text);
   return rc;
 }
 
-/* the record of a checkpoint as an object, or NULL */
-static cJSON *read_record(const char *path) {
+cJSON *mp_ckpt_read_record(const char *path) {
   char *text;
   cJSON *o;
   if (mastra__read_file(path, &text, NULL) < 0) return NULL;
@@ -122,18 +118,36 @@ static cJSON *read_record(const char *path) {
   return o;
 }
 
-static const char *rec_str(const cJSON *o, const char *k) {
+const char *mp_ckpt_rec_str(const cJSON *o, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
   return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-/* Remove a checkpoint and its record; 1 if the archive was there. */
-static int remove_checkpoint(mp_server *srv, int seed, const char *name) {
+/* The identity of the archive at path (a capture renames a new file over
+** it, so a new inode and mtime), or "" when there is none. */
+static void archive_id(const char *path, char out[MP_CHECKPOINT_BASE_MAX]) {
+  struct stat st;
+  out[0] = '\0';
+  if (stat(path, &st) < 0) return;
+  snprintf(out, MP_CHECKPOINT_BASE_MAX, "%llx:%llx:%lld.%09ld:%lld",
+           (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+           (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec,
+           (long long)st.st_size);
+}
+
+/* sb's tree now descends from base (its key's archive, or "") */
+static void set_base(mp_server *srv, mp_sandbox *sb, const char *base) {
+  if (strcmp(sb->checkpoint_base, base) == 0) return;
+  snprintf(sb->checkpoint_base, sizeof sb->checkpoint_base, "%s", base);
+  if (!sb->destroyed_ms) mp_record_save(srv, sb);
+}
+
+int mp_ckpt_remove(mp_server *srv, int seed, const char *name) {
   char path[PATH_LEN];
   int had;
-  file_path(srv, seed, name, ".tar", path, sizeof path);
+  mp_ckpt_file_path(srv, seed, name, ".tar", path, sizeof path);
   had = mp_trash(srv, path) == 0; /* a big archive: unlinked off the loop */
-  file_path(srv, seed, name, ".json", path, sizeof path);
+  mp_ckpt_file_path(srv, seed, name, ".json", path, sizeof path);
   unlink(path);
   return had;
 }
@@ -144,7 +158,8 @@ static int seed_name_ok(const char *s) {
   if (n != 51 || strncmp(s, "mastra-checkpoint-", 18) != 0 || s[38] != '-')
     return 0;
   for (i = 18; i < n; i++)
-    if (i != 38 && !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+    if (i != 38
+        && !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
       return 0;
   return 1;
 }
@@ -159,7 +174,7 @@ int mp_checkpoint_source(mp_server *srv, const char *project,
   int ok;
   if (key != NULL && key[0] != '\0') {
     key_name(project, environment, key, name);
-    file_path(srv, 0, name, ".tar", path, pathlen);
+    mp_ckpt_file_path(srv, 0, name, ".tar", path, pathlen);
     if (access(path, R_OK) == 0) {
       write_record(srv, 0, name, project, environment, key, 0);
       return 0;
@@ -169,11 +184,11 @@ int mp_checkpoint_source(mp_server *srv, const char *project,
   rec = NULL;
   ok = seed_name_ok(seed);
   if (ok) {
-    file_path(srv, 1, seed, ".json", rpath, sizeof rpath);
-    rec = read_record(rpath);
-    file_path(srv, 1, seed, ".tar", path, pathlen);
-    ok = rec != NULL && strcmp(rec_str(rec, "projectId"), project) == 0
-         && strcmp(rec_str(rec, "environmentId"), environment) == 0
+    mp_ckpt_file_path(srv, 1, seed, ".json", rpath, sizeof rpath);
+    rec = mp_ckpt_read_record(rpath);
+    mp_ckpt_file_path(srv, 1, seed, ".tar", path, pathlen);
+    ok = rec != NULL && strcmp(mp_ckpt_rec_str(rec, "projectId"), project) == 0
+         && strcmp(mp_ckpt_rec_str(rec, "environmentId"), environment) == 0
          && access(path, R_OK) == 0;
   }
   if (!ok) {
@@ -190,7 +205,8 @@ int mp_checkpoint_source(mp_server *srv, const char *project,
   snprintf(name, MP_CHECKPOINT_NAME_MAX, "%s", seed);
   {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, "createdMs");
-    write_record(srv, 1, seed, project, environment, rec_str(rec, "key"),
+    write_record(srv, 1, seed, project, environment,
+                 mp_ckpt_rec_str(rec, "key"),
                  cJSON_IsNumber(c) ? (int64_t)c->valuedouble : 0);
   }
   cJSON_Delete(rec);
@@ -277,25 +293,42 @@ static void fail(struct mp_tar_run *run, const char *fmt, const char *arg) {
   mp_log("%s %s: %s", run->restore ? "restoring a checkpoint into"
          : "capturing the checkpoint of", run->sb->id, msg);
   if (!run->restore && run->path[0] != '\0') mp_trash(run->sb->srv, run->path);
-  if (run->seed[0] != '\0') remove_checkpoint(run->sb->srv, 1, run->seed);
+  if (run->seed[0] != '\0') mp_ckpt_remove(run->sb->srv, 1, run->seed);
   complete(run, -1, NULL, msg);
 }
 
 /* The child finished a capture: the archive is the key's checkpoint (when
 ** it was to be installed) and the seed's. A delete that came meanwhile
-** stands. */
+** stands. An empty tree removes the key's checkpoint only when sb's tree
+** descends from it (sb restored it, or captured it): another sandbox
+** with the same key that wrote nothing leaves it alone. */
 static void capture_done(mp_server *srv, struct mp_tar_run *run) {
   mp_sandbox *sb = run->sb;
   char seed[MP_CHECKPOINT_NAME_MAX], name[MP_CHECKPOINT_NAME_MAX];
+  char path[PATH_LEN], now[MP_CHECKPOINT_BASE_MAX];
   snprintf(seed, sizeof seed, "%s", run->seed);
   mp_checkpoint_key_name(sb, name);
-  if (run->install && sb->checkpoint_gen != run->gen)
-    remove_checkpoint(srv, 0, name);
-  else if (run->explicit_request && sb->checkpoint_deleted) {
+  mp_ckpt_file_path(srv, 0, name, ".tar", path, sizeof path);
+  if (run->install && sb->checkpoint_gen != run->gen) {
+    mp_ckpt_remove(srv, 0, name);
+    set_base(srv, sb, "");
+  } else if (run->install) {
+    archive_id(path, now); /* the child renamed it into place */
+    set_base(srv, sb, now);
+  }
+  if (run->explicit_request && sb->checkpoint_deleted
+      && sb->checkpoint_gen == run->gen) {
     sb->checkpoint_deleted = 0;
     mp_record_save(srv, sb);
   }
-  if (run->empty) remove_checkpoint(srv, 0, name);
+  if (run->empty && (archive_id(path, now), now[0] != '\0')) {
+    if (strcmp(now, sb->checkpoint_base) == 0) {
+      mp_ckpt_remove(srv, 0, name);
+      set_base(srv, sb, "");
+    } else {
+      mp_log("%s: an empty tree; its key's checkpoint is another's: kept", sb->id);
+    }
+  }
   complete(run, 0, seed[0] != '\0' ? seed : NULL, NULL);
 }
 
@@ -405,7 +438,7 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
     return;
   }
   mp_checkpoint_key_name(sb, name);
-  file_path(srv, 0, name, ".tar", key, sizeof key);
+  mp_ckpt_file_path(srv, 0, name, ".tar", key, sizeof key);
   if (!run->explicit_request && dir_is_empty(sb->dir, srv->driver->layer_tree)) {
     /* nothing to keep: an empty tree is what a missing checkpoint restores
     ** too, so drop the older one instead of running tar (fleets of short
@@ -425,7 +458,7 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   run->install = run->explicit_request || !sb->checkpoint_deleted;
   if (run->explicit_request) {
     snprintf(run->seed, sizeof run->seed, "%.38s-%.12s", name, hex);
-    file_path(srv, 1, run->seed, ".tar", seed, sizeof seed);
+    mp_ckpt_file_path(srv, 1, run->seed, ".tar", seed, sizeof seed);
     if (write_record(srv, 1, run->seed, sb->project, sb->environment,
                      sb->recovery_key, mastra__wall_ms()) < 0) {
       fail(run, "cannot write the record of the named copy: %s",
@@ -478,7 +511,7 @@ void mp_checkpoint_restore(mp_server *srv, mp_sandbox *sb, const char *path,
                            const char *name, mp_waiter *w) {
   struct mp_tar_run *run = calloc(1, sizeof *run);
   char err[512], qdir[2 * PATH_LEN], qpath[2 * PATH_LEN];
-  char cmd[4 * PATH_LEN + 256];
+  char cmd[4 * PATH_LEN + 256], key[MP_CHECKPOINT_NAME_MAX];
   w->next = NULL;
   w->queued = 1;
   if (run == NULL) {
@@ -492,6 +525,11 @@ void mp_checkpoint_restore(mp_server *srv, mp_sandbox *sb, const char *path,
   snprintf(run->path, sizeof run->path, "%s", path);
   snprintf(run->name, sizeof run->name, "%s", name);
   sb->tar = run;
+  mp_checkpoint_key_name(sb, key); /* its tree descends from the key's one */
+  if (sb->recovery_key[0] != '\0' && strcmp(key, name) == 0)
+    archive_id(path, sb->checkpoint_base);
+  else
+    sb->checkpoint_base[0] = '\0';
   if (sh_quote(qdir, sizeof qdir, sb->dir) < 0
       || sh_quote(qpath, sizeof qpath, path) < 0) {
     fail(run, "%s", "a path is too long");
@@ -527,8 +565,8 @@ int mp_checkpoint_busy(const mp_sandbox *sb) {
 
 /* {====== delete ====== */
 
-static int drop_key(mp_server *srv, const char *project,
-                    const char *environment, const char *key) {
+int mp_ckpt_drop_key(mp_server *srv, const char *project,
+                     const char *environment, const char *key) {
   char name[MP_CHECKPOINT_NAME_MAX];
   mp_sandbox *s;
   key_name(project, environment, key, name);
@@ -539,221 +577,15 @@ static int drop_key(mp_server *srv, const char *project,
       continue;
     s->checkpoint_deleted = 1;
     s->checkpoint_gen++; /* a capture running now is thrown away */
+    s->checkpoint_base[0] = '\0';
     mastra__timer_stop(&s->checkpoint_timer);
     mp_record_save(srv, s);
   }
-  return remove_checkpoint(srv, 0, name) ? 0 : 1;
+  return mp_ckpt_remove(srv, 0, name) ? 0 : 1;
 }
 
 int mp_checkpoint_drop(mp_server *srv, const mp_sandbox *sb, const char *key) {
-  return drop_key(srv, sb->project, sb->environment, key);
-}
-
-/* }====== */
-
-/* {====== retention ====== */
-
-static int has_suffix(const char *s, const char *suffix) {
-  size_t n = strlen(s), m = strlen(suffix);
-  return n > m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* whether a live sandbox uses the key of a record */
-static int key_in_use(mp_server *srv, const cJSON *rec) {
-  mp_sandbox *s;
-  for (s = srv->sandboxes; s != NULL; s = s->next)
-    if (!s->destroyed_ms && s->recovery_key[0] != '\0'
-        && strcmp(s->recovery_key, rec_str(rec, "key")) == 0
-        && strcmp(s->project, rec_str(rec, "projectId")) == 0
-        && strcmp(s->environment, rec_str(rec, "environmentId")) == 0)
-      return 1;
-  return 0;
-}
-
-/* Remove from DATA/checkpoints[/seeds] what was last used before cutoff
-** (an archive without a record counts from its mtime). With
-** temporaries_too (at start, when no tar runs), the temporaries of
-** interrupted captures go as well. */
-static size_t sweep_dir(mp_server *srv, int seed, int64_t cutoff,
-                        int temporaries_too) {
-  char dir[PATH_LEN], path[PATH_LEN + 320], name[300];
-  DIR *d;
-  struct dirent *e;
-  size_t removed = 0;
-  snprintf(dir, sizeof dir, "%s/checkpoints%s", srv->data_dir,
-           seed ? "/seeds" : "");
-  if ((d = opendir(dir)) == NULL) return 0;
-  while ((e = readdir(d)) != NULL) {
-    int64_t last = -1;
-    size_t n = strlen(e->d_name);
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (strncmp(e->d_name, MASTRA__TMP_PREFIX, strlen(MASTRA__TMP_PREFIX)) == 0) {
-      if (temporaries_too) unlink(path);
-      continue;
-    }
-    if (cutoff <= 0 || n >= sizeof name) continue;
-    if (has_suffix(e->d_name, ".json")) {
-      cJSON *rec = read_record(path);
-      const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, "lastUsedMs");
-      if (rec == NULL || !cJSON_IsNumber(v)) {
-        cJSON_Delete(rec);
-        continue; /* torn or foreign: the archive's mtime decides */
-      }
-      if (!seed && key_in_use(srv, rec)) last = INT64_MAX;
-      else last = (int64_t)v->valuedouble;
-      cJSON_Delete(rec);
-      memcpy(name, e->d_name, n - 5);
-      name[n - 5] = '\0';
-    } else if (has_suffix(e->d_name, ".tar")) {
-      struct stat st;
-      memcpy(name, e->d_name, n - 4);
-      name[n - 4] = '\0';
-      snprintf(path, sizeof path, "%s/%s.json", dir, name);
-      if (access(path, F_OK) == 0) continue; /* its record decides */
-      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      if (stat(path, &st) < 0) continue;
-      last = (int64_t)st.st_mtime * 1000;
-    } else {
-      continue;
-    }
-    if (last < cutoff) {
-      remove_checkpoint(srv, seed, name);
-      removed++;
-    }
-  }
-  closedir(d);
-  return removed;
-}
-
-static int64_t retention_ms(const mp_server *srv) {
-  return (int64_t)(srv->checkpoint_retention_days * 86400000.0);
-}
-
-/* {------ the inspector's view ------ */
-
-static void list_dir(mp_server *srv, int seed, const char *project,
-                     const char *environment, cJSON *out) {
-  char dir[PATH_LEN], path[PATH_LEN + 320], name[MP_CHECKPOINT_NAME_MAX];
-  int64_t keep = retention_ms(srv);
-  DIR *d;
-  struct dirent *e;
-  snprintf(dir, sizeof dir, "%s/checkpoints%s", srv->data_dir,
-           seed ? "/seeds" : "");
-  if ((d = opendir(dir)) == NULL) return;
-  while ((e = readdir(d)) != NULL) {
-    size_t n = strlen(e->d_name);
-    const cJSON *used;
-    cJSON *rec, *o;
-    struct stat st;
-    if (!has_suffix(e->d_name, ".json") || n - 5 >= MP_CHECKPOINT_NAME_MAX)
-      continue;
-    snprintf(path, sizeof path, "%s/%.*s.tar", dir, (int)(n - 5), e->d_name);
-    if (stat(path, &st) < 0) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if ((rec = read_record(path)) == NULL) continue;
-    if (project != NULL
-        && (strcmp(rec_str(rec, "projectId"), project) != 0
-            || strcmp(rec_str(rec, "environmentId"), environment) != 0)) {
-      cJSON_Delete(rec);
-      continue;
-    }
-    used = cJSON_GetObjectItemCaseSensitive(rec, "lastUsedMs");
-    o = cJSON_CreateObject();
-    memcpy(name, e->d_name, n - 5);
-    name[n - 5] = '\0';
-    cJSON_AddStringToObject(o, "name", name);
-    cJSON_AddStringToObject(o, "key", rec_str(rec, "key"));
-    cJSON_AddBoolToObject(o, "named", seed);
-    cJSON_AddStringToObject(o, "projectId", rec_str(rec, "projectId"));
-    cJSON_AddStringToObject(o, "environmentId", rec_str(rec, "environmentId"));
-    cJSON_AddNumberToObject(o, "size", (double)st.st_size);
-    cJSON_AddNumberToObject(o, "capturedAt", (double)st.st_mtime * 1000);
-    if (cJSON_IsNumber(used)) {
-      cJSON_AddNumberToObject(o, "lastUsedAt", used->valuedouble);
-      if (keep > 0 && (seed || !key_in_use(srv, rec)))
-        cJSON_AddNumberToObject(o, "removeAt",
-                                used->valuedouble + (double)keep);
-      else
-        cJSON_AddNullToObject(o, "removeAt");
-    } else {
-      cJSON_AddNullToObject(o, "lastUsedAt");
-      cJSON_AddNullToObject(o, "removeAt");
-    }
-    cJSON_Delete(rec);
-    cJSON_AddItemToArray(out, o);
-  }
-  closedir(d);
-}
-
-cJSON *mp_checkpoint_list(mp_server *srv, const char *project,
-                          const char *environment) {
-  cJSON *out = cJSON_CreateArray();
-  list_dir(srv, 0, project, environment, out);
-  list_dir(srv, 1, project, environment, out);
-  return out;
-}
-
-int mp_checkpoint_remove(mp_server *srv, const char *project,
-                         const char *environment, const char *name) {
-  char path[PATH_LEN];
-  cJSON *rec;
-  int seed, rc = 1;
-  if (strchr(name, '/') != NULL || name[0] == '.') return 1;
-  for (seed = 0; seed <= 1 && rc == 1; seed++) {
-    file_path(srv, seed, name, ".json", path, sizeof path);
-    if ((rec = read_record(path)) == NULL) continue;
-    if (strcmp(rec_str(rec, "projectId"), project) == 0
-        && strcmp(rec_str(rec, "environmentId"), environment) == 0) {
-      if (seed) rc = remove_checkpoint(srv, 1, name) ? 0 : 1;
-      else rc = drop_key(srv, project, environment, rec_str(rec, "key"));
-    }
-    cJSON_Delete(rec);
-  }
-  return rc;
-}
-
-/* }------ */
-
-static void sweep(mp_server *srv, int temporaries_too) {
-  int64_t keep = retention_ms(srv);
-  int64_t cutoff = keep > 0 ? mastra__wall_ms() - keep : 0;
-  size_t n = sweep_dir(srv, 0, cutoff, temporaries_too)
-             + sweep_dir(srv, 1, cutoff, temporaries_too);
-  if (n > 0)
-    mp_log("retention: removed %zu checkpoint%s unused for %g days", n,
-           n == 1 ? "" : "s", srv->checkpoint_retention_days);
-}
-
-/* a quarter of the retention period, within [1 s, 1 h] */
-static void arm_sweep(mp_server *srv) {
-  int64_t every = retention_ms(srv) / 4;
-  if (retention_ms(srv) <= 0) return;
-  if (every < SWEEP_MIN_MS) every = SWEEP_MIN_MS;
-  if (every > SWEEP_MAX_MS) every = SWEEP_MAX_MS;
-  mastra__timer_start(&srv->checkpoint_sweep, (uint64_t)every);
-}
-
-static void on_sweep(mastra__timer *t) {
-  mp_server *srv = t->data;
-  sweep(srv, 0);
-  arm_sweep(srv);
-}
-
-int mp_checkpoint_start(mp_server *srv) {
-  char path[PATH_LEN];
-  snprintf(path, sizeof path, "%s/checkpoints/seeds", srv->data_dir);
-  if (mastra__mkdirs(path, 0700, NULL) < 0) {
-    mp_log("cannot create %s: %s", path, strerror(errno));
-    return -1;
-  }
-  mastra__timer_init(srv->loop, &srv->checkpoint_sweep, on_sweep, srv);
-  sweep(srv, 1);
-  arm_sweep(srv);
-  return 0;
-}
-
-void mp_checkpoint_stop(mp_server *srv) {
-  mastra__timer_stop(&srv->checkpoint_sweep);
+  return mp_ckpt_drop_key(srv, sb->project, sb->environment, key);
 }
 
 /* }====== */

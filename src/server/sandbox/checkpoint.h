@@ -66,4 +66,25 @@ int mp_checkpoint_remove(mp_server *srv, const char *project,
 void mp_checkpoint_key_name(const mp_sandbox *sb,
                             char name[MP_CHECKPOINT_NAME_MAX]);
 
+/* {====== the checkpoint files, shared by checkpoint.c (capture, restore)
+** and retention.c (the sweep, listing, removal) ====== */
+
+/* the longest path of a checkpoint's file */
+#define MP_CKPT_PATH_LEN 4400
+/* DATA/checkpoints[/seeds]/<name><ext> */
+void mp_ckpt_file_path(mp_server *srv, int seed, const char *name,
+                       const char *ext, char *out, size_t outlen);
+/* the record of a checkpoint as an object, or NULL */
+cJSON *mp_ckpt_read_record(const char *path);
+/* a string field of a record, or "" */
+const char *mp_ckpt_rec_str(const cJSON *o, const char *k);
+/* remove a checkpoint and its record; 1 if the archive was there */
+int mp_ckpt_remove(mp_server *srv, int seed, const char *name);
+/* the explicit delete of a key's checkpoint (mp_checkpoint_drop's), for a
+** key of project and environment: 0 removed, 1 there was none */
+int mp_ckpt_drop_key(mp_server *srv, const char *project,
+                     const char *environment, const char *key);
+
+/* }====== */
+
 #endif

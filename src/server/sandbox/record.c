@@ -35,6 +35,7 @@ static cJSON *record_json(const mp_sandbox *sb) {
   cJSON_AddNumberToObject(o, "lastExecMs", (double)sb->last_exec_ms);
   cJSON_AddStringToObject(o, "restoredFrom", sb->restored_from);
   cJSON_AddBoolToObject(o, "checkpointDeleted", sb->checkpoint_deleted);
+  cJSON_AddStringToObject(o, "checkpointBase", sb->checkpoint_base);
   if (sb->restoring) cJSON_AddTrueToObject(o, "restoring");
   return o;
 }
@@ -138,6 +139,8 @@ int mp_record_read(mp_sandbox *sb, const cJSON *o, char *err, size_t errlen) {
                     err, errlen) < 0
       || copy_field(sb->restored_from, sizeof sb->restored_from, o,
                     "restoredFrom", err, errlen) < 0
+      || copy_field(sb->checkpoint_base, sizeof sb->checkpoint_base, o,
+                    "checkpointBase", err, errlen) < 0
       || num_field(o, MP_CREATE_IDLE, 525600, &idle, err, errlen) < 0
       || num_field(o, "createdMs", ms_max, &created, err, errlen) < 0
       || num_field(o, "destroyedMs", ms_max, &destroyed, err, errlen) < 0

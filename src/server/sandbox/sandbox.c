@@ -1,7 +1,7 @@
 /*
 ** Sandboxes of mastra-platform: records, lifecycle (create, destroy, idle
-** reaping, shutdown), the record files, and the commands run in a sandbox
-** through its driver (srv->driver: driver_process.c).
+** reaping, shutdown) and the record files; the commands run in a sandbox
+** through its driver are commands.c.
 **
 ** A record outlives its sandbox by --destroyed-ttl (GET shows destroyedAt,
 ** exec-lease answers 410), then mp_sandbox_sweep frees it; at most
@@ -354,6 +354,20 @@ static void on_restored(mp_waiter *w, mp_sandbox *sb, int rc,
   tell_waiters(sb, rc, name, message);
 }
 
+/* The live sandbox of spec's (project, environment, key), the newest if
+** an older server left more than one; NULL without a key. A walk of the
+** records, as the checkpoint delete's: a create costs far more. */
+static mp_sandbox *live_with_key(mp_server *srv, const mp_create_spec *spec) {
+  mp_sandbox *s;
+  if (spec->recovery_key == NULL || spec->recovery_key[0] == '\0') return NULL;
+  for (s = srv->sandboxes; s != NULL; s = s->next)
+    if (!s->destroyed_ms && strcmp(s->recovery_key, spec->recovery_key) == 0
+        && strcmp(s->project, spec->project) == 0
+        && strcmp(s->environment, spec->environment) == 0)
+      return s;
+  return NULL;
+}
+
 int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
                       mp_sandbox **out, mp_waiter *w, char *err,
                       size_t errlen) {
@@ -361,6 +375,25 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   char hex[2 * 12 + 1], source[4400], name[MP_CHECKPOINT_NAME_MAX];
   int restore;
   *out = NULL;
+  /* getOrCreate: a live sandbox of the key answers (docs/decisions.md) */
+  if ((sb = live_with_key(srv, spec)) != NULL) {
+    *out = sb;
+    if (sb->destroying) { /* going: create again once it is gone */
+      if (w == NULL) {
+        snprintf(err, errlen, "sandbox %s of this id is being destroyed:"
+                 " create again once it is", sb->id);
+        *out = NULL;
+        return -1;
+      }
+      add_waiter(sb, w);
+      return 4;
+    }
+    if (sb->restoring) {
+      add_waiter(sb, w);
+      return 3;
+    }
+    return 2;
+  }
   restore = mp_checkpoint_source(srv, spec->project, spec->environment,
                                  spec->recovery_key, spec->seed, source,
                                  sizeof source, name, err, errlen);
@@ -579,6 +612,12 @@ void mp_sandbox_sweep_start(mp_server *srv) {
   mastra__timer_start(&srv->record_sweep, mp_record_sweep_ms(srv));
 }
 
+void mp_sandbox_commands_ended(mp_sandbox *sb) {
+  arm_idle(sb);
+  if (sb->running == 0 && sb->recovery_key[0] != '\0')
+    mastra__timer_start(&sb->checkpoint_timer, CHECKPOINT_DEBOUNCE_MS);
+}
+
 /* }====== */
 
 /* {====== orphans (orphans.c): run files, marked processes ====== */
@@ -688,90 +727,6 @@ static void run_file_interrupted(void *data, const char *id) {
 size_t mp_sandbox_kill_previous(mp_server *srv) {
   return mp_orphans_kill_run_files(srv->data_dir, run_file_interrupted, srv)
          + kill_marked(srv, NULL, 1);
-}
-
-/* }====== */
-
-/* {====== commands ====== */
-
-void mp_proc_opts(mastra__proc_opts *o, const mp_exec_spec *spec,
-                  char *const *envp, const char *cwd) {
-  memset(o, 0, sizeof *o);
-  o->command = spec->command;
-  o->cwd = cwd;
-  o->envp = envp;
-  o->stdin_pipe = spec->stdin_pipe;
-  o->timeout_ms = spec->timeout_ms;
-  o->pdeathsig = SIGKILL;
-}
-
-int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
-                    mastra__proc_notify notify, void *data,
-                    mastra__proc **out, char *err, size_t errlen) {
-  mastra__envp envp = {NULL, 0, 0};
-  mastra__proc **procs;
-  unsigned long long *starts;
-  int rc;
-  *out = NULL;
-  if (sb->destroyed_ms || sb->destroying || sb->restoring) {
-    snprintf(err, errlen, "sandbox %s %s", sb->id, sb->destroyed_ms
-             ? "was destroyed" : sb->destroying ? "is being destroyed"
-             : "is being restored");
-    return -1;
-  }
-  if (srv->stopping) {
-    snprintf(err, errlen, "the server is shutting down");
-    return -1;
-  }
-  procs = realloc(sb->procs, (sb->nprocs + 1) * sizeof *procs);
-  if (procs != NULL) sb->procs = procs;
-  starts = realloc(sb->proc_starts, (sb->nprocs + 1) * sizeof *starts);
-  if (starts != NULL) sb->proc_starts = starts;
-  if (procs == NULL || starts == NULL
-      || mp_env_build(&envp, sb->id, sb->env, spec->env) < 0) {
-    mastra__envp_free(&envp);
-    snprintf(err, errlen, "out of memory");
-    return -1;
-  }
-  rc = srv->driver->spawn(srv, sb, spec, mastra__envp_list(&envp), out, err,
-                         errlen);
-  mastra__envp_free(&envp);
-  if (rc < 0) {
-    mp_session_refused(srv, sb, spec->command, err);
-    return -1;
-  }
-  mp_session_begin(srv, sb, spec->command, *out);
-  (*out)->notify = notify;
-  (*out)->notify_data = data;
-  sb->proc_starts[sb->nprocs] =
-      srv->driver->no_run_files
-          ? 0 : mp_orphans_run_file_add(srv->data_dir, sb->id, (*out)->pid);
-  sb->procs[sb->nprocs++] = *out;
-  sb->running++;
-  sb->last_exec_ms = mastra__wall_ms();
-  mastra__timer_stop(&sb->idle_timer);
-  mastra__timer_stop(&sb->checkpoint_timer);
-  return 0;
-}
-
-void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p) {
-  size_t i;
-  for (i = 0; i < sb->nprocs; i++) {
-    if (sb->procs[i] == p) {
-      mp_orphans_run_file_remove(srv->data_dir, p->pid, sb->proc_starts[i]);
-      sb->procs[i] = sb->procs[--sb->nprocs];
-      sb->proc_starts[i] = sb->proc_starts[sb->nprocs];
-      break;
-    }
-  }
-  mp_session_end(srv, sb, p);
-  mastra__proc_release(p); /* kills it if it still runs */
-  if (sb->running > 0) sb->running--;
-  sb->last_exec_ms = mastra__wall_ms();
-  if (sb->destroyed_ms || sb->destroying) return;
-  arm_idle(sb);
-  if (sb->running == 0 && sb->recovery_key[0] != '\0')
-    mastra__timer_start(&sb->checkpoint_timer, CHECKPOINT_DEBOUNCE_MS);
 }
 
 /* }====== */

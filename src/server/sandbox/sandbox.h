@@ -113,6 +113,8 @@ struct mp_driver {
                         void *data);
 };
 
+#define MP_CHECKPOINT_BASE_MAX 80
+
 struct mp_sandbox {
   mp_sandbox *next, *prev;        /* srv->sandboxes */
   mp_sandbox *gone_next, *gone_prev; /* srv->gone: destroyed, in order */
@@ -131,6 +133,9 @@ struct mp_sandbox {
   char restored_from[MP_NAME_MAX]; /* that checkpoint's name, or "" */
   int checkpoint_deleted;         /* DELETE /checkpoint: no implicit capture */
   unsigned checkpoint_gen;        /* bumped by DELETE /checkpoint */
+  /* the key's archive that its tree descends from (restored, or captured
+  ** by it): "<dev>:<inode>:<mtime ns>:<size>", or "" (checkpoint.c) */
+  char checkpoint_base[MP_CHECKPOINT_BASE_MAX];
   int restoring, destroying;      /* waiting for tar (checkpoint.c) */
   struct mp_tar_run *tar;         /* checkpoint.c: the tar running now */
   mp_waiter *capture_queue;       /* captures asked for while it runs */
@@ -174,7 +179,12 @@ typedef struct mp_create_spec {
 /* -1 failed (err says why), -2 the request is wrong (an unknown seed: err
 ** says why), -3 the disk is full (err says why), 0 created, 1 created and restoring a checkpoint: w->done is
 ** called (maybe before this returns) when it is ready (rc 0) or failed
-** (rc -1: the sandbox is then destroyed). */
+** (rc -1: the sandbox is then destroyed).
+** getOrCreate: when a live sandbox of the same (project, environment,
+** recovery key) exists, *out is that one and nothing is created: 2 it is
+** ready; 3 it is being restored (w->done is called as for 1); 4 it is
+** being destroyed (w->done is called when it is gone, or kept: create
+** again then; without w, -1). */
 int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
                       mp_sandbox **out, mp_waiter *w, char *err,
                       size_t errlen);
@@ -234,5 +244,8 @@ int mp_sandbox_exec(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     mastra__proc_notify notify, void *data,
                     mastra__proc **out, char *err, size_t errlen);
 void mp_sandbox_exec_done(mp_server *srv, mp_sandbox *sb, mastra__proc *p);
+/* commands.c, when a command of sb is let go of: the idle timer, and the
+** debounced capture once none runs (sandbox.c) */
+void mp_sandbox_commands_ended(mp_sandbox *sb);
 
 #endif

@@ -191,8 +191,8 @@ static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
   else if (fd < 0)
     snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
   else
-    rc = mp_net_join_nl(mp_ns_host.net, sb->environment, sb->id, fd, got[1], addr,
-                        sizeof addr, err, sizeof err);
+    rc = mp_net_join_nl(mp_ns_host.net, sb->environment, sb->id, fd, got[1],
+                        addr, sizeof addr, err, sizeof err);
   if (fd >= 0) close(fd);
   if (got[1] >= 0) close(got[1]);
   if (rc == 0) {
@@ -321,7 +321,8 @@ static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
   const char *hosts = "-";
   if (((ns_box *)sb->driver_data)->started) return 0;
   if (is_private(sb)) {
-    hosts = mp_ns_host.net ? mp_net_hosts_path(mp_ns_host.net, sb->environment) : NULL;
+    hosts = mp_ns_host.net ? mp_net_hosts_path(mp_ns_host.net, sb->environment)
+                           : NULL;
     if (hosts == NULL) {
       snprintf(err, errlen, "PRIVATE networks are not available: %s",
                mp_ns_host.net ? "cannot create the environment's hosts file"
@@ -455,7 +456,8 @@ static int spawn_entered(mp_server *srv, mp_sandbox *sb, ns_box *b,
                          const char *cwd, mastra__proc **out, int *rc,
                          char *err, size_t errlen) {
   mastra__proc_opts opts;
-  if (mp_ns_host.unpriv || mp_ns_host.own_pidns < 0 || !b->ready || b->init_fd < 0)
+  if (mp_ns_host.unpriv || mp_ns_host.own_pidns < 0 || !b->ready
+      || b->init_fd < 0)
     return 0;
   mp_proc_opts(&opts, spec, envp, cwd);
   return mp_ns_enter_spawn(srv->loop, b->init_fd, mp_ns_host.own_pidns, sb->id,

@@ -31,7 +31,8 @@ mp_ns_host_state mp_ns_host = {.idmap_fd = -1, .own_pidns = -1};
 
 int mp_ns_host_available(char *why, size_t n) {
   struct stat st;
-  if (stat("/proc/self/ns/user", &st) < 0 || stat("/proc/self/ns/pid", &st) < 0) {
+  if (stat("/proc/self/ns/user", &st) < 0
+      || stat("/proc/self/ns/pid", &st) < 0) {
     snprintf(why, n, "this kernel has no user or pid namespaces");
     return 0;
   }
@@ -139,11 +140,14 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
   snprintf(dir, sizeof dir, "%s/net", srv->data_dir);
   if (mp_ns_host.unpriv) {
     char why[300];
-    mp_ns_host.net = mp_net_open_user(dir, mp_ns_host.net_err, sizeof mp_ns_host.net_err);
+    mp_ns_host.net = mp_net_open_user(dir, mp_ns_host.net_err,
+                                      sizeof mp_ns_host.net_err);
     /* sandboxes nested under it, or no PRIVATE (ISOLATED as before) */
     if (mp_ns_host.net != NULL
-        && !mp_ns_user_probe_under(mp_net_userns(mp_ns_host.net), why, sizeof why)) {
-      snprintf(mp_ns_host.net_err, sizeof mp_ns_host.net_err, "the server runs without root"
+        && !mp_ns_user_probe_under(mp_net_userns(mp_ns_host.net), why,
+                                   sizeof why)) {
+      snprintf(mp_ns_host.net_err, sizeof mp_ns_host.net_err,
+               "the server runs without root"
                " (uid %d), and a sandbox's namespaces cannot be made under the"
                " user namespace of its private networks: %s", (int)geteuid(),
                why);
@@ -151,9 +155,11 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
       mp_ns_host.net = NULL;
     }
     if (mp_ns_host.net != NULL)
-      mp_ns_host.idmap_fd = fcntl(mp_net_userns(mp_ns_host.net), F_DUPFD_CLOEXEC, 0);
+      mp_ns_host.idmap_fd =
+          fcntl(mp_net_userns(mp_ns_host.net), F_DUPFD_CLOEXEC, 0);
   } else {
-    mp_ns_host.net = mp_net_open(dir, egress, mp_ns_host.net_err, sizeof mp_ns_host.net_err);
+    mp_ns_host.net = mp_net_open(dir, egress, mp_ns_host.net_err,
+                                 sizeof mp_ns_host.net_err);
   }
   if (mp_ns_host.net == NULL) {
     if (egress) {
