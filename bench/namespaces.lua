@@ -20,6 +20,10 @@
 -- bench/ns_limit (built by CMake beside mastra-platform's build, or
 -- MASTRA_BENCH_NS_LIMIT), run between the rounds. Prints one line per
 -- figure, and the load average before and after.
+-- MASTRA_BENCH_NS_BEFORE=OTHER_PLATFORM_BIN adds a fourth server, the
+-- namespaces driver of another build ("ns-before", with its warm pool), to
+-- the same interleaved rounds: a change measured against its parent on
+-- the same run.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local mastra = require "mastra"
 local client = require "mastra.platform_client"
@@ -71,10 +75,11 @@ host:start()
 
 -- a server named name with `driver` (and extra flags): its url, pid,
 -- client config and helpers
-local function serve(name, driver, extra)
+local function serve(name, driver, extra, other_bin)
   local data = dir .. "/data-" .. name
   local out = {}
-  local server = host.processes:spawn("exec " .. mastra.quote(bin) .. " serve --listen 127.0.0.1:0"
+  local server = host.processes:spawn("exec " .. mastra.quote(other_bin or bin)
+    .. " serve --listen 127.0.0.1:0"
     .. " --driver " .. driver .. " --base " .. mastra.quote(base) .. (extra or "")
     .. " --data-dir " .. mastra.quote(data) .. " --default-idle-minutes 0"
     .. " 2>" .. mastra.quote(dir .. "/platform-" .. name .. ".log"),
@@ -114,6 +119,10 @@ end
 -- (every create starts its keeper and init: the cold figure)
 local servers = { serve("process", "process"), serve("namespaces", "namespaces"),
   serve("ns-cold", "namespaces", " --warm-pool 0") }
+local before_bin = os.getenv("MASTRA_BENCH_NS_BEFORE")
+if before_bin and before_bin ~= "" then
+  servers[#servers + 1] = serve("ns-before", "namespaces", nil, before_bin)
+end
 local load_before = load_avg()
 
 -- the limit: bench/ns_limit, N samples of unshare + overlay + exec of
@@ -136,6 +145,16 @@ for _, s in ipairs(servers) do
   s.destroy(id)
 end
 
+-- the servers of round i, in an order that rotates with i: a command's
+-- first cgroup write pays an RCU grace period (about 10 ms here) unless
+-- another cgroup migration on the machine just paid it (the lock is
+-- global), so a fixed order let a server profit from the one before it
+local function in_turn(i)
+  local k, list = #servers, {}
+  for j = 1, k do list[j] = servers[(i + j - 2) % k + 1] end
+  return ipairs(list)
+end
+
 -- create to first exec, interleaved (each sandbox destroyed after, outside
 -- the timing), PAUSE_MS between rounds: the warm pool refills 100 ms after
 -- a take (docs/platform.md, "The warm pool"), and an agent's creates come
@@ -143,7 +162,7 @@ end
 local PAUSE_MS = 150
 run_limit(math.max(5, n // 4))
 for i = 1, n do
-  for _, s in ipairs(servers) do
+  for _, s in in_turn(i) do
     local t0 = mastra.now()
     local id = s.create()
     s.exec(id, "true")
@@ -160,7 +179,7 @@ for _, s in ipairs(servers) do
   s.exec(s.live, "true")
 end
 for i = 1, n do
-  for _, s in ipairs(servers) do
+  for _, s in in_turn(i) do
     local t0 = mastra.now()
     s.exec(s.live, "true")
     s.f.exec[i] = mastra.now() - t0
@@ -240,6 +259,11 @@ if full then
 end
 print(("exec true, namespaces / process (p50): %.2fx"):format(
   pct(ns.exec, 0.5) / pct(p.exec, 0.5)))
+if servers[4] then
+  print(("exec true, namespaces / ns-before (p50): %.2fx; p99: %.2fx"):format(
+    pct(ns.exec, 0.5) / pct(servers[4].f.exec, 0.5),
+    pct(ns.exec, 0.99) / pct(servers[4].f.exec, 0.99)))
+end
 print(("fleet, namespaces / process (p50): %.2fx"):format(
   pct(ns.fleet, 0.5) / pct(p.fleet, 0.5)))
 sh("rm -rf " .. mastra.quote(dir))

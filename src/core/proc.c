@@ -251,12 +251,6 @@ static void child_exec(const mastra__proc_opts *opts, int in0, int o1,
     if (dup2(fds[i], i) < 0) goto fail;
   if (report > 3) close_range(3, (unsigned)report - 1, 0);
   close_range((unsigned)report + 1, ~0u, 0);
-  /* with none of the caller's descriptors left */
-  if (opts->before_exec != NULL
-      && (rc = opts->before_exec(opts->before_exec_data)) != 0) {
-    errno = rc;
-    goto fail;
-  }
   if (opts->cwd != NULL && chdir(opts->cwd) < 0) goto fail;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -270,11 +264,16 @@ fail:
 /* vfork and exec, for what posix_spawn cannot do before the exec (the
 ** parent-death signal). vfork, as posix_spawn does: a fork copied the
 ** caller's page tables, and its writes then took copy-on-write faults,
-** for a child that only execs; this thread waits until it did. The child
-** (child_exec) writes nothing of ours: its locals, and errno, which we do
-** not read after. It reports a failed setup or execve through a
-** close-on-exec pipe; EOF on it means the exec happened. Returns 0 or an
-** errno, like posix_spawn. */
+** for a child that only execs; this thread waits until it did. So the
+** child changes neither its credentials nor its user namespace before
+** the exec: a child that another uid or user namespace can SIGSTOP there
+** holds this thread for as long as it likes (issue 30; ns_enter.c enters
+** a sandbox in the program it execs). Who can signal it is who can
+** signal the caller: the process driver's commands, the caller's own uid,
+** could stop the server itself. The child (child_exec) writes nothing of
+** ours: its locals, and errno, which we do not read after. It reports a
+** failed setup or execve through a close-on-exec pipe; EOF on it means
+** the exec happened. Returns 0 or an errno, like posix_spawn. */
 static int spawn_fork(const mastra__proc_opts *opts, int in0, int o1, int e1,
                       char *const *argv, pid_t *out) {
   int report[2], rc = 0;

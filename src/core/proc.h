@@ -38,7 +38,12 @@ typedef struct mastra__proc_opts {
   uint64_t timeout_ms;   /* 0: none */
   /* Linux: the signal the leader gets when the thread that started it
   ** exits (PR_SET_PDEATHSIG, set in the child before exec; kept across
-  ** exec). 0: none. Its descendants are not covered. */
+  ** exec). 0: none. Its descendants are not covered. The child is then a
+  ** vfork, and the calling thread waits until its exec: the child runs
+  ** with the caller's credentials and namespaces until then (a process
+  ** of another uid or user namespace cannot stop it and so hold the
+  ** thread); whatever would make it reachable from elsewhere belongs
+  ** after the exec, in the program it runs. */
   int pdeathsig;
   /* Run exe with argv (NULL-terminated) instead of /bin/sh -c command
   ** (NULL: /bin/sh); `command` is then unused. */
@@ -47,13 +52,6 @@ typedef struct mastra__proc_opts {
   /* > 2: the child gets this descriptor as its descriptor 3 (0: none).
   ** Only without pdeathsig (the posix_spawn path). */
   int fd3;
-  /* With pdeathsig: called in the child (a vfork: it shares the caller's
-  ** memory, so only raw system calls, no glibc credential wrappers, no
-  ** allocation) once its descriptors are 0, 1 and 2 alone, before the
-  ** chdir to cwd and the exec; 0, or an errno that fails the spawn. NULL:
-  ** none. */
-  int (*before_exec)(void *data);
-  void *before_exec_data;
 } mastra__proc_opts;
 
 typedef struct mastra__buf {

@@ -18,8 +18,11 @@
 ** namespaces and forks /bin/sh into the sandbox's pid namespace, in the
 ** same process group; it exits as /bin/sh did. So proc.c's timeout, kill
 ** of the group, output and stdin work unchanged. With root, a command of
-** a running sandbox skips that program: the server's own child enters the
-** sandbox and execs its /bin/sh (ns_enter.c), one exec fewer.
+** a running sandbox needs no relay: the server's own child, born in the
+** sandbox's pid namespace, execs `mastra-ns-init __ns-enter`, which
+** enters the sandbox and execs its /bin/sh in place (ns_enter.c). The
+** server never waits on a process that a sandbox can signal: both
+** programs enter the sandbox after the exec that ends the server's wait.
 **
 ** cgroups (ns_cgroup.c): made before the init starts, removed on the loop
 ** once a destroyed sandbox's processes are gone. The init is the program
@@ -449,19 +452,23 @@ static int missing_cwd(const ns_box *b, const char *cwd, char *err,
   return -1;
 }
 
-/* the fast path of ns_spawn (ns_enter.c): 1 when it spawned (rc), 0 when
-** it cannot serve this command (the caller goes through __ns-exec) */
+/* the fast path of ns_spawn (ns_enter.c: the server's child execs
+** `mastra-ns-init __ns-enter` in the sandbox's pid namespace): 1 when it
+** spawned (rc), 0 when it cannot serve this command (the caller goes
+** through __ns-exec; so does a server without mastra-ns-init, whose own
+** binary would cost its dynamic loading here) */
 static int spawn_entered(mp_server *srv, mp_sandbox *sb, ns_box *b,
                          const mp_exec_spec *spec, char *const *envp,
                          const char *cwd, mastra__proc **out, int *rc,
                          char *err, size_t errlen) {
   mastra__proc_opts opts;
-  if (mp_ns_host.unpriv || mp_ns_host.own_pidns < 0 || !b->ready
-      || b->init_fd < 0)
+  if (mp_ns_host.unpriv || mp_ns_host.own_pidns < 0 || !mp_ns_host.init_found
+      || !b->ready || b->init_fd < 0)
     return 0;
-  mp_proc_opts(&opts, spec, envp, cwd);
-  return mp_ns_enter_spawn(srv->loop, b->init_fd, mp_ns_host.own_pidns, sb->id,
-                           &opts, out, rc, err, errlen);
+  mp_proc_opts(&opts, spec, envp, NULL);
+  return mp_ns_enter_spawn(srv->loop, mp_ns_host.init_bin, b->init_fd,
+                           mp_ns_host.own_pidns, sb->id, cwd, &opts, out, rc,
+                           err, errlen);
 }
 
 /* A command: `mastra-ns-init __ns-exec SERVER_PID CWD CGROUP_PROCS... --

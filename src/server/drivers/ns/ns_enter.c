@@ -1,76 +1,64 @@
 /*
 ** A command of a running `namespaces` sandbox, with root (ns_enter.h): the
-** server's child enters the sandbox itself and execs its /bin/sh there, so
-** a command costs one exec, as with the process driver (driver_ns.c
-** spawns `__ns-exec`, ns_exec.c, for a sandbox still starting, and
-** without root).
+** server's child is born in the sandbox's pid namespace and execs
+** `mastra-ns-init __ns-enter` (ns_exec.c), which enters the sandbox and
+** execs its /bin/sh in place: the command's process is the server's own
+** child, as with the process driver, with no relay process (driver_ns.c
+** spawns `__ns-exec`, which forks /bin/sh and relays, for a sandbox still
+** starting, and without root).
 **
-** The child is a vfork (proc.c) born in the sandbox's pid namespace: the
-** server's pid namespace for children is the sandbox's around the spawn
-** (setns with the init's pidfd; a pid namespace for children changes for
-** the calling thread alone, and the server's other threads start no
-** process), and its own again after. In the child (raw system calls only:
-** it shares the server's memory, and glibc's credential calls would signal
-** the server's threads) enter_sandbox joins the sandbox's cgroups, then
-** the mount, uts, ipc and net namespaces of its init (pid 1 of its pid
-** namespace), then its user namespace, as uid and gid 0 there. The
-** credential change leaves the child non-dumpable until its exec, and it
-** holds no descriptor of the server's by then (proc.c closes them first):
-** nothing in the sandbox can read the memory it shares with the server.
+** The rule (docs/platform.md): nothing a sandbox can do may delay the
+** server's thread, so the server never waits on a child that a sandbox can
+** signal. The child is a vfork (proc.c), and the server's thread waits
+** inside vfork() until the child's exec. So the child does nothing there
+** that would let the sandbox reach it: it stays host root in the host's
+** user namespace (the sandbox's root may neither signal nor ptrace it,
+** though it sees it in its pid namespace) and in the host's mount
+** namespace, and execs the host's mastra-ns-init at once (proc.c's setup
+** only: signals, process group, parent-death signal, descriptors). The
+** cgroups, the namespaces and the credential change come after that exec,
+** in the helper, which the server does not wait for: a sandbox that stops
+** it (pidstop in spec/namespaces_freeze_spec.lua) stops its own command.
+** Entering the sandbox in the vfork child itself, as before, made it
+** signalable from its setns(CLONE_NEWUSER) until its exec, and a sandbox
+** that SIGSTOPped it there froze every request of the server.
+**
+** The server's pid namespace for children is the sandbox's around the
+** spawn (setns with the init's pidfd; a pid namespace for children
+** changes for the calling thread alone, and the server's other threads
+** start no process), and its own again after.
 */
 #define _GNU_SOURCE
 #include "drivers/ns/ns_enter.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "util/log.h"
 #include "drivers/ns/ns_cgroup.h"
+#include "drivers/ns/init/ns_exec.h"
 
-typedef struct enter_args {
-  int ncg;
-  char cgp[MP_NSCG_MAX][4500];
-} enter_args;
-
-/* in the vfork child: 0, or an errno */
-static int enter_sandbox(void *data) {
-  const enter_args *a = data;
-  int i, fd, e;
-  for (i = 0; i < a->ncg; i++) {
-    fd = open(a->cgp[i], O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return errno;
-    e = write(fd, "0", 1) == 1 ? 0 : errno;
-    close(fd);
-    if (e != 0) return e;
+int mp_ns_enter_spawn(mastra__loop *loop, const char *helper, int init_fd,
+                      int own_pidns, const char *id, const char *cwd,
+                      mastra__proc_opts *opts, mastra__proc **out, int *rc,
+                      char *err, size_t errlen) {
+  char cgp[MP_NSCG_MAX][4500], *argv[6 + MP_NSCG_MAX];
+  int i, n = 0;
+  argv[n++] = "mastra-ns-enter";
+  argv[n++] = MP_NS_ENTER_ARG;
+  argv[n++] = (char *)cwd;
+  for (i = 0; i < mp_nscg_count(); i++) {
+    mp_nscg_procs(id, i, cgp[i], sizeof cgp[i]);
+    argv[n++] = cgp[i];
   }
-  fd = (int)syscall(SYS_pidfd_open, 1, 0);
-  if (fd < 0) return errno;
-  e = 0;
-  if (setns(fd, CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET) < 0
-      || setns(fd, CLONE_NEWUSER) < 0 || syscall(SYS_setgroups, 0, NULL) < 0
-      || syscall(SYS_setresgid, 0, 0, 0) < 0
-      || syscall(SYS_setresuid, 0, 0, 0) < 0)
-    e = errno;
-  close(fd);
-  return e;
-}
-
-int mp_ns_enter_spawn(mastra__loop *loop, int init_fd, int own_pidns,
-                      const char *id, mastra__proc_opts *opts,
-                      mastra__proc **out, int *rc, char *err, size_t errlen) {
-  enter_args a;
-  int i;
-  a.ncg = mp_nscg_count();
-  for (i = 0; i < a.ncg; i++)
-    mp_nscg_procs(id, i, a.cgp[i], sizeof a.cgp[i]);
-  opts->before_exec = enter_sandbox;
-  opts->before_exec_data = &a;
+  argv[n++] = "--";
+  argv[n++] = (char *)opts->command;
+  argv[n] = NULL;
+  opts->exe = helper;
+  opts->argv = argv;
+  opts->cwd = NULL; /* the helper's chdir, in the sandbox's mount namespace */
   if (setns(init_fd, CLONE_NEWPID) < 0) return 0;
   *rc = mastra__proc_spawn(loop, opts, out, err, errlen);
   if (setns(own_pidns, CLONE_NEWPID) < 0) {

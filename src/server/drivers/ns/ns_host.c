@@ -76,6 +76,7 @@ static void find_init(void) {
     snprintf(path, sizeof path, "%s%s", exe, rel[i]);
     if (access(path, X_OK) == 0) {
       snprintf(mp_ns_host.init_bin, sizeof mp_ns_host.init_bin, "%s", path);
+      mp_ns_host.init_found = 1;
       return;
     }
   }

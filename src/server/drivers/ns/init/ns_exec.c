@@ -20,6 +20,12 @@
 ** The server spawns it (posix_spawn, no fork of the server): a small
 ** process that forks, where a fork of the server copied its page tables
 ** twice per command.
+**
+** `__ns-enter` (mp_ns_enter_main, below) is the command of a running
+** sandbox with root: no wait for "R", no fork and no relay, as the
+** server's child that execs it was born in the sandbox's pid namespace.
+** Both enter the sandbox here, after the exec that ends the server's wait
+** for its child (ns_enter.c): the sandbox may stop them, never the server.
 */
 #define _GNU_SOURCE
 #include "drivers/ns/init/ns_exec.h"
@@ -177,5 +183,61 @@ int mp_ns_exec_main(int argc, char **argv) {
     signal(quiet[i], SIG_IGN);
   close_range(0, ~0u, 0);
   relay(g);
+  return 127;
+}
+
+/* A command of a running sandbox, with root (ns_exec.h, ns_enter.c): this
+** process is the server's vforked child after its exec, born in the
+** sandbox's pid namespace, in its own process group with the command's
+** descriptors 0, 1, 2 alone and the parent-death signal armed. Until the
+** exec that ended the server's wait it was host root in the host's user
+** namespace, which nothing in the sandbox may signal; from here on the
+** server waits for nothing of it. It joins the sandbox's cgroups, setns()es
+** into the mount, uts, ipc and net namespaces of the init (pid 1 of its
+** pid namespace) as host root, then into its user namespace as uid and gid
+** 0 (from there sandbox root may stop it: that holds this command alone),
+** and execs /bin/sh -c in place: the process the server watches is the
+** command's shell, with no relay. A failure says why on stderr and exits
+** 127. */
+int mp_ns_enter_main(int argc, char **argv) {
+  /* argv: NAME __ns-enter CWD [CGROUP_PROCS...] -- COMMAND */
+  char *sh[4];
+  int i, last, pidfd;
+  if (argc < 5 || strcmp(argv[argc - 2], "--") != 0) {
+    say("__ns-enter: wrong arguments", NULL);
+    return 127;
+  }
+  last = argc - 2;
+  for (i = 3; i < last; i++)
+    if (mp_ns_write_text(argv[i], "0") < 0)
+      fail("cannot join the sandbox's cgroup", strerror(errno));
+  /* the init: pid 1 of the pid namespace this process was born in */
+  pidfd = (int)syscall(SYS_pidfd_open, 1, 0);
+  /* not dumpable until the exec (the credential change below makes it so
+  ** too): the sandbox's root may not ptrace what host root set up */
+  prctl(PR_SET_DUMPABLE, 0);
+  if (pidfd < 0
+      || setns(pidfd, CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC
+                          | CLONE_NEWNET) < 0
+      || setns(pidfd, CLONE_NEWUSER) < 0 || setgroups(0, NULL) < 0
+      || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+    fail("cannot enter the sandbox", strerror(errno));
+  close(pidfd);
+  /* the credential change cleared the parent-death signal; a server that
+  ** died before it is armed again left this process to the sandbox's init
+  ** (its parent is outside the pid namespace: 0 while it lives) */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != 0)
+    fail("the server is gone", NULL);
+  if (chdir(argv[2]) < 0) {
+    char msg[4300];
+    snprintf(msg, sizeof msg, "cannot run in directory '%s'", argv[2]);
+    fail(msg, strerror(errno));
+  }
+  sh[0] = "sh";
+  sh[1] = "-c";
+  sh[2] = argv[argc - 1];
+  sh[3] = NULL;
+  execve("/bin/sh", sh, environ);
+  fail("cannot start /bin/sh", strerror(errno));
   return 127;
 }
