@@ -34,7 +34,13 @@ Task.__index = Task
 Task.__name = "mastra.Task"
 
 local by_co = setmetatable({}, { __mode = "k" }) -- coroutine -> task
-local waiters = {}      -- key -> { [waiter] = true }
+-- key -> its waiters in the order they began to wait: { n = slots used,
+-- live = waiters, [1..n] = a waiter or false (one that left), at = {
+-- [waiter] = slot } }. A list, never a set walked with pairs(): the tasks
+-- that one wake makes ready resume in the order they waited, on every run
+-- (docs/decisions.md "Event loop and tasks").
+local waiters = {}
+local spawned = 0       -- tasks made so far: a task's _seq is its rank
 local queue, qhead, qtail = {}, 1, 0
 local live = 0          -- tasks not finished
 local depth = 0         -- > 0 while the scheduler runs tasks
@@ -60,14 +66,45 @@ local function queued()
   return qtail - qhead + 1
 end
 
-local function unregister(w)
-  for _, key in ipairs(w.keys) do
-    local set = waiters[key]
-    if set then
-      set[w] = nil
-      if next(set) == nil then waiters[key] = nil end
+local function add_waiter(key, w)
+  local list = waiters[key]
+  if list == nil then
+    list = { n = 0, live = 0, at = {} }
+    waiters[key] = list
+  end
+  if list.at[w] then return end -- the same key twice in one wait
+  local i = list.n + 1
+  list.n, list[i], list.at[w], list.live = i, w, i, list.live + 1
+end
+
+-- Drop the slots of waiters that left, keeping the order of the others.
+local function compact(list)
+  local j = 0
+  for i = 1, list.n do
+    local w = list[i]
+    list[i] = nil
+    if w then
+      j = j + 1
+      list[j], list.at[w] = w, j
     end
   end
+  list.n = j
+end
+
+local function remove_waiter(key, w)
+  local list = waiters[key]
+  local i = list and list.at[w]
+  if i == nil then return end
+  list[i], list.at[w], list.live = false, nil, list.live - 1
+  if list.live == 0 then
+    waiters[key] = nil
+  elseif list.n > 2 * list.live + 16 then
+    compact(list)
+  end
+end
+
+local function unregister(w)
+  for _, key in ipairs(w.keys) do remove_waiter(key, w) end
   w.keys = nil
 end
 
@@ -77,13 +114,15 @@ local function make_ready(w)
   if w.co then enqueue(w) end -- a blocking caller outside tasks polls its state
 end
 
--- Wake everything that waits on key.
+-- Wake everything that waits on key, in the order it began to wait: the
+-- run queue is first in, first out, so they resume in that order.
 local function wake(key)
-  local set = waiters[key]
-  if set == nil then return end
+  local list = waiters[key]
+  if list == nil then return end
   waiters[key] = nil
-  for w in pairs(set) do
-    if w.state == "waiting" then make_ready(w) end
+  for i = 1, list.n do
+    local w = list[i]
+    if w and w.state == "waiting" then make_ready(w) end
   end
 end
 task.wake = wake
@@ -92,15 +131,7 @@ local function register(w, ...)
   local n = select("#", ...)
   if n == 0 then error("mastra.task.wait: nothing to wait for", 3) end
   local keys = { ... }
-  for i = 1, n do
-    local key = keys[i]
-    local set = waiters[key]
-    if set == nil then
-      set = {}
-      waiters[key] = set
-    end
-    set[w] = true
-  end
+  for i = 1, n do add_waiter(keys[i], w) end
   w.keys = keys
   w.state = "waiting"
 end
@@ -204,10 +235,19 @@ local function run_ready()
   if qhead > qtail then qhead, qtail = 1, 0 end
 end
 
+-- The tasks not collected yet, in the order they were spawned (never in
+-- the order of pairs(): what is done to them happens in a fixed order).
+local function all_tasks()
+  local list = {}
+  for _, t in pairs(by_co) do list[#list + 1] = t end
+  table.sort(list, function(a, b) return a._seq < b._seq end)
+  return list
+end
+
 -- Cancel every task but the shielded ones (teardown, a start whose result
--- a teardown needs).
+-- a teardown needs), in the order they were spawned.
 local function cancel_all()
-  for _, t in pairs(by_co) do
+  for _, t in ipairs(all_tasks()) do
     if not t.shielded then t:cancel() end
   end
 end
@@ -299,10 +339,12 @@ end
 task.waitAs = wait_as
 
 local function new_task(fn, ...)
+  spawned = spawned + 1
   local t = setmetatable({
     co = coroutine.create(fn),
     args = table.pack(...),
     state = "ready",
+    _seq = spawned,
   }, Task)
   by_co[t.co] = t
   live = live + 1
@@ -429,8 +471,7 @@ end
 --   finalizer and works to the end).
 local function prepare_exit()
   depth = 0
-  local tasks = {} -- first a list: what follows may spawn tasks
-  for _, t in pairs(by_co) do tasks[#tasks + 1] = t end
+  local tasks = all_tasks() -- first a list: what follows may spawn tasks
   local restart = {}
   for _, t in ipairs(tasks) do
     if t.state == "running" then
@@ -461,7 +502,7 @@ local driven = false
 local function warn_unfinished()
   if driven then return end
   local n, unstarted = 0, 0
-  for _, t in pairs(by_co) do
+  for _, t in ipairs(all_tasks()) do
     if t.state ~= "done" and not t.shielded and not t.cancel_pending then
       n = n + 1
       if not t.started then unstarted = unstarted + 1 end
@@ -487,7 +528,10 @@ local sentinel = setmetatable({}, {
       end
     end
     -- tasks that failed during the drain: their finalizers have run already
-    for t in pairs(unobserved) do Task.__gc(t) end
+    local failed = {}
+    for t, n in pairs(unobserved) do failed[#failed + 1] = { t, n } end
+    table.sort(failed, function(a, b) return a[2] < b[2] end)
+    for _, f in ipairs(failed) do Task.__gc(f[1]) end -- in the order they failed
   end,
 })
 debug.getregistry()[sentinel] = true
