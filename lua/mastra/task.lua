@@ -29,6 +29,17 @@ task.TEARDOWN_DEADLINE_MS = TEARDOWN_DEADLINE_MS
 
 local WAIT = setmetatable({}, { __name = "mastra.task.WAIT" })
 
+-- A task's state is one field, `state`:
+--   "new"      spawned, not run yet (task:status() says "ready")
+--   "ready"    in the run queue, to be resumed
+--   "running"  resumed now
+--   "waiting"  suspended in wait() until one of its keys is woken
+--   "done"     finished; `outcome` says how: "ok" (its `results`), "failed"
+--              (its `err` and `traceback`) or "cancelled" (its `err`)
+-- Besides: `cancel_pending` (a cancel() that the task has not seen yet), and
+-- what the task is to others: `shielded` (a cancel_all spares it), `grouped`
+-- (mastra.all/map raise its error), `observed` (task:wait saw its end), `job`
+-- (its teardown job).
 local Task = {}
 Task.__index = Task
 Task.__name = "mastra.Task"
@@ -179,17 +190,20 @@ local function finish(t, ok, ...)
   live = live - 1
   if t.shielded then shielded_live = shielded_live - 1 end
   if ok then
-    t.ok = true
+    t.outcome = "ok"
     t.results = table.pack(...)
   else
     local err = ...
-    t.ok = false
     t.err = err
-    t.cancelled = errors.CancelledError:is(err)
-    if not t.cancelled then t.traceback = debug.traceback(t.co) end
+    if errors.CancelledError:is(err) then
+      t.outcome = "cancelled"
+    else
+      t.outcome = "failed"
+      t.traceback = debug.traceback(t.co)
+    end
     -- an error does not unwind a coroutine: close its <close> variables
     coroutine.close(t.co)
-    if not t.cancelled and waiters[t] == nil and not t.grouped then
+    if t.outcome == "failed" and waiters[t] == nil and not t.grouped then
       failures = failures + 1
       unobserved[t] = failures
     end
@@ -198,15 +212,13 @@ local function finish(t, ok, ...)
 end
 
 local function run(t)
-  if t.cancel_pending and not t.started then
+  if t.state == "new" and t.cancel_pending then -- it never runs
     t.cancel_pending = false
-    t.started = true
     finish(t, false, cancelled_error())
     return
   end
   local args = t.args
   t.args = nil
-  t.started = true
   t.state = "running"
   depth = depth + 1
   local r
@@ -230,7 +242,7 @@ local function run_ready()
     local t = queue[qhead]
     queue[qhead] = nil
     qhead = qhead + 1
-    if t.state == "ready" then run(t) end
+    if t.state == "ready" or t.state == "new" then run(t) end
   end
   if qhead > qtail then qhead, qtail = 1, 0 end
 end
@@ -343,7 +355,7 @@ local function new_task(fn, ...)
   local t = setmetatable({
     co = coroutine.create(fn),
     args = table.pack(...),
-    state = "ready",
+    state = "new",
     _seq = spawned,
   }, Task)
   by_co[t.co] = t
@@ -481,7 +493,7 @@ local function prepare_exit()
         make_ready(t)
       end
     end
-    if t.state ~= "done" and not (t.job and not t.started) then
+    if t.state ~= "done" and not (t.job and t.state == "new") then
       if t.job and not t.job.superseded then
         t.job.superseded = true
         restart[#restart + 1] = t.job
@@ -505,7 +517,7 @@ local function warn_unfinished()
   for _, t in ipairs(all_tasks()) do
     if t.state ~= "done" and not t.shielded and not t.cancel_pending then
       n = n + 1
-      if not t.started then unstarted = unstarted + 1 end
+      if t.state == "new" then unstarted = unstarted + 1 end
     end
   end
   if n > 0 then
@@ -560,7 +572,7 @@ function Task:wait()
   while self.state ~= "done" do task.wait(self) end
   self.observed = true
   unobserved[self] = nil
-  if self.ok then return table.unpack(self.results, 1, self.results.n) end
+  if self.outcome == "ok" then return table.unpack(self.results, 1, self.results.n) end
   local err = self.err
   if self.traceback then
     if type(err) == "string" then
@@ -588,11 +600,12 @@ function Task:done()
 end
 
 function Task:status()
-  return self.state
+  local state = self.state
+  return state == "new" and "ready" or state
 end
 
 function Task.__tostring(t)
-  return ("mastra.Task (%s)"):format(t.state)
+  return ("mastra.Task (%s)"):format(Task.status(t))
 end
 
 -- The error of a failed task that nobody waited for and that nothing
@@ -644,7 +657,7 @@ local function gather(tasks)
     for _, t in ipairs(pending) do
       if t.state ~= "done" then
         still[#still + 1] = t
-      elseif not t.ok and failed == nil then
+      elseif t.outcome ~= "ok" and failed == nil then
         failed = t
       end
     end
@@ -785,7 +798,7 @@ function task.run(fn, ...)
   local ending = false
   drive(function()
     if not ending and (interrupted or (main.state == "done"
-        and (not main.ok or (live > 0 and live == shielded_live)))) then
+        and (main.outcome ~= "ok" or (live > 0 and live == shielded_live)))) then
       -- failed or interrupted; or only teardown is left: drain it with
       -- the deadline
       ending = true
@@ -795,7 +808,7 @@ function task.run(fn, ...)
   if ending then drain_all("mastra.run", core.now() + TEARDOWN_DEADLINE_MS) end
   take_interrupt()
   unobserved[main] = nil
-  if main.ok then raise_unobserved() end
+  if main.outcome == "ok" then raise_unobserved() end
   return main:wait()
 end
 
