@@ -315,7 +315,7 @@ local function teardown(self, final_status, drop_checkpoint)
   end
   if self._starting then pcall(self._starting.wait, self._starting) end
   local id = self.sandboxId
-  for _, h in pairs(self._running or {}) do h:kill() end
+  for _, h in ipairs(common.inOrder(self._running)) do h:kill() end
   if id == nil then
     self._teardownQueued = nil
     if self.status ~= "pending" or final_status == "destroyed" then
