@@ -94,6 +94,60 @@ describe("PlatformSandbox:waitTeardown", function()
 end)
 
 describe("mastra.fleet", function()
+  -- a fake platform that hands out sbx_1, sbx_2, ... and records what is
+  -- still live
+  local function platform()
+    local live, n = {}, 0
+    local template = mastra.PlatformSandbox.new{
+      accessToken = "t", proxyUrl = "https://proxy.test", projectId = "p",
+      environmentId = "e",
+      fetch = function(req)
+        mastra.sleep(1)
+        if req.method == "POST" then
+          n = n + 1
+          live["sbx_" .. n] = true
+          return { status = 201, body = ('{"id":"sbx_%d"}'):format(n) }
+        end
+        live[req.url:match("/sandbox/([^/]+)$")] = nil
+        return { status = 204, body = "" }
+      end,
+    }
+    return template, live
+  end
+
+  it("a member whose fn raises a cancellation ends so; the others go on", function()
+    local template, live = platform()
+    local s = mastra.fleet(template, { "a", "b", "c" }, function(_, id)
+      if id == "b" then
+        local t = mastra.spawn(function() mastra.sleep(10000) end)
+        t:cancel()
+        t:wait() -- raises the CancelledError of t, in this member
+      end
+      return id
+    end, { concurrency = 1, quiet = true })
+    assert.are.same({ "ok", "cancelled", "ok" },
+      { s.members[1].status, s.members[2].status, s.members[3].status })
+    assert.are.equal(2, s.succeeded)
+    assert.are.same({}, live) -- b's destroy went through the queue, and was waited for
+  end)
+
+  it("failFast cancels the members in flight and destroys their sandboxes", function()
+    local template, live = platform()
+    local ids = {}
+    for i = 1, 8 do ids[i] = "m" .. i end
+    local s = mastra.fleet(template, ids, function(_, id)
+      if id == "m2" then
+        mastra.sleep(20)
+        error("m2 breaks", 0)
+      end
+      mastra.sleep(10000)
+    end, { concurrency = 3, failFast = true, quiet = true })
+    assert.are.equal(1, s.failed)
+    assert.are.equal(2, s.cancelled)
+    assert.are.equal(5, s.skipped)
+    assert.are.same({}, live)
+  end)
+
   it("reads no private field of another module (lua/mastra/fleet.lua)", function()
     local f = assert(io.open(root .. "/lua/mastra/fleet.lua", "rb"))
     local src = f:read("a")

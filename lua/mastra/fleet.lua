@@ -245,11 +245,12 @@ function fleet.run(template, members, fn, opts)
   -- that order (failFast, or the fleet itself cancelled)
   local function cancel_members(except)
     for _, e in ipairs(entries) do
-      if e.task and e ~= except then
-        e.stopped = true
-        e.task:cancel()
-      end
+      if e.task and e ~= except then e.task:cancel() end
     end
+  end
+
+  local function wait_done(t)
+    while not t:done() do task.wait(t) end
   end
 
   -- one member, in a task of its own (so that failFast can cancel it),
@@ -258,15 +259,16 @@ function fleet.run(template, members, fn, opts)
     if stop then return end -- skipped
     local t = task.spawn(run_member, e)
     e.task = t
-    local ok, err = pcall(t.wait, t)
+    -- only this worker's own cancellation raises here (the fleet is
+    -- cancelled or fails): the member goes too
+    local waited, werr = pcall(wait_done, t)
     e.task = nil
-    if not ok and is_cancel(err) then
-      if e.stopped then return end -- failFast cancelled it
-      -- this worker was cancelled while it waited (the fleet is cancelled
-      -- or fails): the member goes too
+    if not waited then
       t:cancel()
-      error(err, 0)
+      error(werr, 0)
     end
+    local ok, err = pcall(t.wait, t) -- finished: its end, at once
+    if not ok and is_cancel(err) then return end -- cancelled (failFast): not done
     if not ok then
       -- the destroy failed: the member's error, unless it had one
       e.status = "error"
