@@ -133,12 +133,13 @@ function common.stdinSource(stdin)
   end
 end
 
---- The keys of set (key -> rank, a number), in the order of their ranks:
--- what is done to each member of a set is done in a fixed order, never in
--- the order of pairs(). nil gives an empty list.
-function common.inOrder(set)
+--- The keys of set in the order of their ranks (rank(key, value), a
+-- number; default: the value): what is done to each member of a set is
+-- done in a fixed order, never in the order of pairs(). nil gives an
+-- empty list.
+function common.inOrder(set, rank)
   local list = {}
-  for k, rank in pairs(set or {}) do list[#list + 1] = { k, rank } end
+  for k, v in pairs(set or {}) do list[#list + 1] = { k, rank and rank(k, v) or v } end
   table.sort(list, function(a, b) return a[2] < b[2] end)
   for i, e in ipairs(list) do list[i] = e[1] end
   return list

@@ -118,10 +118,11 @@ function platform_process.spawn(sandbox, command, opts)
     command = command,
     _out = output.pair(opts.maxRetainedBytes),
   }, Handle)
-  -- handle -> its rank among the sandbox's processes: a stop kills them in
-  -- the order they were spawned (PlatformSandbox's teardown)
+  -- its rank among the sandbox's processes: a stop kills them in the order
+  -- they were spawned (PlatformSandbox's teardown)
+  h._rank = sandbox._pidCounter
   sandbox._running = sandbox._running or {}
-  sandbox._running[h] = sandbox._pidCounter
+  sandbox._running[h] = h
   local function out(chunk)
     h._out.stdout:append(chunk)
     if opts.onStdout then opts.onStdout(chunk) end

@@ -305,6 +305,9 @@ end
 
 local holds_remote, queue_teardown
 
+-- A background process's rank among the sandbox's (platform_process.lua).
+local function rank_of(h) return h._rank end
+
 local function teardown(self, final_status, drop_checkpoint)
   check_self("PlatformSandbox:" .. (final_status == "stopped" and "stop" or "destroy"), self)
   if not task.canWait() and holds_remote(self) then
@@ -315,7 +318,7 @@ local function teardown(self, final_status, drop_checkpoint)
   end
   if self._starting then pcall(self._starting.wait, self._starting) end
   local id = self.sandboxId
-  for _, h in ipairs(common.inOrder(self._running)) do h:kill() end
+  for _, h in ipairs(common.inOrder(self._running, rank_of)) do h:kill() end
   if id == nil then
     self._teardownQueued = nil
     if self.status ~= "pending" or final_status == "destroyed" then
