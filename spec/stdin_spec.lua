@@ -239,3 +239,59 @@ describe("stdin on LocalSandbox", function()
     assert.is_true(sb:supportsStdin())
   end)
 end)
+
+describe("ProcessHandle:sendStdin of a local process", function()
+  -- a partial write used to copy the rest of the string (data:sub(n + 1)):
+  -- quadratic in its length. Each write now passes the same string and the
+  -- offset of the next byte (p:write(data, init), docs/core.md).
+  it("sends 8 MiB intact, each write going on from an offset into the one string", function()
+    local dir, base = util.tmpdir()
+    local sb <close> = mastra.LocalSandbox.new{ workingDirectory = dir }
+    local data = pattern(8 * 1048576 + 5)
+    local h = sb.processes:spawn("cat", { maxRetainedBytes = math.huge })
+    -- what reaches the C write of this process's stdin
+    local proc = h._proc
+    local methods = getmetatable(proc).__index
+    local write = methods.write
+    local calls = {}
+    methods.write = function(p, s, init)
+      if p == proc then calls[#calls + 1] = { len = #s, init = init } end
+      return write(p, s, init)
+    end
+    finally(function() -- one finally per test (busted keeps the last)
+      methods.write = write
+      util.rm_rf(dir, base)
+    end)
+    h:sendStdin(data)
+    h:closeStdin()
+    local r = h:wait()
+    methods.write = write
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal(#data, #r.stdout)
+    assert.is_true(r.stdout == data, "the bytes arrived changed")
+    assert.is_true(#calls > 1, "one write took 8 MiB: the pipe never filled")
+    local last = 1
+    for i, c in ipairs(calls) do
+      assert.are.equal(#data, c.len, ("write %d got a copy of the rest"):format(i))
+      -- the same offset again when a wake found the pipe still full
+      assert.is_true(math.type(c.init) == "integer" and c.init >= last,
+        ("write %d did not go on from an offset"):format(i))
+      last = c.init
+    end
+    assert.is_true(last > 1, "every write started at the first byte")
+  end)
+
+  it("p:write checks its offset", function()
+    local dir, base = util.tmpdir()
+    finally(function() util.rm_rf(dir, base) end)
+    local sb <close> = mastra.LocalSandbox.new{ workingDirectory = dir }
+    local h = sb.processes:spawn("cat")
+    local proc = h._proc
+    assert.are.equal(2, proc:write("abc", 2))
+    assert.are.equal(0, proc:write("abc", 4)) -- #data + 1: nothing left
+    assert.has_error(function() proc:write("abc", 5) end)
+    assert.has_error(function() proc:write("abc", 0) end)
+    h:closeStdin()
+    assert.are.equal("bc", h:wait().stdout)
+  end)
+end)

@@ -133,6 +133,18 @@ function common.stdinSource(stdin)
   end
 end
 
+--- The keys of set in the order of their ranks (rank(key, value), a
+-- number; default: the value): what is done to each member of a set is
+-- done in a fixed order, never in the order of pairs(). nil gives an
+-- empty list.
+function common.inOrder(set, rank)
+  local list = {}
+  for k, v in pairs(set or {}) do list[#list + 1] = { k, rank and rank(k, v) or v } end
+  table.sort(list, function(a, b) return a[2] < b[2] end)
+  for i, e in ipairs(list) do list[i] = e[1] end
+  return list
+end
+
 --- The instructions: the configured string, or what the configured
 -- function makes of {defaultInstructions}, or the default.
 function common.instructions(where, custom, default)

@@ -13,11 +13,16 @@
 -- member's error; the others go on unless failFast is set, which cancels
 -- the members in flight and starts no more.
 --
+-- The members run in tasks of their own under mastra.map (the groups of
+-- mastra.task), in the order of the list; the fleet uses only public
+-- methods of the sandboxes (isStarting, waitTeardown where they exist).
+--
 -- Cleanup: a member's sandbox is a `<close>` variable of its task. A member
 -- that ends (result or error) destroys it inline; a member that is
 -- cancelled (failFast, Ctrl-C, SIGTERM) hands it to the teardown queue of
 -- mastra.task, and the fleet then destroys whatever is still held before
--- it returns. An interrupt cancels the fleet itself: the queue is drained
+-- it returns (waiting for a queued destroy on the teardown itself, not by
+-- polling). An interrupt cancels the fleet itself: the queue is drained
 -- by mastra.run or the close of the state (docs/decisions.md "Teardown").
 local core = require "mastra.core"
 local errors = require "mastra.errors"
@@ -33,7 +38,6 @@ fleet.DEFAULT_CONCURRENCY = 32
 
 local PROGRESS_EVERY_MS = 1000
 local QUEUED_WAIT_MS = 30000 -- a queued destroy of a cancelled member
-local QUEUED_POLL_MS = 20
 
 local OPTS = {
   concurrency = options.positive_integer,
@@ -156,9 +160,17 @@ local function is_cancel(err)
   return errors.CancelledError:is(err) or errors.InterruptedError:is(err)
 end
 
--- The remote sandbox of sb may still exist.
+-- The remote sandbox of sb may still exist (public fields and methods
+-- only: a template may be any sandbox with clone).
 local function holds(sb)
-  return sb.sandboxId ~= nil or sb._starting ~= nil
+  return sb.sandboxId ~= nil
+    or (type(sb.isStarting) == "function" and sb:isStarting() == true)
+end
+
+-- Wait for the destroy that a cancelled member's sandbox handed to the
+-- teardown queue: on the teardown itself, not by polling.
+local function wait_queued(sb)
+  if type(sb.waitTeardown) == "function" then sb:waitTeardown(QUEUED_WAIT_MS) end
 end
 
 --- Run fn(sandbox, member) for every member on a clone of template.
@@ -229,31 +241,48 @@ function fleet.run(template, members, fn, opts)
     end
   end -- sb:destroy() here, inline
 
-  local nexti = 1
-  local workers = {}
-  local function worker()
-    while not stop and nexti <= total do
-      local e = entries[nexti]
-      nexti = nexti + 1
-      local ok, err = pcall(run_member, e)
-      if not ok then
-        if is_cancel(err) then error(err, 0) end
-        -- the destroy failed: the member's error, unless it had one
-        e.status = "error"
-        e.error = e.error or err
-      end
-      st.done = st.done + 1
-      if e.status == "error" then
-        st.failed = st.failed + 1
-        if opts.failFast and not stop then
-          stop = true
-          for _, w in ipairs(workers) do
-            if w ~= task.current() then w:cancel() end
-          end
-        end
-      end
-      draw()
+  -- the members in flight, in the order of the list, are cancelled in
+  -- that order (failFast, or the fleet itself cancelled)
+  local function cancel_members(except)
+    for _, e in ipairs(entries) do
+      if e.task and e ~= except then e.task:cancel() end
     end
+  end
+
+  local function wait_done(t)
+    while not t:done() do task.wait(t) end
+  end
+
+  -- one member, in a task of its own (so that failFast can cancel it),
+  -- run by a worker of mastra.map
+  local function run_entry(e)
+    if stop then return end -- skipped
+    local t = task.spawn(run_member, e)
+    e.task = t
+    -- only this worker's own cancellation raises here (the fleet is
+    -- cancelled or fails): the member goes too
+    local waited, werr = pcall(wait_done, t)
+    e.task = nil
+    if not waited then
+      t:cancel()
+      error(werr, 0)
+    end
+    local ok, err = pcall(t.wait, t) -- finished: its end, at once
+    if not ok and is_cancel(err) then return end -- cancelled (failFast): not done
+    if not ok then
+      -- the destroy failed: the member's error, unless it had one
+      e.status = "error"
+      e.error = e.error or err
+    end
+    st.done = st.done + 1
+    if e.status == "error" then
+      st.failed = st.failed + 1
+      if opts.failFast and not stop then
+        stop = true
+        cancel_members(e)
+      end
+    end
+    draw()
   end
 
   local ticker
@@ -269,7 +298,7 @@ function fleet.run(template, members, fn, opts)
   local cleanup <close> = setmetatable({}, { __close = function(_, err) -- luacheck: ignore 211
     if err ~= nil then
       stop = true
-      for _, w in ipairs(workers) do w:cancel() end
+      cancel_members()
       finish()
     end
   end })
@@ -282,18 +311,14 @@ function fleet.run(template, members, fn, opts)
       end
     end)
   end
-  for w = 1, concurrency do workers[w] = task.spawn(worker) end
-  for _, w in ipairs(workers) do
-    while w.state ~= "done" do task.wait(w) end
-  end
+  -- the groups of mastra.task run the members: in the order of the list,
+  -- at most `concurrency` at a time
+  task.map(entries, run_entry, { concurrency = concurrency })
   -- the members cancelled by failFast queued their destroy: wait for it,
   -- and destroy what is still held
   for _, e in ipairs(entries) do
     local sb = e.sandbox
-    local deadline = core.now() + QUEUED_WAIT_MS
-    while sb and sb._teardownQueued and holds(sb) and core.now() < deadline do
-      task.sleep(QUEUED_POLL_MS)
-    end
+    if sb then wait_queued(sb) end
     if sb and holds(sb) then
       local ok, err = pcall(sb.destroy, sb)
       if not ok and e.error == nil then e.error = err end

@@ -17,6 +17,7 @@ LocalSandbox.__index = LocalSandbox
 
 local DEFAULT_TIMEOUT = 30000
 local DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+local launched = 0 -- commands started by every LocalSandbox: each one's rank
 
 local NEW_OPTS = {
   id = options.string,
@@ -59,7 +60,7 @@ function LocalSandbox.new(opts)
     env = copy_env(opts.env),
     timeout = opts.timeout or DEFAULT_TIMEOUT,
     _instructions = opts.instructions,
-    _live = {}, -- handles of running executeCommand calls
+    _live = {}, -- handles of running executeCommand calls -> their rank
   }, LocalSandbox)
   self.processes = process.newManager(self, function(command, o)
     return process.background(self:_launch(command, o, o.timeout, true))
@@ -89,7 +90,8 @@ function LocalSandbox:_launch(command, opts, timeout, stdin)
     onStderr = opts.onStderr,
     onExit = function(handle) live[handle] = nil end,
   }
-  live[h] = true
+  launched = launched + 1
+  live[h] = launched -- its rank: a stop kills in the order they started
   return h
 end
 
@@ -130,7 +132,7 @@ end
 local function kill_everything(self)
   self.processes:killAll()
   local running = {}
-  for h in pairs(self._live) do
+  for _, h in ipairs(common.inOrder(self._live)) do
     if h:kill() then running[#running + 1] = h end
   end
   if task.canWait() then

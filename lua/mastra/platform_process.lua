@@ -143,6 +143,9 @@ function platform_process.spawn(sandbox, command, opts)
     _control = {}, -- direct_exec's: handOver sets release and wakes it
     _out = output.pair(opts.maxRetainedBytes),
   }, Handle)
+  -- its rank among the sandbox's processes: a stop kills them in the order
+  -- they were spawned (PlatformSandbox's teardown)
+  h._rank = sandbox._pidCounter
   sandbox._running = sandbox._running or {}
   sandbox._running[h] = h
   local function out(chunk)

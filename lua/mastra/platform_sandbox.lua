@@ -340,6 +340,9 @@ end
 
 local holds_remote, queue_teardown, missing_cwd
 
+-- A background process's rank among the sandbox's (platform_process.lua).
+local function rank_of(h) return h._rank end
+
 local function teardown(self, final_status, drop_checkpoint)
   check_self("PlatformSandbox:" .. (final_status == "stopped" and "stop" or "destroy"), self)
   -- detached: nothing here is this object's any more (what it started
@@ -353,7 +356,7 @@ local function teardown(self, final_status, drop_checkpoint)
   end
   if self._starting then pcall(self._starting.wait, self._starting) end
   local id = self.sandboxId
-  for _, h in pairs(self._running or {}) do h:kill() end
+  for _, h in ipairs(common.inOrder(self._running, rank_of)) do h:kill() end
   if id == nil then
     self._teardownQueued = nil
     if self.status ~= "pending" or final_status == "destroyed" then
@@ -435,9 +438,43 @@ end
 function queue_teardown(self, final_status, drop_checkpoint)
   if holds_remote(self) and not self._teardownQueued then
     self._teardownQueued = true
-    task.teardown(final_status == "stopped" and PlatformSandbox.stop
+    -- the task is what waitTeardown() waits for
+    self._teardownTask = task.teardown(final_status == "stopped" and PlatformSandbox.stop
       or drop_checkpoint and destroy_dropping or PlatformSandbox.destroy, self)
   end
+end
+
+--- Whether a start() is under way: until it ends, a sandbox it provisions
+-- may exist on the platform before `sandboxId` says so.
+function PlatformSandbox:isStarting()
+  check_self("PlatformSandbox:isStarting", self)
+  return self._starting ~= nil
+end
+
+--- Wait until the destroy that this sandbox handed to the teardown queue
+-- (its `<close>` left by an error, a cancellation) has finished, at most
+-- timeoutMs (default: no limit). True once it has finished, or if none was
+-- queued; false if timeoutMs passed first. It waits on the teardown task
+-- itself (and a timer): no polling.
+function PlatformSandbox:waitTeardown(timeoutMs)
+  local where = "PlatformSandbox:waitTeardown"
+  check_self(where, self)
+  if timeoutMs ~= nil then options.arg(where, 1, "timeoutMs", timeoutMs, options.ms) end
+  local t = self._teardownTask
+  if t == nil then return true end
+  local deadline = timeoutMs and core.now() + timeoutMs
+  while not t:done() do
+    if deadline == nil then
+      task.waitAs(where, t)
+    else
+      local left = deadline - core.now()
+      if left <= 0 then return false end
+      local timer <close> = core.timer(math.ceil(left))
+      task.waitAs(where, t, timer:id())
+    end
+  end
+  if self._teardownTask == t then self._teardownTask = nil end
+  return true
 end
 
 -- `local sb <close>`: destroy at the end of the scope. When the scope ends

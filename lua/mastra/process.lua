@@ -162,23 +162,26 @@ function Handle:kill()
   return ok and running
 end
 
---- Write data to the process's stdin; waits while the pipe is full.
+--- Write data to the process's stdin; waits while the pipe is full. The
+-- writes go on from an offset into data (p:write's init): the rest of a
+-- large string is never copied after a partial write.
 function Handle:sendStdin(data)
   options.self("ProcessHandle:sendStdin", self, Handle)
   options.arg("ProcessHandle:sendStdin", 1, "data", data, options.string)
-  while #data > 0 do
+  local pos, len = 1, #data -- the next byte to write
+  while pos <= len do
     local proc = self._proc
     if proc == nil or self.exitCode ~= nil then
       errors.MastraError:raise({ message = ("ProcessHandle:sendStdin: process %s has exited;"
         .. " its stdin is closed"):format(self.pid), code = "EPIPE" }, 0)
     end
-    local n, err, name = proc:write(data)
+    local n, err, name = proc:write(data, pos)
     if n == nil then
       errors.MastraError:raise({ message = ("ProcessHandle:sendStdin: cannot write to the stdin"
         .. " of process %s: %s"):format(self.pid, err), code = name }, 0)
     end
-    data = data:sub(n + 1)
-    if #data > 0 then
+    pos = pos + n
+    if pos <= len then
       proc:wantWrite()
       task.wait(proc:id())
     end

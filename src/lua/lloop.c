@@ -1,6 +1,6 @@
 /*
 ** mastra.core: the loop and timers, for the scheduler of
-** lua/mastra/task.lua.
+** lua/mastra/task/scheduler.lua.
 **
 **   core.poll(timeout_ms, out) -> n, interrupted
 **   core.alive()        -> armed timers and watched descriptors

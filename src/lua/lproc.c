@@ -95,13 +95,19 @@ static int proc_result(lua_State *L) {
   return 4;
 }
 
-/* write(data) -> bytes written (0: the pipe is full), or nil, message,
-** NAME */
+/* write(data [, init]) -> bytes written (0: the pipe is full), or nil,
+** message, NAME. init (default 1) is the first byte of data to write, so
+** that a caller that wrote part of a large string goes on from where the
+** pipe stopped without copying the rest of it. */
 static int proc_write(lua_State *L) {
   mastra__proc *p = checkproc(L);
   size_t len;
   const char *data = luaL_checklstring(L, 2, &len);
-  ssize_t n = mastra__proc_write(p, data, len);
+  lua_Integer init = luaL_optinteger(L, 3, 1);
+  ssize_t n;
+  luaL_argcheck(L, init >= 1 && (lua_Unsigned)init - 1 <= (lua_Unsigned)len, 3,
+                "init out of range (1 to #data + 1)");
+  n = mastra__proc_write(p, data + (init - 1), len - (size_t)(init - 1));
   if (n >= 0) {
     lua_pushinteger(L, (lua_Integer)n);
     return 1;
