@@ -182,7 +182,7 @@ describe("the API reference", function()
     owner("a process handle", handle, { receivers = { "handle" },
       sections = { "Processes (sb.processes)" }, virtual = { "stdout", "stderr" } })
     -- a task's coroutine, arguments and state are its scheduler's
-    -- (task:status() is the API): lua/mastra/task.lua
+    -- (task:status() is the API): lua/mastra/task/scheduler.lua
     local t = mastra.spawn(function() end)
     owner("a task", t, { receivers = { "task" },
       sections = { "Tasks" }, internal = { co = true, args = true, state = true } })

@@ -9,8 +9,8 @@
 -- answers within 100 ms, or (on a machine so loaded that B's requests take
 -- longer with no attack at all) within three times the slowest of the same
 -- requests timed before the attack, with the same load in A (a busy loop
--- and its exec loops) but nothing stopped. A frozen server took seconds. The attack must have stopped some of A's
--- processes. At the end SIGTERM stops the server within a few seconds and
+-- and its exec loops) but nothing stopped. A frozen server took seconds.
+-- The attack must have stopped some of A's processes. At the end SIGTERM stops the server within a few seconds and
 -- no process of it or of its sandboxes is left. Skipped without root.
 local client = require "mastra.platform_client"
 local mastra = require "mastra"

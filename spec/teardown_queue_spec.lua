@@ -1,4 +1,4 @@
--- The teardown queue of the scheduler (lua/mastra/task.lua) in process:
+-- The teardown queue of the scheduler (lua/mastra/task/teardown.lua) in process:
 -- where a <close> handler cannot wait it queues the work, which runs in a
 -- fresh shielded task; mastra.map/mastra.all own the errors of their
 -- items. The child-process cases are in spec/teardown_spec.lua.

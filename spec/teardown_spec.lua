@@ -1,4 +1,4 @@
--- Teardown that cannot be skipped (lua/mastra/task.lua, the teardown
+-- Teardown that cannot be skipped (lua/mastra/task/teardown.lua, the teardown
 -- queue; docs/decisions.md "Teardown"): scripts that fail, are cancelled
 -- or are stopped by a signal leave no sandbox alive on the platform and no
 -- LocalSandbox process running. Each case runs a script in a child process

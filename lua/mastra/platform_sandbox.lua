@@ -416,7 +416,7 @@ function PlatformSandbox:detach()
   self._detachedId = id
   self.status = "detached"
   local handed = {}
-  for _, h in pairs(self._running or {}) do
+  for _, h in ipairs(common.inOrder(self._running, rank_of)) do
     if platform_process.handOver(h) then handed[#handed + 1] = h end
   end
   if task.canWait() then

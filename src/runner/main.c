@@ -17,7 +17,7 @@
 ** Exit status: 0, 1 after an uncaught error (message and traceback on
 ** stderr), 128 + the signal after SIGINT (130), SIGTERM (143) or SIGHUP
 ** (129): tasks cancelled, the teardown queue drained (at most
-** TEARDOWN_DEADLINE_MS, lua/mastra/task.lua), child processes killed and
+** TEARDOWN_DEADLINE_MS, lua/mastra/task/teardown.lua), child processes killed and
 ** reaped. A second such signal ends the process at once (run.c).
 */
 #define _GNU_SOURCE
