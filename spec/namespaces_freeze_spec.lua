@@ -10,8 +10,9 @@
 -- longer with no attack at all) within three times the slowest of the same
 -- requests timed before the attack, with the same load in A (a busy loop
 -- and its exec loops) but nothing stopped. A frozen server took seconds.
--- The attack must have stopped some of A's processes. At the end SIGTERM stops the server within a few seconds and
--- no process of it or of its sandboxes is left. Skipped without root.
+-- The attack must have stopped some of A's processes. At the end SIGTERM
+-- stops the server within a few seconds and no process of it or of its
+-- sandboxes is left. Skipped without root.
 local client = require "mastra.platform_client"
 local mastra = require "mastra"
 local platform = require "spec.support.platform"
