@@ -475,12 +475,32 @@ static int spawn_entered(mp_server *srv, mp_sandbox *sb, ns_box *b,
 ** COMMAND` (ns_exec.c), spawned without a fork of the server, with the
 ** ready socket as its descriptor 3 (a starting sandbox, or without root;
 ** a running one with root: spawn_entered) */
+/* envp with MP_NS_ENV_PREFIX before each entry: one allocation, freed with
+** free(); NULL when out of memory */
+static char **wrap_env(char *const *envp) {
+  size_t n = 0, bytes = 0, plen = strlen(MP_NS_ENV_PREFIX), i;
+  char **out, *p;
+  for (; envp[n] != NULL; n++) bytes += plen + strlen(envp[n]) + 1;
+  out = malloc((n + 1) * sizeof *out + bytes);
+  if (out == NULL) return NULL;
+  p = (char *)(out + n + 1);
+  for (i = 0; i < n; i++) {
+    size_t len = strlen(envp[i]) + 1;
+    out[i] = p;
+    memcpy(p, MP_NS_ENV_PREFIX, plen);
+    memcpy(p + plen, envp[i], len);
+    p += plen + len;
+  }
+  out[n] = NULL;
+  return out;
+}
+
 static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     char *const *envp, mastra__proc **out, char *err,
                     size_t errlen) {
   ns_box *b = box_of(srv, sb);
   char cwd[4200], spid[24], cgp[MP_NSCG_MAX][4500];
-  char *argv[7 + MP_NSCG_MAX];
+  char *argv[7 + MP_NSCG_MAX], **wrapped;
   mastra__proc_opts opts;
   int i, n = 0, rc;
   if (b == NULL) {
@@ -498,8 +518,17 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
     return -ENAMETOOLONG;
   }
   if (missing_cwd(b, cwd, err, errlen) < 0) return -ENOENT;
-  if (spawn_entered(srv, sb, b, spec, envp, cwd, out, &rc, err, errlen))
+  /* the program starts as host root: it sees the command's environment
+  ** only under MP_NS_ENV_PREFIX (ns_init.h) */
+  wrapped = wrap_env(envp);
+  if (wrapped == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  if (spawn_entered(srv, sb, b, spec, wrapped, cwd, out, &rc, err, errlen)) {
+    free(wrapped);
     return rc;
+  }
   snprintf(spid, sizeof spid, "%d", (int)getpid());
   argv[n++] = "mastra-ns-exec";
   argv[n++] = MP_NS_EXEC_ARG;
@@ -512,12 +541,14 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   argv[n++] = "--";
   argv[n++] = (char *)spec->command;
   argv[n] = NULL;
-  mp_proc_opts(&opts, spec, envp, NULL);
+  mp_proc_opts(&opts, spec, wrapped, NULL);
   opts.pdeathsig = 0; /* the program sets its own, and checks its parent */
   opts.exe = mp_ns_host.init_bin;
   opts.argv = argv;
   opts.fd3 = b->ready_fd;
-  return mastra__proc_spawn(srv->loop, &opts, out, err, errlen);
+  rc = mastra__proc_spawn(srv->loop, &opts, out, err, errlen);
+  free(wrapped); /* the spawn returns after the program's exec */
+  return rc;
 }
 
 static void ns_teardown(mp_server *srv, mp_sandbox *sb) {

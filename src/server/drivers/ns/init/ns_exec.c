@@ -175,7 +175,7 @@ int mp_ns_exec_main(int argc, char **argv) {
     sh[1] = "-c";
     sh[2] = argv[argc - 1];
     sh[3] = NULL;
-    execve("/bin/sh", sh, environ);
+    execve("/bin/sh", sh, mp_ns_env_unwrap(environ));
     fail("cannot start /bin/sh", strerror(errno));
   }
   /* the group's signals are the child's to act on */
@@ -237,7 +237,7 @@ int mp_ns_enter_main(int argc, char **argv) {
   sh[1] = "-c";
   sh[2] = argv[argc - 1];
   sh[3] = NULL;
-  execve("/bin/sh", sh, environ);
+  execve("/bin/sh", sh, mp_ns_env_unwrap(environ));
   fail("cannot start /bin/sh", strerror(errno));
   return 127;
 }

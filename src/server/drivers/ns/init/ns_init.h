@@ -20,6 +20,15 @@
 ** /usr (ns_init.c; base.c builds it); without it, its usr is a whole copy */
 #define MP_BASE_HOST_USR ".mastra-host-usr"
 
+/* A command's environment reaches mastra-ns-init (__ns-exec, __ns-enter)
+** with every entry prefixed MP_NS_ENV_PREFIX: the program starts as host
+** root, and neither the dynamic loader (of a build that is not static, or
+** of mastra-platform itself as the fallback) nor libc may act on an
+** LD_PRELOAD, GLIBC_TUNABLES or GCONV_PATH that a request set, which could
+** name a file the sandbox wrote. The program strips the prefix in the
+** environment it hands the command's /bin/sh (mp_ns_env_unwrap). */
+#define MP_NS_ENV_PREFIX "MASTRA_NS_ENV_"
+
 /* the argument that selects this program in mastra-platform's main */
 #define MP_NS_INIT_ARG "__ns-init"
 

@@ -5,6 +5,7 @@
 */
 #define _GNU_SOURCE
 #include "drivers/ns/init/ns_sys.h"
+#include "drivers/ns/init/ns_init.h" /* MP_NS_ENV_PREFIX */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -124,4 +125,12 @@ long mp_ns_recv_fds(int sock, void *msg, size_t len, int flags, int *fds, int n,
     }
   }
   return (long)got;
+}
+
+char **mp_ns_env_unwrap(char **env) {
+  size_t plen = strlen(MP_NS_ENV_PREFIX), i, n = 0;
+  for (i = 0; env[i] != NULL; i++)
+    if (strncmp(env[i], MP_NS_ENV_PREFIX, plen) == 0) env[n++] = env[i] + plen;
+  env[n] = NULL;
+  return env;
 }

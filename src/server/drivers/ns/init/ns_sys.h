@@ -38,4 +38,9 @@ int mp_ns_send_fds(int sock, const void *msg, size_t len, const int *fds, int n)
 long mp_ns_recv_fds(int sock, void *msg, size_t len, int flags, int *fds, int n,
                     int *nfds);
 
+/* The command's environment from what the server sent (ns_init.h,
+** MP_NS_ENV_PREFIX): in env (NULL-terminated, changed in place), the
+** entries with the prefix lose it and every other one is dropped. */
+char **mp_ns_env_unwrap(char **env);
+
 #endif
