@@ -135,4 +135,20 @@ function groups.map(list, fn, opts)
   return results
 end
 
+--- Run fn once for every concurrent caller: the callers that arrive while
+-- it runs (holder[slot] holds its task) wait for the same task and get the
+-- same results or error. spawn: scheduler.spawn, or spawnShielded for work
+-- that a teardown needs to see finish.
+function groups.shared(holder, slot, fn, spawn)
+  local t = holder[slot]
+  if t == nil then
+    t = (spawn or scheduler.spawn)(fn)
+    holder[slot] = t
+  end
+  local ok, a = pcall(t.wait, t)
+  if holder[slot] == t then holder[slot] = nil end
+  if not ok then error(a, 0) end
+  return a
+end
+
 return groups

@@ -5,7 +5,8 @@
 --                       the loop, sleep, step
 --   task/teardown.lua   the teardown queue, its drain (at mastra.run's end
 --                       and at the close of the state), mastra.run
---   task/groups.lua     mastra.all, mastra.map
+--   task/groups.lua     mastra.all, mastra.map, shared (one task for
+--                       concurrent callers)
 -- This file only gathers their public functions into the one module that
 -- the facade, the runner and the embedding API (src/embed/embed.c) use.
 local scheduler = require "mastra.task.scheduler"
@@ -40,4 +41,5 @@ return {
   -- groups
   all = groups.all,
   map = groups.map,
+  shared = groups.shared,
 }
