@@ -43,8 +43,8 @@ describe("the namespaces driver's program", function()
         MINE = "mine" } })
     assert.is_true(util.wait_until(function() return h.stdout ~= "" end, 15000), h.stderr)
     assert.are.equal("/workspace/none.so|/workspace|mine\n", h.stdout)
-    local r = srv:sh("for p in $(pgrep -f '^mastra-ns-exec __ns-exec'); do tr '\\0' '\\n' < /proc/$p/environ;"
-      .. " echo; done")
+    local r = srv:sh("for p in $(pgrep -f '^mastra-ns-exec __ns-exec'); do"
+      .. " tr '\\0' '\\n' < /proc/$p/environ; echo; done")
     assert.are.equal(0, r.exitCode, r.stderr)
     assert.matches("MASTRA_NS_ENV_LD_PRELOAD=/workspace/none.so\n", r.stdout)
     assert.matches("MASTRA_NS_ENV_MINE=mine\n", r.stdout)
