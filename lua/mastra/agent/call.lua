@@ -34,7 +34,8 @@ end
 -- (a TimeoutError naming it). deadlines: list of {at, which, ms}.
 local function wait_req(ctx, req, deadlines)
   local at, hit
-  for _, d in ipairs(deadlines) do
+  for i = 1, #deadlines do
+    local d = deadlines[i]
     if d.at and (at == nil or d.at < at) then at, hit = d.at, d end
   end
   if at == nil then
@@ -82,15 +83,24 @@ local function attempt(ctx, body, step_deadline)
     { at = ctx.deadline, which = "total", ms = ctx.timeout },
     { at = step_deadline, which = "step", ms = ctx.stepTimeout },
     { at = first and started + first, which = "firstChunk", ms = first },
+    { at = nil, which = "chunk", ms = ctx.chunkTimeout }, -- set once bytes came
   }
   -- the head
-  local status, headers
+  local status, headers, early
   while true do
     status, headers = req:head()
     if status then break end
     local st, a, b = req:result()
     if st then status, headers = st, a break end
-    if a then return nil, network_error(ctx, a, b), false end
+    if a then
+      -- a response that began and failed before this task looked: its
+      -- head is gone, but its bytes are there and are read as the stream
+      -- (text that arrived must not be asked for a second time)
+      early = req:read()
+      if early == nil then return nil, network_error(ctx, a, b), false end
+      status, headers = 200, {}
+      break
+    end
     local ok, err = pcall(wait_req, ctx, req, deadlines)
     if not ok then return nil, err, false end
   end
@@ -119,11 +129,12 @@ local function attempt(ctx, body, step_deadline)
   local got, last = false, nil
   local over, failure, ended = false, nil, false
   while not over do
-    local d = req:read()
+    local d = early or req:read()
+    early = nil
     if d then
       if not got then
         got = true
-        deadlines[3] = nil
+        deadlines[3].at = nil
       end
       last = core.now()
       local ok, err = pcall(function()
@@ -149,7 +160,7 @@ local function attempt(ctx, body, step_deadline)
         failure, ended = { a, b }, true
       else
         local chunk = ctx.chunkTimeout
-        deadlines[4] = got and chunk and { at = last + chunk, which = "chunk", ms = chunk } or nil
+        deadlines[4].at = got and chunk and last + chunk or nil
         local ok, err = pcall(wait_req, ctx, req, deadlines)
         if not ok then
           if is_fatal(err) then error(err, 0) end
