@@ -327,17 +327,17 @@ function Agent:stream(input, opts)
   -- check the options and the model now, in the caller
   merged(self, where, opts)
   model.resolve(self.model)
-  local s = setmetatable({ queue = {}, head = 1, tail = 0, key = core.newid(),
-    finished = false }, Stream)
+  local s = setmetatable({ _queue = {}, _head = 1, _tail = 0, _key = core.newid(),
+    _finished = false }, Stream)
   local function emit(c)
-    s.tail = s.tail + 1
-    s.queue[s.tail] = c
-    task.wake(s.key)
+    s._tail = s._tail + 1
+    s._queue[s._tail] = c
+    task.wake(s._key)
   end
   s.task = task.spawn(function()
     local ok, r = pcall(run, self, where, input, opts, emit)
-    s.finished = true
-    task.wake(s.key)
+    s._finished = true
+    task.wake(s._key)
     if not ok then error(r, 0) end
     return r
   end)
@@ -349,14 +349,14 @@ end
 function Stream:chunks()
   return function()
     while true do
-      local c = self.queue[self.head]
+      local c = self._queue[self._head]
       if c then
-        self.queue[self.head] = nil
-        self.head = self.head + 1
+        self._queue[self._head] = nil
+        self._head = self._head + 1
         return c
       end
-      if self.finished or self.task:done() then return nil end
-      task.wait(self.key, self.task)
+      if self._finished or self.task:done() then return nil end
+      task.wait(self._key, self.task)
     end
   end
 end
