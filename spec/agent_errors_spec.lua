@@ -95,16 +95,22 @@ for _, wire in ipairs(WIRES) do
         { status = 529, json = { error = { type = "overloaded_error", message = "o" } } },
         { status = 429, headers = { ["retry-after-ms"] = "300", ["retry-after"] = "9" },
           json = { error = { type = "rate_limit_error", message = "slow down" } } },
+        { status = 408, headers = { ["retry-after-ms"] = "0" }, body = "timeout" },
+        { status = 409, headers = { ["retry-after-ms"] = "0" }, body = "conflict" },
         W.text("finally"),
       }, function(srv)
         local retries = {}
         local t0 = mastra.now()
-        local r = agent_for(srv, wire):generate("go", { maxRetries = 3,
+        local r = agent_for(srv, wire):generate("go", { maxRetries = 5,
           onRetry = function(x) retries[#retries + 1] = x end })
         assert.are.equal("finally", r.text)
-        assert.are.equal(4, r.steps[1].attempts)
-        assert.are.equal(4, #srv:calls(wire))
-        assert.are.equal(3, #retries)
+        assert.are.equal(6, r.steps[1].attempts)
+        assert.are.equal(6, #srv:calls(wire))
+        assert.are.equal(5, #retries)
+        assert.are.same({ 503, 529, 429, 408, 409 }, { retries[1].error.status,
+          retries[2].error.status, retries[3].error.status, retries[4].error.status,
+          retries[5].error.status })
+        assert.are.equal(0, retries[5].delayMs)
         assert.are.equal(300, retries[3].delayMs) -- retry-after-ms over retry-after
         assert.is_true(retries[1].delayMs >= 375 and retries[1].delayMs <= 500)
         assert.is_true(retries[2].delayMs >= 750 and retries[2].delayMs <= 1000)
