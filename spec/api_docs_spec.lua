@@ -158,7 +158,18 @@ describe("the API reference", function()
     handle = lsb.processes:spawn("true")
     handle:wait()
 
+    local Agent = mastra.Agent -- loaded on first use: now a key of mastra
     owner("mastra", mastra, { receivers = { "mastra" }, methods = false })
+    local agent = Agent.new{ model = { id = "x/y", url = "http://127.0.0.1:9" }, workspace = ws }
+    owner("Agent", Agent, { receivers = { "mastra.Agent", "Agent", "agent" },
+      sections = { "mastra.Agent" } })
+    owner("an Agent", agent, { receivers = { "agent" }, sections = { "mastra.Agent" } })
+    owner("a rate limiter", Agent.rateLimiter{ requestsPerMinute = 60 }, { receivers = { "l" },
+      sections = { "mastra.Agent" } })
+    local stream = agent:stream("hi")
+    stream:cancel()
+    pcall(stream.result, stream)
+    owner("an agent stream", stream, { receivers = { "s" }, sections = { "mastra.Agent" } })
     owner("LocalSandbox", mastra.LocalSandbox, { receivers = { "mastra.LocalSandbox",
       "LocalSandbox", "sb" }, sections = { "LocalSandbox" } })
     owner("a LocalSandbox", lsb, { receivers = { "sb" }, sections = { "LocalSandbox" } })
@@ -246,7 +257,8 @@ describe("the API reference", function()
         "a LocalSandbox status", "a process handle result", "a process handle stdout",
         "processes killAll", "a task wait", "mastra.errors forCode",
         "an error class is", "an error class raise", "PlatformFilesystem normalizePath",
-        "Workspace globMatch" } do
+        "Workspace globMatch", "mastra Agent", "an Agent generate", "an Agent workspace",
+        "Agent rateLimiter", "an agent stream chunks", "a rate limiter acquire" } do
       assert.is_true(seen[expected] == true, expected)
     end
     -- and a name nobody documents is caught

@@ -62,6 +62,20 @@ class("SandboxExecInterruptedError", ExecTransport)
 -- the soft RLIMIT_NOFILE, `inUse` the descriptors open when it was seen
 class("ResourceLimitError")
 
+-- mastra.Agent's model calls (lua/mastra/agent/): a model that cannot be
+-- used as configured (no key, no URL, an unknown api): raised before any
+-- request is sent; `variable` names the environment variable to set
+class("ModelConfigError")
+-- the model's API answered an error (an HTTP status, or an error event in
+-- the stream): `status`, `type` (the API's error type or code),
+-- `requestId`, `headers`, `body`, `url`, `retryable`
+local ModelAPIError = class("ModelAPIError")
+-- 429: `retryAfterMs` when the server said;
+-- `spendLimit` when it is a quota or billing limit (never retried)
+class("ModelRateLimitError", ModelAPIError)
+-- the conversation does not fit the model's context window: not retried
+class("ModelContextError", ModelAPIError)
+
 local FilesystemError = class("FilesystemError")
 class("FileNotFoundError", FilesystemError, { code = "ENOENT" })
 class("DirectoryNotFoundError", FilesystemError, { code = "ENOENT" })

@@ -35,4 +35,16 @@ local mastra = {
   quote = require("mastra.shell").quote,
 }
 
+-- mastra.Agent (lua/mastra/agent/) is loaded when first used: scripts that
+-- drive sandboxes only do not load the model wires
+setmetatable(mastra, {
+  __index = function(t, k)
+    if k == "Agent" then
+      local Agent = require "mastra.agent"
+      rawset(t, "Agent", Agent)
+      return Agent
+    end
+  end,
+})
+
 return mastra

@@ -43,6 +43,25 @@
 **   stall        true: never answer (the connection stays open)
 **   drop         true: close the connection without an answer
 **   times        N: this response counts as N responses in the list
+**   chunks       [CHUNK, ...]: a streamed body (chunked transfer encoding,
+**                Content-Type text/event-stream unless contentType says
+**                otherwise): the status and headers go out at once, then
+**                each CHUNK in order, one write each (a model server's
+**                SSE, split where the script says). Not with json, body,
+**                bodyHex, stall or drop.
+**
+** CHUNK (every key optional):
+**   data         the bytes of this piece; dataHex: the same in hex (for a
+**                split inside a UTF-8 character)
+**   delayMs      wait this long before the piece
+**   drop         true: close the connection here, without the final
+**                chunk (the client sees the body cut short)
+**   reset        true: reset the connection here (RST)
+**   stall        true: send nothing more (the connection stays open)
+**   A streamed response is logged once more when it is over:
+**   {"type":"http-end","seq":N,"t":..,"request":SEQ,"chunksSent":K,
+**    "how":"completed"}  (how: completed, dropped, reset, aborted: the
+**                         client went away, shutdown, error)
 **
 ** ENTRY, one WebSocket handshake (every key optional):
 **   refuse       an HTTP status: answer the upgrade with it (the body as
@@ -204,6 +223,14 @@ struct request {
   int is_ws;
   cJSON *event;         /* a WebSocket event until a session takes it */
   mastra__timer timer;
+  /* a streamed response (RESPONSE chunks) */
+  long seq;             /* of the request's log line */
+  int streaming;
+  int chunk;            /* the CHUNK being sent (0-based) */
+  int chunk_waited;     /* its delayMs has passed */
+  char *cur;            /* its bytes */
+  size_t cur_len, cur_off;
+  const char *stream_how; /* how it ended, for the http-end line */
 };
 
 /* One WebSocket session. */
@@ -242,6 +269,7 @@ struct session {
 
 static void session_end(session *s);
 static void pump(session *s, int readable);
+static void log_stream_end(request *r, enum MHD_RequestTerminationCode why);
 
 /* {====== small helpers ====== */
 
@@ -514,12 +542,43 @@ static int check_body(check *c, const cJSON *obj, const char *where) {
   return 0;
 }
 
+static int check_chunks(check *c, const cJSON *list, const char *where) {
+  static const char *const keys[] = {"data", "dataHex", "delayMs", "drop",
+                                     "reset", "stall", NULL};
+  static const char *const datas[] = {"data", "dataHex", NULL};
+  static const char *const ends[] = {"drop", "reset", "stall", NULL};
+  int i;
+  long n = 0;
+  if (!is_list(list)) return bad(c, where, "chunks must be a list%s", "");
+  for (i = 0; i < list_size(list); i++) {
+    const cJSON *ch = cJSON_GetArrayItem(list, i);
+    char w[160];
+    snprintf(w, sizeof w, "%.120s.chunks[%d]", where, i + 1);
+    if (!cJSON_IsObject(ch)) return bad(c, w, "must be an object%s", "");
+    if (check_keys(c, ch, w, keys) < 0 || one_of(c, ch, w, datas) < 0
+        || one_of(c, ch, w, ends) < 0 || string_field(c, ch, "data", w) < 0
+        || hex_field(c, ch, "dataHex", w) < 0
+        || int_field(c, ch, "delayMs", w, 0, 86400000, &n) < 0
+        || bool_field(c, ch, "drop", w) < 0 || bool_field(c, ch, "reset", w) < 0
+        || bool_field(c, ch, "stall", w) < 0)
+      return -1;
+  }
+  return 0;
+}
+
 static int check_response(check *c, const cJSON *r, const char *where) {
   static const char *const keys[] = {"status", "json", "body", "bodyHex",
-      "contentType", "headers", "delayMs", "stall", "drop", "times", NULL};
-  static const char *const modes[] = {"stall", "drop", NULL};
+      "contentType", "headers", "delayMs", "stall", "drop", "times", "chunks",
+      NULL};
+  static const char *const modes[] = {"stall", "drop", "chunks", NULL};
+  static const char *const bodies[] = {"json", "body", "bodyHex", "chunks",
+                                       NULL};
+  const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(r, "chunks");
   long n = 0;
   if (!cJSON_IsObject(r)) return bad(c, where, "must be an object%s", "");
+  if (chunks != NULL && (one_of(c, r, where, bodies) < 0
+                         || check_chunks(c, chunks, where) < 0))
+    return -1;
   if (check_keys(c, r, where, keys) < 0
       || int_field(c, r, "status", where, 100, 999, &n) < 0
       || int_field(c, r, "delayMs", where, 0, 86400000, &n) < 0
@@ -1260,13 +1319,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   request *r = *req_cls;
   (void)cls;
   (void)conn;
-  (void)why;
   if (r == NULL) return;
   mastra__timer_stop(&r->timer);
   if (r->suspended) {
     r->suspended = 0;
     wait_unlink(r);
   }
+  if (r->streaming) log_stream_end(r, why);
+  free(r->cur);
   cJSON_Delete(r->event);
   free(r->uri);
   free(r->body);
@@ -1475,6 +1535,123 @@ static enum MHD_Result decide_ws(request *r, const char *method,
   return answer_upgrade(r);
 }
 
+/* {====== streamed responses (RESPONSE chunks) ====== */
+
+static void stream_next(request *r) {
+  free(r->cur);
+  r->cur = NULL;
+  r->cur_len = r->cur_off = 0;
+  r->chunk++;
+  r->chunk_waited = 0;
+}
+
+/* The content reader: one CHUNK's bytes a call. Waits (delayMs, stall)
+** suspend the connection and return 0, as libmicrohttpd asks. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  request *r = cls;
+  const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(r->answer, "chunks");
+  (void)pos;
+  for (;;) {
+    const cJSON *ch = cJSON_GetArrayItem(chunks, r->chunk);
+    size_t n;
+    if (ch == NULL) {
+      r->stream_how = "completed";
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    if (g.stopping) {
+      r->stream_how = "shutdown";
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (!r->chunk_waited) {
+      long delay = get_int(ch, "delayMs", 0);
+      r->chunk_waited = 1;
+      if (delay > 0) {
+        suspend(r, delay);
+        return 0;
+      }
+    }
+    if (is_true(ch, "stall")) {
+      r->stalled = 1;
+      suspend(r, 0);
+      return 0;
+    }
+    if (is_true(ch, "drop")) {
+      r->stream_how = "dropped";
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (is_true(ch, "reset")) {
+      const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+          r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+      if (ci != NULL) {
+        struct linger lg = {1, 0};
+        setsockopt(ci->connect_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+      }
+      r->stream_how = "reset";
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (r->cur == NULL) {
+      const char *data = get_string(ch, "data"), *hex = get_string(ch, "dataHex");
+      if (hex != NULL) {
+        r->cur = hex_decode(hex, &r->cur_len);
+      } else {
+        r->cur = xstrdup(data != NULL ? data : "");
+        r->cur_len = strlen(r->cur);
+      }
+      r->cur_off = 0;
+    }
+    n = r->cur_len - r->cur_off;
+    if (n > max) n = max;
+    if (n == 0) { /* an empty piece, or the end of this one */
+      stream_next(r);
+      continue;
+    }
+    memcpy(buf, r->cur + r->cur_off, n);
+    r->cur_off += n;
+    if (r->cur_off == r->cur_len) stream_next(r);
+    return (ssize_t)n;
+  }
+}
+
+static enum MHD_Result send_stream(request *r, int status) {
+  const char *ct = get_string(r->answer, "contentType");
+  struct MHD_Response *resp = MHD_create_response_from_callback(
+      MHD_SIZE_UNKNOWN, 16384, stream_read, r, NULL);
+  enum MHD_Result rc;
+  if (resp == NULL) return MHD_NO;
+  r->streaming = 1;
+  MHD_add_response_header(resp, "Content-Type",
+                          ct != NULL ? ct : "text/event-stream");
+  MHD_add_response_header(resp, "Cache-Control", "no-cache");
+  add_headers(resp, r->answer);
+  rc = MHD_queue_response(r->conn, (unsigned)status, resp);
+  MHD_destroy_response(resp);
+  return rc;
+}
+
+static void log_stream_end(request *r, enum MHD_RequestTerminationCode why) {
+  cJSON *e = cJSON_CreateObject();
+  const char *how = r->stream_how;
+  if (e == NULL) fail_oom();
+  if (how == NULL || (why != MHD_REQUEST_TERMINATED_COMPLETED_OK
+                      && strcmp(how, "completed") == 0))
+    how = g.stopping ? "shutdown"
+          : why == MHD_REQUEST_TERMINATED_CLIENT_ABORT
+                  || why == MHD_REQUEST_TERMINATED_READ_ERROR
+              ? "aborted"
+              : why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "completed"
+                                                           : "error";
+  cJSON_AddStringToObject(e, "type", "http-end");
+  cJSON_AddNumberToObject(e, "seq", (double)++g.seq);
+  cJSON_AddNumberToObject(e, "t", (double)since_start());
+  cJSON_AddNumberToObject(e, "request", (double)r->seq);
+  cJSON_AddNumberToObject(e, "chunksSent", (double)r->chunk);
+  cJSON_AddStringToObject(e, "how", how);
+  log_event(e);
+  cJSON_Delete(e);
+}
+
+/* }====== */
+
 static enum MHD_Result decide(request *r, const char *method) {
   route *rt = find_route(method, r->uri);
   const cJSON *resp;
@@ -1499,6 +1676,7 @@ static enum MHD_Result decide(request *r, const char *method) {
     return decide_ws(r, method, rt, index);
   }
   event = new_event(r, "http", method, rt, index);
+  r->seq = g.seq;
   add_bytes(event, "body", "bodyHex", r->body ? r->body : "", r->len);
   if (r->too_large) {
     cJSON_AddNumberToObject(event, "status", 413);
@@ -1537,6 +1715,8 @@ static enum MHD_Result decide(request *r, const char *method) {
     suspend(r, get_int(resp, "delayMs", 0));
     return MHD_YES;
   }
+  if (cJSON_GetObjectItemCaseSensitive(resp, "chunks") != NULL)
+    return send_stream(r, (int)status);
   return send_scripted(r->conn, resp, (int)status);
 }
 
@@ -1581,6 +1761,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   /* resumed after delayMs */
   if (r->stalled) return MHD_NO;
   if (r->is_ws) return answer_upgrade(r);
+  if (cJSON_GetObjectItemCaseSensitive(r->answer, "chunks") != NULL)
+    return send_stream(r, (int)get_int(r->answer, "status", 200));
   return send_scripted(conn, r->answer, (int)get_int(r->answer, "status", 200));
 }
 

@@ -30,7 +30,9 @@
 -- waitFor).
 --
 -- Strings of the script may hold bytes cJSON cannot carry (NUL): frames'
--- `binary` and `text`, and responses' `body`, are sent in hex when needed.
+-- `binary` and `text`, and responses' `body`, are sent in hex when needed;
+-- the `data` of a streamed response's chunks always is (a piece may end
+-- inside a UTF-8 character).
 --
 -- The server runs as a background process of a mastra LocalSandbox (its
 -- destroy kills what is left); srv:sh(command, args, opts) runs shell text
@@ -89,6 +91,10 @@ local function prepare(script)
     for _, r in ipairs(route.responses or {}) do
       if type(r.body) == "string" and r.body:find("\0", 1, true) then
         r.bodyHex, r.body = tohex(r.body), nil
+      end
+      for _, ch in ipairs(r.chunks or {}) do
+        -- a piece may end inside a UTF-8 character: always in hex
+        if type(ch.data) == "string" then ch.dataHex, ch.data = tohex(ch.data), nil end
       end
     end
     for _, e in ipairs(route.ws or {}) do
