@@ -253,6 +253,32 @@ int mp_rtnl_route_default(int fd, struct in_addr gw) {
   return nl_run(fd, &m, NULL, NULL);
 }
 
+/* a point-to-point address: `local` on the link, `peer` at its other end
+** (the kernel adds the /32 route to peer through the link) */
+int mp_rtnl_addr_add_peer(int fd, int index, struct in_addr local, struct in_addr peer) {
+  nlmsg m;
+  struct ifaddrmsg ifa = {.ifa_family = AF_INET, .ifa_prefixlen = 32,
+                          .ifa_scope = RT_SCOPE_UNIVERSE, .ifa_index = (unsigned)index};
+  msg_init(&m, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL);
+  msg_put(&m, &ifa, sizeof ifa);
+  msg_attr(&m, IFA_LOCAL, &local, sizeof local);
+  msg_attr(&m, IFA_ADDRESS, &peer, sizeof peer);
+  return nl_run(fd, &m, NULL, NULL);
+}
+
+/* `local 0.0.0.0/0 dev lo` in the main table: every address not routed
+** more precisely is this namespace's own (the egress switch: net.h) */
+int mp_rtnl_route_local_all(int fd, int lo_index) {
+  nlmsg m;
+  struct rtmsg rt = {.rtm_family = AF_INET, .rtm_table = RT_TABLE_MAIN,
+                     .rtm_protocol = RTPROT_BOOT, .rtm_scope = RT_SCOPE_HOST,
+                     .rtm_type = RTN_LOCAL};
+  msg_init(&m, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL);
+  msg_put(&m, &rt, sizeof rt);
+  msg_u32(&m, RTA_OIF, (unsigned)lo_index);
+  return nl_run(fd, &m, NULL, NULL);
+}
+
 typedef struct {
   char (*names)[IFNAMSIZ];
   size_t n, cap;
