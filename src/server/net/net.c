@@ -396,18 +396,20 @@ int mp_net_userns(const mp_net *net) { return net->userns; }
 
 /* }====== */
 
-/* the switch's routes for its way out: lo up, and `local 0/0` (every
-** destination a sandbox sends to is delivered to the switch's own stack,
-** where TPROXY hands it to the proxy; the sandboxes' /32 routes and the
-** bridges' subnets stay more precise); and the resolv.conf that sandboxes
-** get (any address works: DNS to port 53 anywhere goes to the proxy) */
+/* the switch's routes for its way out: lo up, and what TPROXY marked
+** (switch_out.c) is looked up in a table where every address is local, so
+** it is delivered to the proxy's sockets whatever the destination (the
+** address of another sandbox, whose /32 route would forward it, included;
+** forwarding is off); and the resolv.conf that sandboxes get (any address
+** works: DNS to port 53 anywhere goes to the proxy) */
 static int switch_routes(mp_net *net) {
   char path[4096];
   const char *text = "# mastra-platform: the sandbox's resolver (the platform's egress"
                      " proxy)\nnameserver " MP_NET_GATEWAY "\noptions timeout:2 attempts:2\n";
   int lo = mp_rtnl_link_index(net->nl, "lo"), rc;
   rc = lo < 0 ? lo : mp_rtnl_link_up(net->nl, lo);
-  if (rc == 0) rc = mp_rtnl_route_local_all(net->nl, lo);
+  if (rc == 0) rc = mp_rtnl_route_local_all(net->nl, lo, MP_SWITCH_OUT_TABLE);
+  if (rc == 0) rc = mp_rtnl_rule_fwmark(net->nl, MP_SWITCH_OUT_MARK, MP_SWITCH_OUT_TABLE);
   if (rc < 0) {
     snprintf(net->out_err, sizeof net->out_err, "the switch's routes: %s", strerror(-rc));
     return -1;

@@ -95,8 +95,8 @@ int mp_switch_out_prepare(const char *dir, int fds[3], char *err, size_t errlen)
   /* Every packet a sandbox sends out (not to the private subnets, whose
   ** traffic the bridges switch: with br_netfilter it passes these hooks
   ** too) goes to the proxy's sockets: TPROXY keeps its original
-  ** destination, and the switch's `local 0/0` route (net.c) delivers it
-  ** here. The forward path is never used (forwarding is off in a new
+  ** destination, and its mark routes it to them (net.c's rule and
+  ** table). The forward path is never used (forwarding is off in a new
   ** namespace, and stays off): nothing is routed between links. */
   snprintf(text, sizeof text,
            "table inet mastra_switch {\n"
@@ -106,17 +106,37 @@ int mp_switch_out_prepare(const char *dir, int fds[3], char *err, size_t errlen)
            "    iifname \"" MP_NET_BRIDGE_PREFIX "*\" ip daddr " MP_NET_PREFIX ".0.0/16 accept\n"
            "    iifname \"" MP_NET_BRIDGE_PREFIX "*\" meta nfproto ipv6 accept\n"
            "    iifname { \"" MP_NET_EGRESS_VETH_PREFIX "*\", \"" MP_NET_BRIDGE_PREFIX "*\" }"
-           " meta nfproto ipv4 meta l4proto { tcp, udp } tproxy ip to :%d accept\n"
+           " meta nfproto ipv4 meta l4proto { tcp, udp } tproxy ip to :%d meta mark set %u"
+           " accept\n"
            "    iifname { \"" MP_NET_EGRESS_VETH_PREFIX "*\", \"" MP_NET_BRIDGE_PREFIX "*\" }"
            " drop\n"
            "  }\n"
-           "}\n", MP_SWITCH_OUT_PORT);
+           "}\n", MP_SWITCH_OUT_PORT, MP_SWITCH_OUT_MARK);
   snprintf(path, sizeof path, "%s/switch.nft", dir);
   if (mastra__write_file_atomic(path, text, strlen(text), 0644, 0) < 0) {
     snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
     return -1;
   }
   if (nft_file(dir, path, err, errlen) < 0) return -1;
+  /* frames the bridges switch skip the IP hooks (br_netfilter, on by
+  ** default in a new namespace, would run them there, where TPROXY does not
+  ** deliver): what a member sends to its gateway goes up the bridge's own
+  ** stack, through the table above. Per namespace; absent without
+  ** br_netfilter, which is then off anyway. */
+  {
+    static const char *const calls[] = {"iptables", "ip6tables", "arptables"};
+    size_t i;
+    for (i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+      char sysctl[128];
+      int fd;
+      snprintf(sysctl, sizeof sysctl, "/proc/sys/net/bridge/bridge-nf-call-%s", calls[i]);
+      fd = open(sysctl, O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        if (write(fd, "0\n", 2) != 2) {} /* best effort */
+        close(fd);
+      }
+    }
+  }
   fds[0] = transparent(SOCK_STREAM, err, errlen);
   if (fds[0] < 0) goto fail;
   fds[1] = transparent(SOCK_DGRAM, err, errlen);

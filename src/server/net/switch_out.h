@@ -15,6 +15,10 @@
 
 /* the ports, in the switch only, of the transparent sockets */
 #define MP_SWITCH_OUT_PORT 1
+/* the mark of what TPROXY takes, and the routing table that delivers it
+** locally (net.c makes the rule and the route) */
+#define MP_SWITCH_OUT_MARK 0x6d70u
+#define MP_SWITCH_OUT_TABLE 100
 
 /* fds[0]: a TCP listener, fds[1]: a UDP socket (both IP_TRANSPARENT, bound
 ** to 0.0.0.0:MP_SWITCH_OUT_PORT, non-blocking, close-on-exec; the UDP one
