@@ -21,6 +21,10 @@
 ** the upstream resolver, and the A records of the answer are remembered
 ** per sandbox (the name of an address, for rules by name on other ports).
 ** A refused datagram gets an ICMP "administratively prohibited" at once.
+**
+** Over 800 lines: the TCP relays, the UDP flows and DNS share the boxes
+** (a sandbox's connections, flows, names and log) and the policy, which
+** would otherwise be a header of internals for three files.
 */
 #define _GNU_SOURCE
 #include "net/egress.h"
