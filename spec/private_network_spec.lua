@@ -128,10 +128,15 @@ describe("PRIVATE networks (namespaces driver)", function()
     if why then return pending(why) end
     local C = new("net-a", "ISOLATED")
     assert_cannot_reach_A(C)
-    -- it has loopback only
+    -- loopback, and (egress is on by default) eth0, its own link to the
+    -- way out, 10.232.x.y, not on A's subnet (spec/egress_spec.lua)
     local links = C:executeCommand("python3", { "-c",
       "import socket; print(' '.join(sorted(n for _, n in socket.if_nameindex())))" })
-    assert.are.equal("lo\n", links.stdout)
+    assert.are.equal("eth0 lo\n", links.stdout)
+    local own = C:executeCommand("python3", { "-c", "import socket; s = socket.socket("
+      .. "socket.AF_INET, socket.SOCK_DGRAM); s.connect(('10.232.0.1', 9));"
+      .. " print(s.getsockname()[0])" }) -- a UDP connect sends nothing
+    assert.matches("^10%.232%.", own.stdout)
   end)
 
   it("a PRIVATE sandbox of another environment cannot", function()

@@ -636,7 +636,11 @@ function PlatformSandbox:getInfo()
       driver = type(j.driver) == "string" and j.driver or nil,
       -- the namespaces driver's limits: "cgroup v1", "cgroup v2" (with
       -- " (delegated)" without root) or "none: <why>"; nil elsewhere
-      limits = type(j.limits) == "string" and j.limits or nil },
+      limits = type(j.limits) == "string" and j.limits or nil,
+      -- the local platform's counts of the sandbox's outbound connections
+      -- ({connections, allowed, refused, open, bytesOut, bytesIn,
+      -- dnsQueries}; the log: GET /sandbox/{id}/egress); nil elsewhere
+      egress = type(j.egress) == "table" and j.egress or nil },
   }
 end
 

@@ -56,7 +56,27 @@ static cJSON *sandbox_json(const mp_sandbox *sb) {
   else
     cJSON_AddNullToObject(o, "restoredCheckpointName");
   cJSON_AddBoolToObject(o, "checkpointDeleted", sb->checkpoint_deleted);
+  /* ours: the counts of its outbound connections (the namespaces driver) */
+  if (sb->srv->driver->egress != NULL) {
+    cJSON *e = cJSON_CreateObject();
+    if (e != NULL && sb->srv->driver->egress((mp_sandbox *)sb, e, 0) == 0)
+      cJSON_AddItemToObject(o, "egress", e);
+    else
+      cJSON_Delete(e);
+  }
   return o;
+}
+
+/* GET /sandbox/{id}/egress (ours): the counts and the log */
+static enum MHD_Result egress_log(struct MHD_Connection *conn, mp_sandbox *sb) {
+  cJSON *o;
+  if (sb->srv->driver->egress == NULL)
+    return mp_send_error(conn, 404, "not_found", "the %s driver has no egress log",
+                         sb->srv->driver->name);
+  o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "sandboxId", sb->id);
+  sb->srv->driver->egress(sb, o, 1 << 20);
+  return mp_send_json(conn, 200, o);
 }
 
 /* {====== waiting for tar ====== */
@@ -402,6 +422,8 @@ enum MHD_Result mp_routes_sandbox(mp_server *srv, struct MHD_Connection *conn,
   } else if (nseg == 3 && strcmp(seg[2], "exec") == 0
              && strcmp(method, "POST") == 0) {
     return mp_exec_legacy(srv, conn, sb, r);
+  } else if (nseg == 3 && strcmp(seg[2], "egress") == 0 && strcmp(method, "GET") == 0) {
+    return egress_log(conn, sb);
   }
   return mp_send_error(conn, 404, "not_found",
                        "no route for %s /sandbox/%.64s%s%.32s", method, seg[1],

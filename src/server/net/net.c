@@ -4,6 +4,12 @@
 ** is in net.h and docs/platform.md ("Networks"). A sandbox's namespace is
 ** configured through a netlink socket created inside it: setns() to it,
 ** socket(), setns() back.
+**
+** Over 800 lines: the switch's state (its links, their addresses, the
+** sweep) is one structure, and the ISOLATED sandboxes' links to the way
+** out (the last section) share it with the PRIVATE members' links; the
+** sockets and nftables table of the way out are switch_out.c's, the
+** proxy egress.c's.
 */
 #define _GNU_SOURCE
 #include "net/net.h"
@@ -26,6 +32,7 @@
 #include <unistd.h>
 
 #include "net/linkdel.h"
+#include "net/switch_out.h"
 #include "drivers/ns/init/ns_sys.h"
 #include "net/rtnl.h"
 #include "sha256.h"
@@ -36,6 +43,7 @@ extern char **environ;
 #define TAG_LEN 5         /* hex digits of a data directory's tag */
 #define NAME_MAX_LEN 63   /* a member's host name */
 #define HOST_FIRST 2      /* .1 is the gateway (with egress) */
+#define OUT_SLOTS 65536   /* addresses of 10.232.0.0/16 (.0.0, .0.1, .255.255 unused) */
 #define HOST_LAST 254
 
 /* {====== the state ====== */
@@ -58,7 +66,11 @@ typedef struct envnet {
 
 struct mp_net {
   char *dir;
-  int egress;
+  int egress;   /* the switch has its way out (switch_out.c): out_fds */
+  int out_fds[3]; /* its transparent TCP and UDP sockets, its raw socket */
+  char out_err[400]; /* why there is no way out, with egress asked for */
+  unsigned char out_used[OUT_SLOTS / 8]; /* the ISOLATED links' addresses */
+  unsigned out_next; /* the next slot to try */
   char tag[TAG_LEN + 1];
   int unpriv;   /* the switch is in user namespace userns (no root) */
   int userns;   /* that user namespace, or -1 */
@@ -101,7 +113,7 @@ static void state_write(const mp_net *net) {
   FILE *f = open_memstream(&text, &len);
   if (f == NULL) return;
   fprintf(f, "# mastra-platform: the private networks of this data directory"
-             " (src/server/net/net.c)\ntag %s\negress %d\n", net->tag, net->egress);
+             " (src/server/net/net.c)\ntag %s\negress 0\n", net->tag);
   for (e = net->envs; e; e = e->next) {
     const member *m;
     char br[IFNAMSIZ];
@@ -185,7 +197,7 @@ static int valid_name(const char *s) {
 
 /* }====== */
 
-/* {====== egress: nftables (run at startup and shutdown only) ====== */
+/* {====== the NAT table of older servers (the sweep only) ====== */
 
 /* runs nft ARGS (stdin from file `in`, or /dev/null), waits; 0 when it
 ** exits 0, else -1 with its first line of stderr in err */
@@ -224,57 +236,9 @@ static int run_nft(const char *dir, const char *in, const char *a1, const char *
   return -1;
 }
 
-/* The egress table: NAT out of the host for the subnets; the host's own
-** addresses unreachable from the bridges, and the sandboxes from the host's
-** processes; the bridges unreachable from outside and from each other (a
-** packet routed between two environments is dropped; traffic inside a bridge
-** is switched, not routed, and passes, br_netfilter or not). */
-static int egress_up(const mp_net *net, char *err, size_t errlen) {
-  char path[4096], text[2048];
-  const char *t = net->tag;
-  int fd;
-  fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || write(fd, "1\n", 2) != 2) {
-    snprintf(err, errlen, "--egress cannot turn on IPv4 forwarding: %s", strerror(errno));
-    if (fd >= 0) close(fd);
-    return -1;
-  }
-  close(fd);
-  snprintf(text, sizeof text,
-           "table inet mastra_%s {\n"
-           "  chain input {\n"
-           "    type filter hook input priority filter; policy accept;\n"
-           "    iifname \"" MP_NET_BRIDGE_PREFIX "%s*\" ct state established,related accept\n"
-           "    iifname \"" MP_NET_BRIDGE_PREFIX "%s*\" drop\n"
-           "  }\n"
-           "  chain output {\n"
-           "    type filter hook output priority filter; policy accept;\n"
-           "    oifname \"" MP_NET_BRIDGE_PREFIX "%s*\" ct state established,related accept\n"
-           "    oifname \"" MP_NET_BRIDGE_PREFIX "%s*\" drop\n"
-           "  }\n"
-           "  chain forward {\n"
-           "    type filter hook forward priority filter; policy accept;\n"
-           "    iifname \"" MP_NET_BRIDGE_PREFIX "%s*\" ip daddr " MP_NET_PREFIX ".0.0/16"
-           " fib daddr . iif oif missing drop\n"
-           "    oifname \"" MP_NET_BRIDGE_PREFIX "%s*\" iifname != \"" MP_NET_BRIDGE_PREFIX
-           "%s*\" ct state established,related accept\n"
-           "    oifname \"" MP_NET_BRIDGE_PREFIX "%s*\" iifname != \"" MP_NET_BRIDGE_PREFIX
-           "%s*\" drop\n"
-           "  }\n"
-           "  chain postrouting {\n"
-           "    type nat hook postrouting priority srcnat; policy accept;\n"
-           "    ip saddr " MP_NET_PREFIX ".0.0/16 oifname != \"" MP_NET_BRIDGE_PREFIX
-           "*\" masquerade\n"
-           "  }\n"
-           "}\n", t, t, t, t, t, t, t, t, t, t);
-  path_in(net->dir, "egress.nft", path, sizeof path);
-  if (mastra__write_file_atomic(path, text, strlen(text), 0644, 0) < 0) {
-    snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-    return -1;
-  }
-  return run_nft(net->dir, NULL, "-f", path, NULL, NULL, err, errlen);
-}
-
+/* Servers before the egress proxy NATed PRIVATE networks out of the
+** host's namespace with a table of their own ("egress 1" in the state
+** file): the sweep deletes that table when it finds one. */
 static void egress_down(const char *dir, const char *tag) {
   char table[32], err[256];
   snprintf(table, sizeof table, "mastra_%s", tag);
@@ -343,10 +307,10 @@ static int ns_socket(const mp_net *net, int ns, char *err, size_t errlen) {
 ** gid) and the switch (a network namespace of U), checks that a bridge can
 ** be made there, sends U, the switch and two rtnetlink sockets of the
 ** switch, and exits; the descriptors hold them */
-static void holder(int sock, unsigned uid, unsigned gid) {
+static void holder(int sock, unsigned uid, unsigned gid, const char *dir, int egress) {
   const char *step = "unshare(CLONE_NEWUSER)";
-  char msg[300];
-  int fds[4] = {-1, -1, -1, -1}, rc;
+  char msg[500];
+  int fds[7] = {-1, -1, -1, -1, -1, -1, -1}, rc;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (unshare(CLONE_NEWUSER) < 0) goto fail;
   step = "the user namespace's id maps";
@@ -368,7 +332,13 @@ static void holder(int sock, unsigned uid, unsigned gid) {
     goto fail;
   }
   mp_rtnl_link_del(fds[2], MP_NET_BRIDGE_PREFIX "probe");
-  _exit(mp_ns_send_fds(sock, "ok", 2, fds, 4) < 0 ? 1 : 0);
+  /* the way out (switch_out.c): its failure leaves the networks without
+  ** one, and is told after "ok " */
+  snprintf(msg, sizeof msg, "ok ");
+  if (egress && mp_switch_out_prepare(dir, fds + 4, msg + 3, sizeof msg - 3) == 0)
+    _exit(mp_ns_send_fds(sock, "ok", 2, fds, 7) < 0 ? 1 : 0);
+  if (!egress) snprintf(msg, sizeof msg, "ok egress off");
+  _exit(mp_ns_send_fds(sock, msg, strlen(msg), fds, 4) < 0 ? 1 : 0);
 fail:
   snprintf(msg, sizeof msg, "%s: %s", step, strerror(errno));
   _exit(write(sock, msg, strlen(msg)) < 0 ? 1 : 0);
@@ -377,9 +347,9 @@ fail:
 /* without root: the switch from a holder (above); net->userns, links_ns,
 ** nl and *dnl */
 static int switch_in_userns(mp_net *net, int *dnl, char *err, size_t errlen) {
-  int sv[2], fds[4], n, i, st;
+  int sv[2], fds[7], n, i, st;
   long got;
-  char msg[400];
+  char msg[600];
   pid_t pid;
   unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -389,7 +359,7 @@ static int switch_in_userns(mp_net *net, int *dnl, char *err, size_t errlen) {
   pid = fork();
   if (pid == 0) {
     close(sv[0]);
-    holder(sv[1], uid, gid);
+    holder(sv[1], uid, gid, net->dir, net->egress);
   }
   close(sv[1]);
   if (pid < 0) {
@@ -397,12 +367,12 @@ static int switch_in_userns(mp_net *net, int *dnl, char *err, size_t errlen) {
     close(sv[0]);
     return -1;
   }
-  got = mp_ns_recv_fds(sv[0], msg, sizeof msg - 1, 0, fds, 4, &n);
+  got = mp_ns_recv_fds(sv[0], msg, sizeof msg - 1, 0, fds, 7, &n);
   if (got < 0) snprintf(msg, sizeof msg, "%s", strerror(errno));
   else msg[got] = '\0';
   close(sv[0]);
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-  if (n != 4 || strcmp(msg, "ok") != 0) {
+  if ((n != 4 && n != 7) || strncmp(msg, "ok", 2) != 0) {
     for (i = 0; i < n; i++) close(fds[i]);
     snprintf(err, errlen, "the server runs without root (uid %d), and the"
              " user namespace that would hold its private networks cannot"
@@ -413,12 +383,59 @@ static int switch_in_userns(mp_net *net, int *dnl, char *err, size_t errlen) {
   net->links_ns = fds[1];
   net->nl = fds[2];
   *dnl = fds[3]; /* with mp_rtnl_open's options: they go with the socket */
+  if (n == 7) {
+    memcpy(net->out_fds, fds + 4, sizeof net->out_fds);
+  } else {
+    snprintf(net->out_err, sizeof net->out_err, "%.380s", msg + 3);
+    net->egress = 0;
+  }
   return 0;
 }
 
 int mp_net_userns(const mp_net *net) { return net->userns; }
 
 /* }====== */
+
+/* the switch's routes for its way out: lo up, and what TPROXY marked
+** (switch_out.c) is looked up in a table where every address is local, so
+** it is delivered to the proxy's sockets whatever the destination (the
+** address of another sandbox, whose /32 route would forward it, included;
+** forwarding is off); and the resolv.conf that sandboxes get (any address
+** works: DNS to port 53 anywhere goes to the proxy) */
+static int switch_routes(mp_net *net) {
+  char path[4096];
+  const char *text = "# mastra-platform: the sandbox's resolver (the platform's egress"
+                     " proxy)\nnameserver " MP_NET_GATEWAY "\noptions timeout:2 attempts:2\n";
+  int lo = mp_rtnl_link_index(net->nl, "lo"), rc;
+  rc = lo < 0 ? lo : mp_rtnl_link_up(net->nl, lo);
+  if (rc == 0) rc = mp_rtnl_route_local_all(net->nl, lo, MP_SWITCH_OUT_TABLE);
+  if (rc == 0) rc = mp_rtnl_rule_fwmark(net->nl, MP_SWITCH_OUT_MARK, MP_SWITCH_OUT_TABLE);
+  if (rc < 0) {
+    snprintf(net->out_err, sizeof net->out_err, "the switch's routes: %s", strerror(-rc));
+    return -1;
+  }
+  path_in(net->dir, "resolv.conf", path, sizeof path);
+  if (mastra__write_file_atomic(path, text, strlen(text), 0644, 0) < 0) {
+    snprintf(net->out_err, sizeof net->out_err, "cannot write %.300s: %s", path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+int mp_net_out_fds(const mp_net *net, int fds[3]) {
+  if (net == NULL || !net->egress) return 0;
+  memcpy(fds, net->out_fds, sizeof net->out_fds);
+  return 1;
+}
+
+const char *mp_net_out_error(const mp_net *net) { return net->out_err; }
+
+const char *mp_net_resolv_path(mp_net *net) {
+  static _Thread_local char path[4096];
+  if (!net->egress) return NULL;
+  path_in(net->dir, "resolv.conf", path, sizeof path);
+  return path;
+}
 
 static mp_net *net_open(const char *state_dir, int egress, int unpriv, char *err,
                         size_t errlen) {
@@ -432,6 +449,7 @@ static mp_net *net_open(const char *state_dir, int egress, int unpriv, char *err
   net->egress = egress != 0;
   net->unpriv = unpriv != 0;
   net->userns = net->host_ns = net->links_ns = net->nl = -1;
+  net->out_fds[0] = net->out_fds[1] = net->out_fds[2] = -1;
   mp_net_sweep(state_dir);
   path_in(state_dir, "hosts", path, sizeof path);
   if (mastra__mkdirs(path, 0755, NULL) < 0) {
@@ -458,7 +476,7 @@ static mp_net *net_open(const char *state_dir, int egress, int unpriv, char *err
     /* the switch (a namespace of our own, held by links_ns and the sockets),
     ** or with egress the host's */
     int dnl, e;
-    if (!net->egress && unshare(CLONE_NEWNET) < 0) {
+    if (unshare(CLONE_NEWNET) < 0) {
       snprintf(err, errlen, "cannot create a network namespace for the private"
                " networks: %s (the namespaces driver needs root)", strerror(errno));
       goto fail;
@@ -467,7 +485,11 @@ static mp_net *net_open(const char *state_dir, int egress, int unpriv, char *err
     net->nl = mp_rtnl_open();
     dnl = mp_rtnl_open();
     e = errno;
-    if (!net->egress && setns(net->host_ns, CLONE_NEWNET) < 0) abort();
+    /* the way out, made in the switch (switch_out.c) */
+    if (net->egress
+        && mp_switch_out_prepare(net->dir, net->out_fds, net->out_err, sizeof net->out_err) < 0)
+      net->egress = 0;
+    if (setns(net->host_ns, CLONE_NEWNET) < 0) abort();
     if (net->links_ns < 0 || net->nl < 0 || dnl < 0) {
       snprintf(err, errlen, "cannot hold the namespace of the bridges: %s", strerror(e));
       if (dnl >= 0) close(dnl);
@@ -480,7 +502,12 @@ static mp_net *net_open(const char *state_dir, int egress, int unpriv, char *err
     goto fail;
   }
   state_write(net); /* the tag first: a crash from here on is swept */
-  if (net->egress && egress_up(net, err, errlen) < 0) goto fail;
+  if (net->egress && switch_routes(net) < 0) {
+    int i;
+    for (i = 0; i < 3; i++)
+      if (net->out_fds[i] >= 0) close(net->out_fds[i]), net->out_fds[i] = -1;
+    net->egress = 0;
+  }
   return net;
 fail:
   mp_net_close(net);
@@ -491,8 +518,8 @@ mp_net *mp_net_open(const char *state_dir, int egress, char *err, size_t errlen)
   return net_open(state_dir, egress, 0, err, errlen);
 }
 
-mp_net *mp_net_open_user(const char *state_dir, char *err, size_t errlen) {
-  return net_open(state_dir, 0, 1, err, errlen);
+mp_net *mp_net_open_user(const char *state_dir, int egress, char *err, size_t errlen) {
+  return net_open(state_dir, egress, 1, err, errlen);
 }
 
 void mp_net_close(mp_net *net) {
@@ -507,19 +534,17 @@ void mp_net_close(mp_net *net) {
     next = e->next;
     for (m = e->members; m; m = mn) {
       mn = m->next;
-      if (net->egress && net->del) mp_linkdel_queue(net->del, m->veth);
       free(m);
-    }
-    if (e->idx >= 0 && net->egress && net->del) {
-      char br[IFNAMSIZ];
-      bridge_name(net, e->idx, br);
-      mp_linkdel_queue(net->del, br);
     }
     unlink(e->hosts);
     free(e->hosts), free(e->env), free(e);
   }
-  mp_linkdel_stop(net->del, net->egress);
-  if (net->egress && net->tag[0]) egress_down(net->dir, net->tag);
+  mp_linkdel_stop(net->del, 0);
+  {
+    int i;
+    for (i = 0; i < 3; i++)
+      if (net->out_fds[i] >= 0) close(net->out_fds[i]);
+  }
   if (net->nl >= 0) close(net->nl);
   if (net->links_ns >= 0) close(net->links_ns);
   if (net->userns >= 0) close(net->userns);
@@ -527,6 +552,10 @@ void mp_net_close(mp_net *net) {
   path_in(net->dir, "hosts", path, sizeof path);
   mastra__remove_tree(path);
   path_in(net->dir, "egress.nft", path, sizeof path);
+  unlink(path);
+  path_in(net->dir, "switch.nft", path, sizeof path);
+  unlink(path);
+  path_in(net->dir, "resolv.conf", path, sizeof path);
   unlink(path);
   path_in(net->dir, "state", path, sizeof path);
   unlink(path);
@@ -567,7 +596,6 @@ static int alloc_subnet(mp_net *net) {
   int i;
   for (e = net->envs; e; e = e->next)
     if (e->idx >= 0) used[e->idx] = 1;
-  if (net->egress) mp_rtnl_addrs_in_16(net->nl, ip_of(0, 0), used);
   for (i = 0; i < 256; i++) {
     char br[IFNAMSIZ];
     bridge_name(net, i, br);
@@ -588,6 +616,7 @@ static int bridge_make(mp_net *net, envnet *e, int idx, char *err, size_t errlen
   ix = mp_rtnl_link_index(net->nl, br);
   rc = ix < 0 ? ix : mp_rtnl_no_ipv6_addr(net->nl, ix);
   if (rc == 0 && net->egress) rc = mp_rtnl_addr_add(net->nl, ix, ip_of(idx, 1), 24);
+  /* (the gateway: the switch's stack, where the proxy takes what goes out) */
   if (rc == 0) rc = mp_rtnl_link_up(net->nl, ix);
   if (rc < 0) {
     snprintf(err, errlen, "cannot set up bridge %s: %s", br, strerror(-rc));
@@ -744,6 +773,111 @@ void mp_net_leave(mp_net *net, const char *env, const char *name) {
   hosts_write(e);
   if (e->members == NULL) bridge_drop(net, e);
   state_write(net);
+}
+
+/* }====== */
+
+/* {====== the links of ISOLATED sandboxes to the way out ====== */
+
+static struct in_addr out_ip(unsigned slot) {
+  struct in_addr a;
+  a.s_addr = htonl(0x0ae80000u | slot); /* 10.232.0.0/16 */
+  return a;
+}
+
+static void out_veth_name(const mp_net *net, unsigned slot, char out[IFNAMSIZ]) {
+  snprintf(out, IFNAMSIZ, MP_NET_EGRESS_VETH_PREFIX "%.5s%04x", net->tag, slot & 0xffffu);
+}
+
+/* a free slot (not 0.0, 0.1 or 255.255), whose veth is not still going */
+static int out_alloc(mp_net *net) {
+  unsigned i;
+  for (i = 0; i < OUT_SLOTS; i++) {
+    unsigned slot = (net->out_next + i) % OUT_SLOTS;
+    char name[IFNAMSIZ];
+    if (slot < 2 || slot == OUT_SLOTS - 1 || (net->out_used[slot / 8] & (1u << (slot % 8))))
+      continue;
+    out_veth_name(net, slot, name);
+    if (mp_linkdel_pending(net->del, name)) continue;
+    net->out_used[slot / 8] |= (unsigned char)(1u << (slot % 8));
+    net->out_next = slot + 1;
+    return (int)slot;
+  }
+  return -1;
+}
+
+int mp_net_out_join(mp_net *net, int netns_fd, int peer_nl, uint32_t *addr, char *err,
+                    size_t errlen) {
+  char name[IFNAMSIZ];
+  struct in_addr gw, a;
+  int slot, rc, ix, fd = -1, eix, lo;
+  if (!net->egress) {
+    snprintf(err, errlen, "no way out: %s", net->out_err[0] ? net->out_err : "egress is off");
+    return -1;
+  }
+  slot = out_alloc(net);
+  if (slot < 0) {
+    snprintf(err, errlen, "every address of " MP_NET_EGRESS_PREFIX ".0.0/16 is in use");
+    return -1;
+  }
+  out_veth_name(net, (unsigned)slot, name);
+  inet_pton(AF_INET, MP_NET_GATEWAY, &gw);
+  a = out_ip((unsigned)slot);
+  rc = mp_rtnl_veth_add(net->nl, name, 0, "eth0", netns_fd);
+  if (rc == -EEXIST) { /* an eth0 of a namespace that left and joins again */
+    mp_linkdel_flush(net->del);
+    rc = mp_rtnl_veth_add(net->nl, name, 0, "eth0", netns_fd);
+  }
+  if (rc < 0) {
+    snprintf(err, errlen, "cannot create veth %s into the sandbox's namespace: %s", name,
+             strerror(-rc));
+    goto fail;
+  }
+  ix = mp_rtnl_link_index(net->nl, name);
+  rc = ix < 0 ? ix : mp_rtnl_no_ipv6_addr(net->nl, ix);
+  if (rc == 0) rc = mp_rtnl_addr_add_peer(net->nl, ix, gw, a);
+  if (rc == 0) rc = mp_rtnl_link_up(net->nl, ix);
+  if (rc < 0) {
+    snprintf(err, errlen, "cannot set up veth %s: %s", name, strerror(-rc));
+    mp_linkdel_queue(net->del, name);
+    goto fail;
+  }
+  /* the sandbox's side: eth0 = a, its peer the gateway, the default route */
+  fd = peer_nl >= 0 ? dup(peer_nl) : ns_socket(net, netns_fd, err, errlen);
+  if (fd < 0) {
+    if (peer_nl >= 0) snprintf(err, errlen, "dup: %s", strerror(errno));
+    mp_linkdel_queue(net->del, name);
+    goto fail;
+  }
+  eix = mp_rtnl_link_index(fd, "eth0");
+  lo = mp_rtnl_link_index(fd, "lo");
+  rc = eix < 0 ? eix : lo < 0 ? lo : mp_rtnl_no_ipv6_addr(fd, eix);
+  if (rc == 0) rc = mp_rtnl_addr_add_peer(fd, eix, a, gw);
+  if (rc == 0) rc = mp_rtnl_link_up(fd, eix);
+  if (rc == 0) rc = mp_rtnl_link_up(fd, lo);
+  if (rc == 0) rc = mp_rtnl_route_default(fd, gw);
+  close(fd);
+  if (rc < 0) {
+    snprintf(err, errlen, "cannot configure eth0 in the sandbox's namespace: %s",
+             strerror(-rc));
+    mp_linkdel_queue(net->del, name);
+    goto fail;
+  }
+  *addr = ntohl(a.s_addr);
+  return 0;
+fail:
+  net->out_used[slot / 8] &= (unsigned char)~(1u << (slot % 8));
+  return -1;
+}
+
+void mp_net_out_leave(mp_net *net, uint32_t addr) {
+  unsigned slot = addr & 0xffffu;
+  char name[IFNAMSIZ];
+  if ((addr & 0xffff0000u) != 0x0ae80000u || !(net->out_used[slot / 8] & (1u << (slot % 8))))
+    return;
+  out_veth_name(net, slot, name);
+  mp_linkdel_queue(net->del, name);
+  net->out_used[slot / 8] &= (unsigned char)~(1u << (slot % 8));
 }
 
 /* }====== */

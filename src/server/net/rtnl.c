@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/fib_rules.h>
 #include <linux/if_link.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -250,6 +251,45 @@ int mp_rtnl_route_default(int fd, struct in_addr gw) {
   msg_init(&m, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL);
   msg_put(&m, &rt, sizeof rt);
   msg_attr(&m, RTA_GATEWAY, &gw, sizeof gw);
+  return nl_run(fd, &m, NULL, NULL);
+}
+
+/* a point-to-point address: `local` on the link, `peer` at its other end
+** (the kernel adds the /32 route to peer through the link) */
+int mp_rtnl_addr_add_peer(int fd, int index, struct in_addr local, struct in_addr peer) {
+  nlmsg m;
+  struct ifaddrmsg ifa = {.ifa_family = AF_INET, .ifa_prefixlen = 32,
+                          .ifa_scope = RT_SCOPE_UNIVERSE, .ifa_index = (unsigned)index};
+  msg_init(&m, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL);
+  msg_put(&m, &ifa, sizeof ifa);
+  msg_attr(&m, IFA_LOCAL, &local, sizeof local);
+  msg_attr(&m, IFA_ADDRESS, &peer, sizeof peer);
+  return nl_run(fd, &m, NULL, NULL);
+}
+
+/* `local 0.0.0.0/0 dev lo table T`: in table T every address is this
+** namespace's own (the egress switch: net.c) */
+int mp_rtnl_route_local_all(int fd, int lo_index, int table) {
+  nlmsg m;
+  struct rtmsg rt = {.rtm_family = AF_INET, .rtm_table = (unsigned char)table,
+                     .rtm_protocol = RTPROT_BOOT, .rtm_scope = RT_SCOPE_HOST,
+                     .rtm_type = RTN_LOCAL};
+  msg_init(&m, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL);
+  msg_put(&m, &rt, sizeof rt);
+  msg_u32(&m, RTA_OIF, (unsigned)lo_index);
+  return nl_run(fd, &m, NULL, NULL);
+}
+
+/* `ip rule add fwmark MARK lookup TABLE` (priority 100) */
+int mp_rtnl_rule_fwmark(int fd, unsigned mark, int table) {
+  nlmsg m;
+  struct fib_rule_hdr fr = {.family = AF_INET, .table = (unsigned char)table,
+                            .action = FR_ACT_TO_TBL};
+  msg_init(&m, RTM_NEWRULE, NLM_F_CREATE | NLM_F_EXCL);
+  msg_put(&m, &fr, sizeof fr);
+  msg_u32(&m, FRA_FWMARK, mark);
+  msg_u32(&m, FRA_TABLE, (unsigned)table);
+  msg_u32(&m, FRA_PRIORITY, 100);
   return nl_run(fd, &m, NULL, NULL);
 }
 

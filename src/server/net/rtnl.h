@@ -25,6 +25,12 @@ int mp_rtnl_veth_add(int fd, const char *name, int master, const char *peer,
 int mp_rtnl_addr_add(int fd, int index, struct in_addr a, int prefix);
 /* the default route through gw */
 int mp_rtnl_route_default(int fd, struct in_addr gw);
+/* local on the link with its peer at the other end (/32 each) */
+int mp_rtnl_addr_add_peer(int fd, int index, struct in_addr local, struct in_addr peer);
+/* `local 0.0.0.0/0 dev lo table T`: every address is local in table T */
+int mp_rtnl_route_local_all(int fd, int lo_index, int table);
+/* `ip rule add fwmark MARK lookup TABLE` */
+int mp_rtnl_rule_fwmark(int fd, unsigned mark, int table);
 /* deletes every link whose name starts with p1 or p2 (p2 may be NULL) */
 void mp_rtnl_delete_prefixed(int fd, const char *p1, const char *p2);
 /* used[x] = 1 for each IPv4 address a.b.x.y of the namespace in the /16 of

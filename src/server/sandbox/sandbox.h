@@ -111,6 +111,10 @@ struct mp_driver {
   size_t (*kill_strays)(mp_sandbox *sb, int (*in_command)(void *data,
                                                           long pgrp),
                         void *data);
+  /* optional: sb's outbound connections into o (counts; with entries > 0
+  ** the newest `entries` of its log too); 0, or -1 when the driver has no
+  ** egress for it */
+  int (*egress)(mp_sandbox *sb, cJSON *o, int entries);
 };
 
 #define MP_CHECKPOINT_BASE_MAX 80
@@ -124,6 +128,7 @@ struct mp_sandbox {
   char environment[MP_NAME_MAX];
   char recovery_key[MP_NAME_MAX]; /* the caller's `id`; "" if none */
   char network[16];               /* ISOLATED | PRIVATE */
+  char egress_allow[512], egress_deny[512]; /* its own egress rules ("": none) */
   double idle_timeout_min;        /* the caller's; 0: the server's default */
   cJSON *env;                     /* creation env: object of strings */
   int64_t created_ms, destroyed_ms, last_exec_ms;

@@ -79,6 +79,7 @@
 #include "drivers/ns/ns_enter.h"
 #include "drivers/ns/init/ns_exec.h"
 #include "drivers/ns/init/ns_init.h"
+#include "drivers/ns/ns_net.h"
 #include "drivers/ns/ns_pool.h"
 #include "drivers/ns/init/ns_sys.h"
 #include "drivers/ns/ns_user.h"
@@ -136,11 +137,7 @@ static int is_private(const mp_sandbox *sb) {
   return strcmp(sb->network, "PRIVATE") == 0;
 }
 
-static void net_leave(mp_sandbox *sb, ns_box *b) {
-  if (!b->joined) return;
-  mp_net_leave(mp_ns_host.net, sb->environment, sb->id);
-  b->joined = 0;
-}
+static void net_leave(mp_sandbox *sb, ns_box *b) { mp_ns_net_leave(sb, b); }
 
 static void on_keeper_exit(mastra__io *io, uint32_t revents) {
   ns_box *b = io->data;
@@ -160,6 +157,7 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
   close_fd(&b->init_fd);
   b->started = b->ready = 0;
   if (b->warm) {
+    net_leave(NULL, b);
     mp_ns_pool_failed(b, "its keeper exited before a create took it");
     return;
   }
@@ -173,8 +171,9 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
   net_leave(sb, b);
 }
 
-/* "N <init>" from a PRIVATE sandbox's keeper: join, then answer (the
-** keeper says "R" after "j"; an "x <why>" makes it fail with why) */
+/* "N <init>" from a keeper (PRIVATE, or with egress; sb NULL: a warm
+** box): join (ns_net.c), then answer (the keeper says "R" or "W" after
+** "j"; an "x <why>" makes it fail with why) */
 static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
                          size_t len) {
   char path[64], addr[32], err[600], answer[700];
@@ -188,29 +187,25 @@ static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
   }
   snprintf(path, sizeof path, "/proc/%ld/ns/net", atol(line + 2));
   fd = got[0] >= 0 ? got[0] : open(path, O_RDONLY | O_CLOEXEC);
-  if (mp_ns_host.net == NULL)
-    snprintf(err, sizeof err, "PRIVATE networks are not available: %s",
-             mp_ns_host.net_err);
-  else if (fd < 0)
+  (void)addr;
+  if (fd < 0)
     snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
   else
-    rc = mp_net_join_nl(mp_ns_host.net, sb->environment, sb->id, fd, got[1],
-                        addr, sizeof addr, err, sizeof err);
+    rc = mp_ns_net_join(sb, b, fd, got[1], err, sizeof err);
   if (fd >= 0) close(fd);
   if (got[1] >= 0) close(got[1]);
   if (rc == 0) {
-    b->joined = 1;
     snprintf(answer, sizeof answer, "j\n");
   } else {
-    mp_log("sandbox %s: cannot join the private network of %s: %s", sb->id,
-           sb->environment, err);
-    snprintf(answer, sizeof answer, "x cannot join the private network: %s\n",
-             err);
+    mp_log("sandbox %s: cannot join its network: %s", sb ? sb->id : "(warm)", err);
+    snprintf(answer, sizeof answer, "x cannot join the %s network: %s\n",
+             sb && is_private(sb) ? "private" : "egress", err);
   }
   /* a few bytes into an empty socket: never blocks */
   if (send(b->ready_fd, answer, strlen(answer), MSG_DONTWAIT | MSG_NOSIGNAL)
       < 0)
-    mp_log("sandbox %s: cannot answer its init: %s", sb->id, strerror(errno));
+    mp_log("sandbox %s: cannot answer its init: %s", sb ? sb->id : "(warm)",
+           strerror(errno));
 }
 
 static void on_ready(mastra__io *io, uint32_t revents) {
@@ -223,7 +218,13 @@ static void on_ready(mastra__io *io, uint32_t revents) {
   n = recv(b->ready_fd, buf, sizeof buf - 1, MSG_PEEK | MSG_DONTWAIT);
   if (n <= 0) return;
   buf[n] = '\0';
-  if (b->warm) { /* "W" (ready to be named), or a failure */
+  if (b->warm) { /* "N" (the way out), "W" (ready to be named), or a failure */
+    char *eol = strchr(buf, '\n');
+    if (buf[0] == 'N') {
+      if (eol != NULL) join_network(NULL, b, buf, (size_t)(eol - buf + 1));
+      mastra__io_start(&b->ready_io, EPOLLIN); /* its "W", or the rest of the line */
+      return;
+    }
     if (n >= 2 && buf[0] == 'W' && buf[1] == '\n'
         && recv(b->ready_fd, buf, 2, MSG_DONTWAIT) == 2) {
       mp_ns_pool_ready(b);
@@ -258,7 +259,7 @@ static void on_ready(mastra__io *io, uint32_t revents) {
 static int start_keeper(mp_server *srv, ns_box *b, const char *name,
                         const char *root, const char *hosts, char *err,
                         size_t errlen) {
-  char spid[24], cgp[MP_NSCG_MAX][4500], *argv[9 + MP_NSCG_MAX];
+  char spid[24], cgp[MP_NSCG_MAX][4500], *argv[10 + MP_NSCG_MAX];
   posix_spawn_file_actions_t fa;
   int sv[2], i, rc;
   if (!b->cg_made) {
@@ -279,11 +280,12 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
   argv[5] = (char *)root;
   argv[6] = "3";
   argv[7] = (char *)hosts;
+  argv[8] = (char *)mp_ns_net_resolv(); /* with egress: "N" for ISOLATED too */
   for (i = 0; i < mp_nscg_count(); i++) {
     mp_nscg_procs(b->id, i, cgp[i], sizeof cgp[i]);
-    argv[8 + i] = cgp[i];
+    argv[9 + i] = cgp[i];
   }
-  argv[8 + i] = NULL;
+  argv[9 + i] = NULL;
   /* the keeper resets its signals and sets its own process group */
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
@@ -416,7 +418,10 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
   /* a sandbox loaded at startup has its tree, and a restore writes it
   ** first: their inits start at their first command */
   fresh = access(sb->dir, F_OK) < 0 && !sb->restoring;
-  if (fresh && !is_private(sb) && mp_ns_pool_take(srv, sb) == 0) return 0;
+  if (fresh && !is_private(sb) && mp_ns_pool_take(srv, sb) == 0) {
+    mp_ns_net_name(sb, sb->driver_data); /* its egress box gets its id and log */
+    return 0;
+  }
   if (box_of(srv, sb) == NULL) {
     snprintf(err, errlen, "out of memory");
     return -1;
@@ -625,6 +630,7 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
 /* a box on no sandbox, ended on the loop (mp_ns_box_ops.detach) */
 static void box_detach(ns_box *b) {
   stop_init(b);
+  net_leave(NULL, b); /* its way out (a PRIVATE member left at its teardown) */
   mastra__io_stop(&b->ready_io);
   close_fd(&b->ready_fd);
   close_fd(&b->init_fd);
@@ -685,7 +691,10 @@ static int ns_setup(mp_server *srv, char *err, size_t errlen) {
   return rc;
 }
 
-static void ns_start(mp_server *srv) { mp_ns_pool_start(srv); }
+static void ns_start(mp_server *srv) {
+  mp_ns_host_start(srv); /* the egress proxy, before the pool's boxes join */
+  mp_ns_pool_start(srv);
+}
 
 static void ns_finish(mp_server *srv) {
   mp_ns_pool_finish();
@@ -714,6 +723,7 @@ const mp_driver mp_ns_driver = {
     ** its init */
     .no_run_files = 1,
     .kill_strays = ns_kill_strays,
+    .egress = mp_ns_net_json,
 };
 
 /* }====== */

@@ -31,6 +31,8 @@ typedef struct ns_box {
   int started, cg_made;
   int ready;                   /* "R" came (a warm box: "W") */
   int joined;                  /* a member of its environment's network */
+  struct mp_egress_box *egress; /* its part of the egress proxy (ns_net.c), or NULL */
+  unsigned out_addr;           /* its link to the way out (ISOLATED), or 0 */
   int warm;                    /* in the warm pool (ns_pool.c) */
   char *pool_root;             /* a warm box's DATA/pool/<n> */
   struct ns_box *pool_next;

@@ -20,7 +20,11 @@
 #include "drivers/ns/ns_idmap.h"
 #include "drivers/ns/ns_options.h"
 #include "drivers/ns/ns_user.h"
+#include "net/egress.h"
 #include "util/log.h"
+#include "util.h"
+
+#include <arpa/inet.h>
 
 #ifndef MP_NS_INIT_INSTALLED
 #define MP_NS_INIT_INSTALLED "../libexec/mastra-platform/mastra-ns-init"
@@ -47,6 +51,8 @@ const char *mp_ns_host_limits(const mp_server *srv) {
 
 void mp_ns_host_finish(mp_server *srv) {
   (void)srv;
+  mp_egress_close(mp_ns_host.egress);
+  mp_ns_host.egress = NULL;
   if (mp_ns_host.own_pidns >= 0) close(mp_ns_host.own_pidns);
   mp_ns_host.own_pidns = -1;
   mp_nscg_finish();
@@ -114,6 +120,8 @@ static int ns_base(const mp_server *srv, char out[PATH_MAX], char *err,
 
 /* 0, -1 (err: a flag asks for what cannot be done here) or -2 (err: the
 ** driver cannot run here after all) */
+static void default_dns(void);
+
 int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
   char dir[4200], base[PATH_MAX];
   int egress = mp_ns_opts.egress, rc = ns_base(srv, base, err, errlen);
@@ -128,12 +136,6 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
   if (!mp_ns_host.unpriv) mp_ns_host.idmap_fd = mp_ns_idmap_open(base);
   mp_nscg_setup(srv->data_dir, mp_ns_opts.pids_max, mp_ns_opts.memory_max,
                 mp_ns_host.unpriv, mp_ns_host.limits, sizeof mp_ns_host.limits);
-  if (mp_ns_host.unpriv && egress) {
-    mp_ns_user_no_egress(mp_ns_host.net_err, sizeof mp_ns_host.net_err);
-    snprintf(err, errlen, "--egress: %s", mp_ns_host.net_err);
-    mp_ns_host_finish(srv);
-    return -1;
-  }
   /* sweeps what a previous server of this data directory left (bridges,
   ** veths, NAT rules, hosts files), then makes the switch namespace;
   ** without root in a user namespace of its own, U, which the keepers
@@ -141,7 +143,7 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
   snprintf(dir, sizeof dir, "%s/net", srv->data_dir);
   if (mp_ns_host.unpriv) {
     char why[300];
-    mp_ns_host.net = mp_net_open_user(dir, mp_ns_host.net_err,
+    mp_ns_host.net = mp_net_open_user(dir, egress, mp_ns_host.net_err,
                                       sizeof mp_ns_host.net_err);
     /* sandboxes nested under it, or no PRIVATE (ISOLATED as before) */
     if (mp_ns_host.net != NULL
@@ -162,13 +164,48 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
     mp_ns_host.net = mp_net_open(dir, egress, mp_ns_host.net_err,
                                  sizeof mp_ns_host.net_err);
   }
-  if (mp_ns_host.net == NULL) {
-    if (egress) {
-      snprintf(err, errlen, "--egress: %s", mp_ns_host.net_err);
-      mp_ns_host_finish(srv);
-      return -1;
-    }
+  if (mp_ns_host.net == NULL)
     mp_log("PRIVATE networks are not available: %s", mp_ns_host.net_err);
-  }
+  if (!egress)
+    snprintf(mp_ns_host.egress_err, sizeof mp_ns_host.egress_err, "--egress off");
+  else if (mp_ns_host.net == NULL)
+    snprintf(mp_ns_host.egress_err, sizeof mp_ns_host.egress_err, "%s", mp_ns_host.net_err);
+  else if (mp_net_out_error(mp_ns_host.net)[0])
+    snprintf(mp_ns_host.egress_err, sizeof mp_ns_host.egress_err, "%s",
+             mp_net_out_error(mp_ns_host.net));
+  if (egress && mp_ns_host.egress_err[0])
+    mp_log("egress is off: sandboxes have no way out: %s", mp_ns_host.egress_err);
+  if (egress && !mp_ns_opts.dns_given) default_dns();
   return 0;
+}
+
+/* the resolver behind the sandboxes' DNS: the host's first nameserver */
+static void default_dns(void) {
+  char *text = NULL, *p;
+  size_t n;
+  struct sockaddr_in *sin = &mp_ns_opts.egress_cfg.dns;
+  if (mastra__read_file("/etc/resolv.conf", &text, &n) == 0) {
+    for (p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+      char addr[64];
+      if (sscanf(p, "nameserver %63s", addr) == 1
+          && inet_pton(AF_INET, addr, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(53);
+        break;
+      }
+    }
+  }
+  free(text);
+  if (sin->sin_port == 0)
+    mp_log("egress: /etc/resolv.conf names no IPv4 nameserver: the sandboxes' DNS"
+           " answers SERVFAIL (--egress-dns ADDR names one)");
+}
+
+void mp_ns_host_start(mp_server *srv) {
+  int fds[3];
+  if (!mp_ns_opts.egress || mp_ns_host.net == NULL || !mp_net_out_fds(mp_ns_host.net, fds))
+    return;
+  mp_ns_host.egress = mp_egress_open(srv->loop, fds, &mp_ns_opts.egress_cfg);
+  if (mp_ns_host.egress == NULL)
+    snprintf(mp_ns_host.egress_err, sizeof mp_ns_host.egress_err, "out of memory");
 }

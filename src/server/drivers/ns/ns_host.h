@@ -24,9 +24,14 @@ typedef struct mp_ns_host_state {
   int own_pidns;               /* with root: the server's pid namespace */
   mp_net *net;                 /* PRIVATE networks, or NULL */
   char net_err[512];           /* why net is NULL */
+  struct mp_egress *egress;    /* the egress proxy (egress.h), or NULL: off */
+  char egress_err[512];        /* why it is off */
 } mp_ns_host_state;
 
 extern mp_ns_host_state mp_ns_host;
+
+/* once the loop runs: the egress proxy over the switch's way out */
+void mp_ns_host_start(mp_server *srv);
 
 /* 1 if the driver can run here; else 0 and why says what is missing */
 int mp_ns_host_available(char *why, size_t n);

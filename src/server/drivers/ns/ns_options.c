@@ -4,13 +4,16 @@
 */
 #include "drivers/ns/ns_options.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/parse.h"
 
-mp_ns_options mp_ns_opts = {NULL, MP_DEFAULT_PIDS_MAX, MP_DEFAULT_MEMORY_MAX,
-                            0, MP_DEFAULT_WARM_POOL};
+mp_ns_options mp_ns_opts = {.pids_max = MP_DEFAULT_PIDS_MAX,
+                            .memory_max = MP_DEFAULT_MEMORY_MAX, .egress = 1,
+                            .warm_pool = MP_DEFAULT_WARM_POOL};
 
 static int set_base(const char *v, char *err, size_t n) {
   (void)err, (void)n;
@@ -19,9 +22,67 @@ static int set_base(const char *v, char *err, size_t n) {
 }
 
 static int set_egress(const char *v, char *err, size_t n) {
-  (void)v, (void)err, (void)n;
-  mp_ns_opts.egress = 1;
+  if (strcmp(v, "on") == 0) mp_ns_opts.egress = 1;
+  else if (strcmp(v, "off") == 0) mp_ns_opts.egress = 0;
+  else {
+    snprintf(err, n, "--egress wants on or off (got '%s')", v);
+    return -1;
+  }
   return 0;
+}
+
+static int set_rules(const char *flag, mp_egress_rules *r, const char *v, char *err,
+                     size_t n) {
+  char why[300];
+  if (mp_egress_rules_add(r, v, why, sizeof why) < 0) {
+    snprintf(err, n, "%s: %s", flag, why);
+    return -1;
+  }
+  return 0;
+}
+
+static int set_allow(const char *v, char *err, size_t n) {
+  return set_rules("--egress-allow", &mp_ns_opts.egress_cfg.allow, v, err, n);
+}
+
+static int set_deny(const char *v, char *err, size_t n) {
+  return set_rules("--egress-deny", &mp_ns_opts.egress_cfg.deny, v, err, n);
+}
+
+static int set_open(const char *v, char *err, size_t n) {
+  mp_egress_rules *r = &mp_ns_opts.egress_cfg.open;
+  if (set_rules("--egress-open", r, v, err, n) < 0) return -1;
+  if (r->nnames > 0) {
+    snprintf(err, n, "--egress-open takes address ranges (CIDRs), not names");
+    return -1;
+  }
+  return 0;
+}
+
+/* ADDR or ADDR:PORT (53) */
+static int set_dns(const char *v, char *err, size_t n) {
+  struct sockaddr_in *sin = &mp_ns_opts.egress_cfg.dns;
+  char host[64];
+  const char *colon = strchr(v, ':');
+  long port = 53;
+  size_t len = colon ? (size_t)(colon - v) : strlen(v);
+  if (colon) {
+    char *end;
+    port = strtol(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end != '\0' || port < 1 || port > 65535) len = sizeof host;
+  }
+  if (len >= sizeof host) goto bad;
+  memcpy(host, v, len);
+  host[len] = '\0';
+  memset(sin, 0, sizeof *sin);
+  sin->sin_family = AF_INET;
+  if (inet_pton(AF_INET, host, &sin->sin_addr) != 1) goto bad;
+  sin->sin_port = htons((unsigned short)port);
+  mp_ns_opts.dns_given = 1;
+  return 0;
+bad:
+  snprintf(err, n, "--egress-dns wants an IPv4 address, with :PORT or not (got '%s')", v);
+  return -1;
 }
 
 static int set_size(const char *flag, const char *v, long long *out,
@@ -58,8 +119,17 @@ static int set_warm_pool(const char *v, char *err, size_t n) {
 const mp_driver_flag mp_ns_flags[] = {
     {"--base", "DIR", "the sandboxes' base (namespaces; default DATA_DIR/base,\n"
      "built at the first start; env MASTRA_PLATFORM_BASE)", set_base},
-    {"--egress", NULL, "PRIVATE sandboxes reach out through NAT (namespaces;\n"
-     "default off: no traffic leaves the platform's namespaces)", set_egress},
+    {"--egress", "on|off", "sandboxes reach the internet through the server's\n"
+     "egress proxy, never the host or private ranges (namespaces;\ndefault on)",
+     set_egress},
+    {"--egress-allow", "RULES", "only these destinations: CIDRs, names, *.names,\n"
+     "comma-separated, repeatable (namespaces; default: all)", set_allow},
+    {"--egress-deny", "RULES", "never these destinations (as --egress-allow;\n"
+     "deny wins over allow)", set_deny},
+    {"--egress-open", "CIDRS", "private or special ranges that sandboxes may reach\n"
+     "(namespaces; default none; the host's own addresses never)", set_open},
+    {"--egress-dns", "ADDR[:PORT]", "the resolver behind the sandboxes' DNS\n"
+     "(namespaces; default the first nameserver of /etc/resolv.conf)", set_dns},
     {"--sandbox-pids-max", "N", "processes per sandbox (namespaces; default"
      " 1024; 0: no limit)", set_pids},
     {"--sandbox-memory-max", "SIZE", "memory per sandbox, k/m/g suffixes"

@@ -6,6 +6,7 @@
 #ifndef MP_NS_OPTIONS_H
 #define MP_NS_OPTIONS_H
 
+#include "net/egress.h"
 #include "sandbox/sandbox.h"
 
 #define MP_DEFAULT_PIDS_MAX 1024
@@ -17,8 +18,10 @@ typedef struct mp_ns_options {
   const char *base;     /* --base, else MASTRA_PLATFORM_BASE; NULL: DATA/base */
   long long pids_max;   /* per sandbox; 0: no limit */
   long long memory_max; /* bytes per sandbox; 0: no limit */
-  int egress;           /* --egress: NAT out of PRIVATE networks (net.h) */
+  int egress;           /* --egress on|off: the way out (net.h, egress.h) */
   int warm_pool;        /* sandboxes started ahead (ns_pool.c) */
+  mp_egress_config egress_cfg; /* --egress-allow, -deny, -open, -dns */
+  int dns_given;        /* --egress-dns was given */
 } mp_ns_options;
 
 extern mp_ns_options mp_ns_opts;

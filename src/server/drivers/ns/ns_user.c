@@ -5,7 +5,7 @@
 ** written by the keeper itself), and unshare the other namespaces there:
 ** the owner of a user namespace holds its capabilities, so the mounts,
 ** pivot_root, hostname and loopback work as with root. PRIVATE networks
-** without root: net.h (mp_net_open_user); --egress needs root.
+** without root: net.h (mp_net_open_user), the way out included.
 */
 #define _GNU_SOURCE
 #include "drivers/ns/ns_user.h"
@@ -91,13 +91,4 @@ int mp_ns_user_probe(char *why, size_t n) {
 
 int mp_ns_user_probe_under(int userns, char *why, size_t n) {
   return mp_ns_try(user_probe, &userns, why, n);
-}
-
-void mp_ns_user_no_egress(char *err, size_t n) {
-  /* the bridges, the forwarding and the NAT would be the host's */
-  snprintf(err, n, "the server runs without root (uid %d, in unprivileged"
-           " user namespaces), and --egress routes and NATs the private"
-           " networks through the host's network namespace, which needs"
-           " root: run without --egress (PRIVATE networks work, without"
-           " a way out), or run mastra-platform as root", (int)geteuid());
 }

@@ -23,7 +23,4 @@ int mp_ns_user_probe_under(int userns, char *why, size_t n);
 int mp_ns_try(int (*fn)(void *arg, char *msg, size_t n), void *arg,
               char *why, size_t n);
 
-/* why a server without root has no --egress, and what to do */
-void mp_ns_user_no_egress(char *err, size_t n);
-
 #endif

@@ -209,9 +209,23 @@ static void idmapped_lowers(const char *base, const char *root, int host_usr,
   close(MP_NS_IDMAP_FD);
 }
 
+/* file, read-only at merged/etc/<leaf> (created there if missing) */
+static void bind_etc(const char *merged, const char *leaf, const char *file) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/etc/%s", merged, leaf);
+  if (access(path, F_OK) < 0) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) die("create %s: %s", path, strerror(errno));
+    close(fd);
+  }
+  mount_or_die(file, path, NULL, MS_BIND, NULL);
+  mount_or_die(file, path, NULL,
+               MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+}
+
 /* the root's mounts below the overlay (all in the new mount namespace) */
 static void mount_root(const char *base, const char *root, const char *hosts,
-                       char *merged, size_t n) {
+                       const char *resolv, char *merged, size_t n) {
   char opts[13000], dev[4400], lower[4400], usr[4400];
   int host_usr = usr_dirs(base, root);
   snprintf(merged, n, "%s/merged", root);
@@ -240,20 +254,11 @@ static void mount_root(const char *base, const char *root, const char *hosts,
   link_or_die("/proc/self/fd/0", dev, "stdin");
   link_or_die("/proc/self/fd/1", dev, "stdout");
   link_or_die("/proc/self/fd/2", dev, "stderr");
-  if (hosts != NULL) {
-    /* the environment's hosts file, read-only; the server rewrites it in
-    ** place as members come and go */
-    snprintf(dev, sizeof dev, "%s/etc/hosts", merged);
-    if (access(dev, F_OK) < 0) {
-      int fd = open(dev, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-      if (fd < 0) die("create %s: %s", dev, strerror(errno));
-      close(fd);
-    }
-    mount_or_die(hosts, dev, NULL, MS_BIND, NULL);
-    mount_or_die(hosts, dev, NULL,
-                 MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
-                     | MS_NOEXEC, NULL);
-  }
+  /* the environment's hosts file, read-only; the server rewrites it in
+  ** place as members come and go */
+  if (hosts != NULL) bind_etc(merged, "hosts", hosts);
+  /* with egress, the resolver of the server's proxy */
+  if (resolv != NULL) bind_etc(merged, "resolv.conf", resolv);
 }
 
 /* A warm keeper (its ID argument "-", driver_ns.c's pool): its sandbox
@@ -289,7 +294,8 @@ static void await_name(char **args, int nargs) {
   }
 }
 
-/* a PRIVATE sandbox: "N <init>", then the server's answer */
+/* a PRIVATE sandbox, or one with egress: "N <init>", then the server's
+** answer */
 static void await_network(pid_t init) {
   char msg[1100];
   ssize_t n;
@@ -307,7 +313,7 @@ static void await_network(pid_t init) {
   msg[strcspn(msg, "\n")] = '\0';
   if (msg[0] != 'j')
     die("%s", msg[0] == 'x' && msg[1] != '\0' ? msg + 2
-        : "the private network did not answer");
+        : "the network did not answer");
 }
 
 static void loopback_up(void) {
@@ -412,26 +418,30 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
 }
 
 int mp_ns_init_main(int argc, char **argv) {
-  /* argv: __ns-init SERVER_PID ID BASE ROOT READY_FD HOSTS
+  /* argv: __ns-init SERVER_PID ID BASE ROOT READY_FD HOSTS RESOLV
   **       [CGROUP_PROCS...]; ID: the hostname, or "-" (a warm keeper:
   **       await_name); HOSTS: the environment's hosts file (PRIVATE), or
-  **       "-" */
+  **       "-"; RESOLV: the sandboxes' resolv.conf with egress (then
+  **       ISOLATED sandboxes join too: their link to the way out), or "-" */
   char merged[4200], msg[64];
   int to_keeper[2], from_keeper[2], i, status, procdir;
   pid_t init;
-  const char *hosts;
-  if (argc < 8) return 2;
+  const char *hosts, *resolv;
+  int joins;
+  if (argc < 9) return 2;
   argv++; /* argv[0]: the program's name */
   argc--;
   ready_fd = atoi(argv[5]);
   hosts = strcmp(argv[6], "-") == 0 ? NULL : argv[6];
+  resolv = strcmp(argv[7], "-") == 0 ? NULL : argv[7];
+  joins = hosts != NULL || resolv != NULL;
   reset_signals();
   setpgid(0, 0); /* out of the server's process group */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0
       || getppid() != (pid_t)atol(argv[1]))
     die("the server is gone");
   mp_ns_write_text("/proc/self/oom_score_adj", "-1000");
-  for (i = 7; i < argc; i++)
+  for (i = 8; i < argc; i++)
     if (mp_ns_write_text(argv[i], "0") < 0)
       die("cannot join %s: %s", argv[i], strerror(errno));
   unpriv = geteuid() != 0;
@@ -454,13 +464,13 @@ int mp_ns_init_main(int argc, char **argv) {
   if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC
               | CLONE_NEWNET) < 0)
     die("unshare: %s", strerror(errno));
-  if (unpriv && hosts != NULL) {
+  if (unpriv && joins) {
     net_fds[0] = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     net_fds[1] = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
     if (net_fds[0] < 0 || net_fds[1] < 0)
       die("the network namespace: %s", strerror(errno));
   }
-  mount_root(argv[3], argv[4], hosts, merged, sizeof merged);
+  mount_root(argv[3], argv[4], hosts, resolv, merged, sizeof merged);
   if (strcmp(argv[2], "-") != 0 && sethostname(argv[2], strlen(argv[2])) < 0)
     die("sethostname: %s", strerror(errno));
   loopback_up();
@@ -486,7 +496,7 @@ int mp_ns_init_main(int argc, char **argv) {
     write_byte(from_keeper[1], 'm');
   }
   close(procdir);
-  if (hosts != NULL) await_network(init);
+  if (joins) await_network(init);
   if (strcmp(argv[2], "-") == 0) { /* "W": in its cgroups, its init up */
     if (write(ready_fd, "W\n", 2) != 2) _exit(1);
     await_name(argv - 1, argc + 1);

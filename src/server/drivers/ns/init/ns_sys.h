@@ -33,7 +33,7 @@ int mp_ns_is_userns(int fd);
 ** to len bytes into msg (flags as recvmsg's; MSG_CMSG_CLOEXEC added), the
 ** descriptors that came with them into fds (n at most; more are closed),
 ** *nfds how many; the byte count, or -1 with errno. */
-#define MP_NS_FDS_MAX 4
+#define MP_NS_FDS_MAX 8
 int mp_ns_send_fds(int sock, const void *msg, size_t len, const int *fds, int n);
 long mp_ns_recv_fds(int sock, void *msg, size_t len, int flags, int *fds, int n,
                     int *nfds);
