@@ -3,7 +3,10 @@
 **
 ** v2 (/sys/fs/cgroup is cgroup2) or v1 (pids, memory and cpu hierarchies),
 ** under mastra-platform/<12 hex of the data directory's SHA-256>/<id>:
-** pids.max, the memory limit, and one cpu share for the whole sandbox.
+** pids.max, the memory limit, and one cpu share for the whole sandbox,
+** capped at --sandbox-cpu-max CPUs (the CFS quota: cpu.max in v2,
+** cpu.cfs_quota_us over cpu.cfs_period_us in v1), so that a spinner or a
+** fork bomb in one sandbox leaves the others their share.
 ** With root at each hierarchy's root; without root under the server's own
 ** cgroup, where it is delegated to the server (else no limits).
 **
@@ -49,9 +52,13 @@
 #define CG_ROOT "/sys/fs/cgroup"
 #define MARK_DIR "/run/mastra-platform"
 
+/* the CFS period of the cpu cap: 100 ms, the kernel's default */
+#define CPU_PERIOD_US 100000
+
 static struct {
   long long pids_max;
   long long memory_max;
+  double cpu_max;                   /* CPUs; 0: no cap */
   int v2;                           /* cgroup2 at CG_ROOT */
   int ncg;                          /* controllers in use (v1) or 1 (v2) */
   char cg[MP_NSCG_MAX][4300];       /* the data directory's cgroup per tree */
@@ -80,6 +87,23 @@ int mp_nscg_make(const char *id, char *err, size_t errlen) {
       snprintf(path, sizeof path, "%s/pids.max", dir);
       snprintf(val, sizeof val, "%lld", cg.pids_max);
       if (cg.pids_max > 0 && mp_ns_write_text(path, val) < 0)
+        mp_log("cannot write %s: %s", path, strerror(errno));
+    }
+    if (cg.cpu_max > 0 && (cg.v2 || strstr(cg.cg[i], "/cpu/") != NULL
+                           || strstr(cg.cg[i], "/cpu,") != NULL)) {
+      long long quota = (long long)(cg.cpu_max * CPU_PERIOD_US);
+      if (cg.v2) {
+        snprintf(path, sizeof path, "%s/cpu.max", dir);
+        snprintf(val, sizeof val, "%lld %d", quota, CPU_PERIOD_US);
+      } else {
+        snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir);
+        snprintf(val, sizeof val, "%d", CPU_PERIOD_US);
+        if (mp_ns_write_text(path, val) < 0)
+          mp_log("cannot write %s: %s", path, strerror(errno));
+        snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir);
+        snprintf(val, sizeof val, "%lld", quota);
+      }
+      if (mp_ns_write_text(path, val) < 0)
         mp_log("cannot write %s: %s", path, strerror(errno));
     }
     if (cg.v2 || strstr(cg.cg[i], "/memory/") != NULL) {
@@ -414,12 +438,13 @@ static void limits_say(int unpriv, char *out, size_t n) {
 }
 
 void mp_nscg_setup(const char *data_dir, long long pids_max,
-                   long long memory_max, int unpriv, char *limits,
-                   size_t limits_len) {
+                   long long memory_max, double cpu_max, int unpriv,
+                   char *limits, size_t limits_len) {
   char hex[65];
   struct statfs st;
   cg.pids_max = pids_max;
   cg.memory_max = memory_max;
+  cg.cpu_max = cpu_max;
   mastra__sha256_hex(data_dir, strlen(data_dir), hex);
   hex[12] = '\0';
   memcpy(cg.hex, hex, 13);

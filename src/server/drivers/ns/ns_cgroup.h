@@ -17,8 +17,8 @@
 ** gets what getInfo() reports ("cgroup v1", "none: ...") and the log says
 ** when there are none. */
 void mp_nscg_setup(const char *data_dir, long long pids_max,
-                   long long memory_max, int unpriv, char *limits,
-                   size_t limits_len);
+                   long long memory_max, double cpu_max, int unpriv,
+                   char *limits, size_t limits_len);
 /* the hierarchies in use (0: no cgroups) */
 int mp_nscg_count(void);
 /* the cgroup.procs file of sandbox id in hierarchy i */

@@ -135,7 +135,8 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
   mp_ns_host.idmap_fd = -1;
   if (!mp_ns_host.unpriv) mp_ns_host.idmap_fd = mp_ns_idmap_open(base);
   mp_nscg_setup(srv->data_dir, mp_ns_opts.pids_max, mp_ns_opts.memory_max,
-                mp_ns_host.unpriv, mp_ns_host.limits, sizeof mp_ns_host.limits);
+                mp_ns_cpu_max(), mp_ns_host.unpriv, mp_ns_host.limits,
+                sizeof mp_ns_host.limits);
   /* sweeps what a previous server of this data directory left (bridges,
   ** veths, NAT rules, hosts files), then makes the switch namespace;
   ** without root in a user namespace of its own, U, which the keepers

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/parse.h"
 
 mp_ns_options mp_ns_opts = {.pids_max = MP_DEFAULT_PIDS_MAX,
-                            .memory_max = MP_DEFAULT_MEMORY_MAX, .egress = 1,
+                            .memory_max = MP_DEFAULT_MEMORY_MAX,
+                            .cpu_max = -1, .egress = 1,
                             .warm_pool = MP_DEFAULT_WARM_POOL};
 
 static int set_base(const char *v, char *err, size_t n) {
@@ -104,6 +106,26 @@ static int set_memory(const char *v, char *err, size_t n) {
   return set_size("--sandbox-memory-max", v, &mp_ns_opts.memory_max, err, n);
 }
 
+static int set_cpu(const char *v, char *err, size_t n) {
+  char *end;
+  double cpus = strtod(v, &end);
+  if (*v == '\0' || *end != '\0' || !(cpus >= 0 && cpus <= 4096)
+      || (cpus > 0 && cpus < 0.01)) {
+    snprintf(err, n, "--sandbox-cpu-max wants a number of CPUs, 0.01 to 4096,"
+             " or 0 for no cap (got '%s')", v);
+    return -1;
+  }
+  mp_ns_opts.cpu_max = cpus;
+  return 0;
+}
+
+double mp_ns_cpu_max(void) {
+  long host;
+  if (mp_ns_opts.cpu_max >= 0) return mp_ns_opts.cpu_max;
+  host = sysconf(_SC_NPROCESSORS_ONLN);
+  return host >= 4 ? (double)(host / 2) : 1.0;
+}
+
 static int set_warm_pool(const char *v, char *err, size_t n) {
   char *end;
   long count = strtol(v, &end, 10);
@@ -134,6 +156,8 @@ const mp_driver_flag mp_ns_flags[] = {
      " 1024; 0: no limit)", set_pids},
     {"--sandbox-memory-max", "SIZE", "memory per sandbox, k/m/g suffixes"
      " (namespaces; default 2g;\n0: no limit)", set_memory},
+    {"--sandbox-cpu-max", "N", "CPUs per sandbox, fractions allowed"
+     " (namespaces; default half\nthe host's, at least 1; 0: no cap)", set_cpu},
     {"--warm-pool", "N", "ISOLATED sandboxes kept started ahead, for a fast"
      " create\n(namespaces; default 2; 0: none)", set_warm_pool},
     {NULL, NULL, NULL, NULL},

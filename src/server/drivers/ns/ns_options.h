@@ -18,6 +18,8 @@ typedef struct mp_ns_options {
   const char *base;     /* --base, else MASTRA_PLATFORM_BASE; NULL: DATA/base */
   long long pids_max;   /* per sandbox; 0: no limit */
   long long memory_max; /* bytes per sandbox; 0: no limit */
+  double cpu_max;       /* CPUs per sandbox; 0: no cap; < 0: the default,
+                        ** half the host's CPUs (at least one) */
   int egress;           /* --egress on|off: the way out (net.h, egress.h) */
   int warm_pool;        /* sandboxes started ahead (ns_pool.c) */
   mp_egress_config egress_cfg; /* --egress-allow, -deny, -open, -dns */
@@ -25,6 +27,9 @@ typedef struct mp_ns_options {
 } mp_ns_options;
 
 extern mp_ns_options mp_ns_opts;
+
+/* the CPUs a sandbox may use (mp_ns_opts.cpu_max, its default resolved) */
+double mp_ns_cpu_max(void);
 extern const mp_driver_flag mp_ns_flags[];
 
 #endif
