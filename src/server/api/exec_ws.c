@@ -457,7 +457,7 @@ static void start_exec(ws_session *s, const cJSON *data) {
   }
   if (mp_exec_request_parse(data, "data", 0, &spec, err, sizeof err) < 0) {
     char reason[123]; /* a close reason is at most 123 bytes */
-    snprintf(reason, sizeof reason, "init_exec: %s", err);
+    snprintf(reason, sizeof reason, "init_exec: %.110s", err);
     queue_close(s, 1008, reason);
     return;
   }
