@@ -129,6 +129,26 @@ static int hexval(char c) {
   return -1;
 }
 
+size_t mp_pct_encode(const char *s, char *out, size_t n) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t o = 0;
+  if (n == 0) return 0;
+  for (; *s != '\0' && o + 4 < n; s++) {
+    unsigned char c = (unsigned char)*s;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+        || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'
+        || c == '~') {
+      out[o++] = (char)c;
+    } else {
+      out[o++] = '%';
+      out[o++] = hex[c >> 4];
+      out[o++] = hex[c & 15];
+    }
+  }
+  out[o] = '\0';
+  return o;
+}
+
 char *mp_pct_decode(const char *s, size_t n, int plus_space,
                     size_t *out_len) {
   char *out = malloc(n + 1);

@@ -68,6 +68,11 @@ cJSON *mp_request_json(struct MHD_Connection *conn, mp_request *r,
 ** NULL on a bad escape; *out_len gets the length (NUL bytes included). */
 char *mp_pct_decode(const char *s, size_t n, int plus_space, size_t *out_len);
 
+/* Percent-encode s into out (n bytes, always terminated; cut short when
+** it does not fit): every byte but the unreserved A-Z a-z 0-9 - . _ ~.
+** Returns the length written. */
+size_t mp_pct_encode(const char *s, char *out, size_t n);
+
 /* A query argument, decoded (malloc'd), or NULL when absent; *bad is set
 ** for a bad escape or a NUL byte. */
 char *mp_query_arg(struct MHD_Connection *conn, const char *name, int *bad);

@@ -236,23 +236,9 @@ static enum MHD_Result bucket_list(mp_server *srv,
 
 /* filename*=UTF-8''... of the last segment of key */
 static void disposition(const char *key, char *out, size_t n) {
-  static const char hex[] = "0123456789ABCDEF";
   const char *base = strrchr(key, '/');
-  size_t o = 0;
-  base = base ? base + 1 : key;
-  o = (size_t)snprintf(out, n, "attachment; filename*=UTF-8''");
-  for (; *base && o + 4 < n; base++) {
-    unsigned char c = (unsigned char)*base;
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-        || (c >= '0' && c <= '9') || strchr("-._~", c) != NULL) {
-      out[o++] = (char)c;
-    } else {
-      out[o++] = '%';
-      out[o++] = hex[c >> 4];
-      out[o++] = hex[c & 15];
-    }
-  }
-  out[o] = '\0';
+  size_t o = (size_t)snprintf(out, n, "attachment; filename*=UTF-8''");
+  mp_pct_encode(base ? base + 1 : key, out + o, n - o);
 }
 
 static enum MHD_Result object_get(mp_server *srv, struct MHD_Connection *conn,

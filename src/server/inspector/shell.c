@@ -27,6 +27,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "http/request.h" /* mp_pct_encode */
 #include "util/log.h"
 #include "util.h"
 
@@ -172,25 +173,6 @@ static int call(const platform *p, const char *method, const char *path,
   return status;
 }
 
-/* the argument of a query, percent-encoded */
-static void query_escape(char *out, size_t n, const char *s) {
-  static const char hex[] = "0123456789ABCDEF";
-  size_t o = 0;
-  for (; *s != '\0' && o + 4 < n; s++) {
-    unsigned char c = (unsigned char)*s;
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-        || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'
-        || c == '~') {
-      out[o++] = (char)c;
-    } else {
-      out[o++] = '%';
-      out[o++] = hex[c >> 4];
-      out[o++] = hex[c & 15];
-    }
-  }
-  out[o] = '\0';
-}
-
 /* GET path of every environment (path has "%s" for its query): the answers'
 ** arrays named key, each item with its projectId and environmentId added,
 ** in one array; NULL after saying why on stderr */
@@ -209,8 +191,8 @@ static cJSON *per_environment(const platform *p, const char *what,
     const cJSON *ej = cJSON_GetObjectItem(e, "environmentId");
     cJSON *answer, *item;
     if (!cJSON_IsString(pj) || !cJSON_IsString(ej)) continue;
-    query_escape(proj, sizeof proj, pj->valuestring);
-    query_escape(env, sizeof env, ej->valuestring);
+    mp_pct_encode(pj->valuestring, proj, sizeof proj);
+    mp_pct_encode(ej->valuestring, env, sizeof env);
     snprintf(path, sizeof path, "/api/%s?project=%s&environment=%s", what,
              proj, env);
     if (call(p, "GET", path, &answer, err, sizeof err) != 200) {
@@ -269,7 +251,7 @@ static int destroy(const platform *p, int n, char **ids) {
     char err[600], path[1024], id[3 * 256];
     cJSON *answer;
     int status;
-    query_escape(id, sizeof id, ids[i]);
+    mp_pct_encode(ids[i], id, sizeof id);
     snprintf(path, sizeof path, "/api/sandbox?id=%s", id);
     status = call(p, "DELETE", path, &answer, err, sizeof err);
     cJSON_Delete(answer);
