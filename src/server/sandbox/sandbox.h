@@ -80,8 +80,11 @@ struct mp_driver {
   int (*setup)(mp_server *srv, char *err, size_t errlen);
   /* once the loop runs and the trash is emptied (NULL: nothing) */
   void (*start)(mp_server *srv);
-  /* at exit, after every sandbox was released, or on the way out after a
-  ** failed start once setup succeeded (NULL: nothing) */
+  /* the server stops: every sandbox was released and the loop is about
+  ** to be freed; stop what the driver watches on it (NULL: nothing) */
+  void (*stop)(mp_server *srv);
+  /* at exit, after the loop was freed, or on the way out after a failed
+  ** start once setup succeeded (NULL: nothing) */
   void (*finish)(mp_server *srv);
   /* what limits a sandbox's processes, for its JSON's `limits` ("cgroup
   ** v1", ...), or NULL: the JSON has no `limits` */

@@ -50,6 +50,8 @@ void mp_server_close(mp_server *srv) {
     mastra__loop_close(srv->loop); /* kills and reaps what is left */
     mp_sandbox_free_all(srv);
     mp_lease_free_all(srv);
+    if (srv->driver != NULL && srv->driver->stop != NULL)
+      srv->driver->stop(srv); /* its watchers, while the loop is there */
     mastra__loop_unref(srv->loop);
     srv->loop = NULL;
   }

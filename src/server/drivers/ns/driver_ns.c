@@ -696,6 +696,8 @@ static void ns_start(mp_server *srv) {
   mp_ns_pool_start(srv);
 }
 
+static void ns_stop(mp_server *srv) { mp_ns_host_stop(srv); }
+
 static void ns_finish(mp_server *srv) {
   mp_ns_pool_finish();
   mp_ns_host_finish(srv);
@@ -707,6 +709,7 @@ const mp_driver mp_ns_driver = {
     .available = mp_ns_host_available,
     .setup = ns_setup,
     .start = ns_start,
+    .stop = ns_stop,
     .finish = ns_finish,
     .limits = mp_ns_host_limits,
     .prepare = ns_prepare,

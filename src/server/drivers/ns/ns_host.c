@@ -49,10 +49,14 @@ const char *mp_ns_host_limits(const mp_server *srv) {
   return mp_ns_host.limits;
 }
 
-void mp_ns_host_finish(mp_server *srv) {
+void mp_ns_host_stop(mp_server *srv) {
   (void)srv;
   mp_egress_close(mp_ns_host.egress);
   mp_ns_host.egress = NULL;
+}
+
+void mp_ns_host_finish(mp_server *srv) {
+  mp_ns_host_stop(srv); /* a failed start: the loop is still there */
   if (mp_ns_host.own_pidns >= 0) close(mp_ns_host.own_pidns);
   mp_ns_host.own_pidns = -1;
   mp_nscg_finish();

@@ -45,6 +45,9 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen);
 /* what limits a sandbox's processes, for its JSON's `limits`: "cgroup
 ** v1", "cgroup v2" (with " (delegated)" without root), or "none: <why>" */
 const char *mp_ns_host_limits(const mp_server *srv);
+/* The server stops, its loop still there: close the egress proxy, whose
+** sockets the loop watches. */
+void mp_ns_host_stop(mp_server *srv);
 /* At exit (after every sandbox was released and the loop closed), or after
 ** a failed start: remove this data directory's cgroups, close the PRIVATE
 ** networks and the descriptors kept. */
