@@ -10,7 +10,9 @@ local root = os.getenv("MASTRA_SOURCE_DIR") or "."
 local function run_example(name, env)
   local sb, dir, base = util.tempSandbox()
   local e = { LUA_PATH_5_4 = os.getenv("LUA_PATH_5_4") or "", LUA_CPATH_5_4 =
-    os.getenv("LUA_CPATH_5_4") or "", PATH = os.getenv("PATH"), TMPDIR = dir }
+    os.getenv("LUA_CPATH_5_4") or "", PATH = os.getenv("PATH"), TMPDIR = dir,
+    -- the sanitizers' build: lua5.4 loads an instrumented core.so
+    ASAN_OPTIONS = os.getenv("ASAN_OPTIONS"), LD_PRELOAD = os.getenv("MASTRA_TEST_PRELOAD") }
   for k, v in pairs(env or {}) do e[k] = v end
   local r = sb:executeCommand("lua5.4", { root .. "/examples/" .. name .. ".lua" },
     { env = e, timeout = 60000 })
