@@ -363,7 +363,7 @@ static enum MHD_Result checkpoint(mp_server *srv, struct MHD_Connection *conn,
     return mp_send_empty(conn, 204);
   }
   if (sb->destroyed_ms)
-    return mp_send_error(conn, 410, "gone", "sandbox %s was destroyed", sb->id);
+    return mp_send_error(conn, 410, "sandbox_destroyed", "sandbox %s was destroyed", sb->id);
   if ((st = route_wait_on(conn, r, sb, &res)) == NULL) return res;
   st->w.explicit_request = 1;
   mp_checkpoint_capture(srv, sb, &st->w);
@@ -410,7 +410,7 @@ enum MHD_Result mp_routes_sandbox(mp_server *srv, struct MHD_Connection *conn,
   } else if (nseg == 3 && strcmp(seg[2], "exec-lease") == 0
              && strcmp(method, "POST") == 0) {
     if (sb->destroyed_ms)
-      return mp_send_error(conn, 410, "gone", "sandbox %s was destroyed",
+      return mp_send_error(conn, 410, "sandbox_destroyed", "sandbox %s was destroyed",
                            sb->id);
     if (sb->destroying || sb->restoring)
       return mp_send_error(conn, 409, "conflict", "sandbox %s is being %s",
