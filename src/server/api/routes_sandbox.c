@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sandbox/checkpoint.h"
 #include "api/exec_legacy.h"
@@ -215,6 +216,11 @@ static enum MHD_Result create_sandbox(mp_server *srv,
   memset(&spec, 0, sizeof spec);
   spec.project = project;
   spec.recovery_key = opt_string(body, MP_CREATE_ID, why, sizeof why, &bad);
+  {
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                MP_CREATE_KEY_HEADER);
+    spec.key_explicit = h != NULL && strcasecmp(h, "explicit") == 0;
+  }
   if (!bad) spec.environment = opt_string(body, MP_CREATE_ENVIRONMENT, why, sizeof why, &bad);
   if (!bad) spec.network = opt_string(body, MP_CREATE_NETWORK, why, sizeof why, &bad);
   if (!bad) spec.seed = opt_string(body, MP_CREATE_SEED, why, sizeof why, &bad);
