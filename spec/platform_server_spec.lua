@@ -318,11 +318,11 @@ describe("mastra-platform control plane", function()
         assert.is_number(destroyed, "destroyedAt: " .. tostring(r.json.destroyedAt))
         assert.is_true(destroyed >= t0 - 5 and destroyed <= os.time() + 5)
         assert_error(srv:curl("POST", prefix .. "/sandbox/" .. sb.id .. "/exec-lease"), 410,
-          "gone")
+          "sandbox_destroyed")
         assert_error(srv:json("POST", prefix .. "/sandbox/" .. sb.id .. "/checkpoint",
-          { id = "recovery-key-1" }), 410, "gone")
+          { id = "recovery-key-1" }), 410, "sandbox_destroyed")
         assert_error(srv:json("POST", prefix .. "/sandbox/" .. sb.id .. "/exec",
-          { command = "true" }), 410, "gone")
+          { command = "true" }), 410, "sandbox_destroyed")
       end)
     end)
   end
@@ -1199,7 +1199,8 @@ describe("mastra-platform shutdown and restart", function()
     local r = srv:curl("GET", P .. "/sandbox/" .. sb.id)
     assert.are.equal(200, r.status)
     assert.is_number(iso_seconds(r.json.destroyedAt))
-    assert_error(srv:curl("POST", P .. "/sandbox/" .. sb.id .. "/exec-lease"), 410, "gone")
+    assert_error(srv:curl("POST", P .. "/sandbox/" .. sb.id .. "/exec-lease"), 410,
+      "sandbox_destroyed")
   end)
 
   it("SIGTERM with a command running exits 0 promptly and ends the command", function()

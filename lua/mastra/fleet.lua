@@ -161,9 +161,10 @@ local function is_cancel(err)
 end
 
 -- The remote sandbox of sb may still exist (public fields and methods
--- only: a template may be any sandbox with clone).
+-- only: a template may be any sandbox with clone). sandboxId is set only
+-- while it runs: a destroy that failed (status "error") may have left it.
 local function holds(sb)
-  return sb.sandboxId ~= nil
+  return sb.sandboxId ~= nil or sb.status == "error"
     or (type(sb.isStarting) == "function" and sb:isStarting() == true)
 end
 

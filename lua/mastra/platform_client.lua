@@ -122,6 +122,14 @@ function client.apiError(status, body)
   }
 end
 
+--- Whether err says the sandbox was destroyed: a PlatformApiError with
+-- status 410, or whose error type is "sandbox_destroyed" (the hosted
+-- platform's newer type; older ones said "gone"), whatever the status.
+function client.isDestroyed(err)
+  return errors.PlatformApiError:is(err)
+    and (err.status == 410 or err.code == "sandbox_destroyed")
+end
+
 -- NetworkError (or the descriptor limit) for a request to url that failed.
 local function unreachable(url, msg, name)
   local why = ("cannot reach %s: %s (%s)"):format(url, msg, name)

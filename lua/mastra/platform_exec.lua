@@ -19,15 +19,17 @@ local function fetch_lease(self, command, attempt, id)
   local ok, res = pcall(client.request, self._cfg, "POST",
     "/sandbox/" .. client.encodeComponent(id or "") .. "/exec-lease")
   if not ok then
-    if errors.PlatformApiError:is(res) and res.status == 410 then
-      if self.sandboxId == id then -- still this object's sandbox
+    if client.isDestroyed(res) then
+      if self._sandboxId == id then -- still this object's sandbox
         self._lease = nil
-        self.sandboxId = nil
+        self._sandboxId = nil
         self.status = "stopped"
       end
       errors.SandboxDestroyedError:raise({
-        message = ("Sandbox %s was destroyed; /exec-lease returned 410"):format(id or "(unknown)"),
-        sandboxId = id, command = command, attempts = attempt,
+        message = ("Sandbox %s was destroyed; /exec-lease returned %d"):format(id or "(unknown)",
+          res.status),
+        sandboxId = id, command = command, attempts = attempt, status = res.status,
+        code = res.code,
       }, 0)
     end
     error(res, 0)
@@ -48,7 +50,7 @@ local function fetch_lease(self, command, attempt, id)
     expiresAt = j.expiresAt, expiresAtMs = client.parseTime(j.expiresAt),
     capabilities = j.capabilities, target = id,
   }
-  if self.sandboxId == id then self._lease = lease end
+  if self._sandboxId == id then self._lease = lease end
   return lease
 end
 
@@ -57,7 +59,7 @@ end
 -- share a request). A command is bound to the sandbox it started on: a
 -- retry never lands in another one.
 function platform_exec.ensureLease(self, command, attempt, target)
-  target = target or self.sandboxId
+  target = target or self._sandboxId
   local l = self._lease
   if l and l.target == target and l.expiresAtMs
       and l.expiresAtMs - LEASE_REFRESH_MARGIN_MS > core.time() then

@@ -127,7 +127,7 @@ end
 --- Start `command` in the background on `sandbox` (its
 -- processes:spawn, opts validated there): the handle, at once.
 function platform_process.spawn(sandbox, command, opts)
-  local target = sandbox.sandboxId -- processes:spawn started it
+  local target = sandbox._sandboxId -- processes:spawn started it
   if opts.keepRunning and not sandbox:_supports(target, "keepRunning") then
     error("processes:spawn: this platform does not support keepRunning (its exec lease"
       .. ' does not advertise the "keepRunning" capability): a process cannot outlive'

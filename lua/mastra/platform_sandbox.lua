@@ -34,6 +34,13 @@ local lazy = {}
 PlatformSandbox.__index = function(self, k)
   local v = PlatformSandbox[k]
   if v ~= nil then return v end
+  -- the platform's id of the sandbox, only while it runs (upstream's
+  -- getter): a constructor hint is not reported until the platform has
+  -- confirmed it, and nothing after destroy, detach or a 410
+  if k == "sandboxId" then
+    if rawget(self, "status") == "running" then return rawget(self, "_sandboxId") end
+    return nil
+  end
   local make = lazy[k]
   if make then
     v = make(self)
@@ -44,6 +51,12 @@ PlatformSandbox.__index = function(self, k)
 end
 
 local CREATE_ATTEMPTS = 3
+-- An `id` the caller gave (new, or clone's id / checkpointName) is said to
+-- be explicit at create: the local platform then keeps its checkpoint for
+-- its full retention even before a create has restored it (an id made up
+-- here is never looked up again; docs/platform.md "Checkpoints"). Other
+-- platforms ignore the header.
+local EXPLICIT_KEY_HEADERS = { ["x-mastra-recovery-key"] = "explicit" }
 local DEFAULT_RETRY_DELAY_MS = 2000
 PlatformSandbox._retryDelay = DEFAULT_RETRY_DELAY_MS
 
@@ -151,7 +164,7 @@ function construct(opts, cfg, where)
   local self = setmetatable({
     id = opts.id or common.newId("platform-sandbox"),
     status = "pending",
-    sandboxId = opts.sandboxId,
+    _sandboxId = opts.sandboxId,
     environmentId = envId,
     idleTimeoutMinutes = opts.idleTimeoutMinutes,
     networkIsolation = opts.networkIsolation,
@@ -195,7 +208,8 @@ local function create(self)
   for attempt = 1, CREATE_ATTEMPTS do
     -- a fresh connection: never sent twice by libcurl (docs/platform.md)
     local ok, r = pcall(client.request, self._cfg, "POST", "/sandbox",
-      { json = body, freshConnection = true })
+      { json = body, freshConnection = true, headers = self._opts.id ~= nil
+        and EXPLICIT_KEY_HEADERS or nil })
     if ok then
       res = r
       break
@@ -213,7 +227,7 @@ local function create(self)
       status = res.status, body = res.body,
     }, 0)
   end
-  self.sandboxId = j.id
+  self._sandboxId = j.id
   self.createdAt = j.createdAt or core.time()
   self.templatePending = j.templatePending
   self.instanceUrl = j.instanceUrl
@@ -233,17 +247,19 @@ end
 local function do_start(self)
   self.status = "starting"
   local ok, res = pcall(function()
-    if self.sandboxId then
+    if self._sandboxId then
       local gok, r = pcall(client.request, self._cfg, "GET",
-        "/sandbox/" .. client.encodeComponent(self.sandboxId))
+        "/sandbox/" .. client.encodeComponent(self._sandboxId))
       if gok and not (r.json and r.json.destroyedAt) then
         self.createdAt = (r.json and r.json.createdAt) or self.createdAt
         return { outcome = "connected" }
       end
-      if not gok and not (errors.PlatformApiError:is(r) and r.status == 404) then
+      -- 404, or 410 sandbox_destroyed (upstream's newer rule): provision
+      if not gok and not (errors.PlatformApiError:is(r)
+          and (r.status == 404 or client.isDestroyed(r))) then
         error(r, 0)
       end
-      self.sandboxId = nil
+      self._sandboxId = nil
       self._lease = nil
     end
     return create(self)
@@ -301,7 +317,7 @@ function PlatformSandbox:_ensureRunning(command)
   if self.status ~= "running" and self.status ~= "stopping" then
     self:start()
   end
-  if self.sandboxId == nil then
+  if self._sandboxId == nil then
     errors.SandboxNotReadyError:raise({
       message = "Sandbox is not ready: " .. self.id, id = self.id, command = command,
     }, 3)
@@ -315,7 +331,7 @@ local function delete_checkpoint(self, id)
   local ok, err = pcall(client.request, self._cfg, "DELETE",
     "/sandbox/" .. client.encodeComponent(id) .. "/checkpoint",
     { json = { id = self.id }, expectJson = false })
-  if ok or (errors.PlatformApiError:is(err) and (err.status == 404 or err.status == 410)) then
+  if ok or (errors.PlatformApiError:is(err) and (err.status == 404 or client.isDestroyed(err))) then
     return nil
   end
   return err
@@ -338,7 +354,7 @@ local function teardown(self, final_status, drop_checkpoint)
     return
   end
   if self._starting then pcall(self._starting.wait, self._starting) end
-  local id = self.sandboxId
+  local id = self._sandboxId
   for _, h in ipairs(common.inOrder(self._running, rank_of)) do h:kill() end
   if id == nil then
     self._teardownQueued = nil
@@ -354,13 +370,14 @@ local function teardown(self, final_status, drop_checkpoint)
   -- from here a finalizer may queue the teardown again (if it failed)
   self._teardownQueued = nil
   self._lease = nil
-  if not ok and not (errors.PlatformApiError:is(err) and err.status == 404) then
+  if not ok and not (errors.PlatformApiError:is(err)
+      and (err.status == 404 or client.isDestroyed(err))) then
     -- the sandbox may still be there: sandboxId stays, so that a later
     -- destroy (the teardown queue's, at the latest at exit) sends it again
     self.status = "error"
     error(err, 0)
   end
-  self.sandboxId = nil
+  self._sandboxId = nil
   self.createdAt = nil
   self.status = final_status
   if ckpt_err then error(ckpt_err, 0) end
@@ -393,8 +410,8 @@ end
 function PlatformSandbox:detach()
   check_self("PlatformSandbox:detach", self)
   if self._starting then pcall(self._starting.wait, self._starting) end
-  local id = self.sandboxId
-  self.sandboxId = nil
+  local id = self._sandboxId
+  self._sandboxId = nil
   self._lease = nil
   self._detachedId = id
   self.status = "detached"
@@ -410,7 +427,7 @@ end
 
 -- Whether the platform may hold a sandbox of this object.
 function holds_remote(self)
-  return self.sandboxId ~= nil or self._starting ~= nil
+  return self._sandboxId ~= nil or self._starting ~= nil
 end
 
 -- Hand the teardown to the queue of the scheduler (once).
@@ -487,7 +504,7 @@ end
 
 function PlatformSandbox.__tostring(self)
   return ("mastra.PlatformSandbox: %s (%s%s)"):format(self.id, self.status,
-    self.sandboxId and ", " .. self.sandboxId or "")
+    self._sandboxId and ", " .. self._sandboxId or "")
 end
 
 -- }======
@@ -536,7 +553,7 @@ end
 function PlatformSandbox:supportsStdin()
   check_self("PlatformSandbox:supportsStdin", self)
   self:_ensureRunning("supportsStdin")
-  return self:_supports(self.sandboxId, "stdin")
+  return self:_supports(self._sandboxId, "stdin")
 end
 
 --- Run `command` (shell text) with `args` (each quoted as one argument) in
@@ -551,7 +568,7 @@ function PlatformSandbox:executeCommand(command, args, opts)
   local started = core.now()
   local full = shell.commandLine(command, args)
   self:_ensureRunning(full)
-  local target = self.sandboxId
+  local target = self._sandboxId
   if opts.stdin ~= nil and not self:_supports(target, "stdin") then
     error(where .. ": this platform does not support stdin (its exec lease does not"
       .. ' advertise the "stdin" capability: the hosted platform closes stdin at once).'
@@ -616,14 +633,35 @@ function PlatformSandbox:clone(opts)
   return construct(o, cfg, "PlatformSandbox:clone")
 end
 
+--- What the sandbox is. Until it runs (before start(), after destroy(),
+-- detach() or a 410) it answers here, with no request, as upstream's
+-- newer client does; while it runs, from GET /sandbox/:id. A sandbox the
+-- platform says was destroyed raises SandboxDestroyedError (and the next
+-- start() provisions again).
 function PlatformSandbox:getInfo()
   check_self("PlatformSandbox:getInfo", self)
-  if self.sandboxId == nil then
+  local id = self._sandboxId
+  if id == nil or self.status ~= "running" then
     return { id = self.id, name = self.name, provider = self.provider,
       status = self.status, createdAt = self.createdAt or core.time() }
   end
-  local res = client.request(self._cfg, "GET",
-    "/sandbox/" .. client.encodeComponent(self.sandboxId))
+  local ok, res = pcall(client.request, self._cfg, "GET",
+    "/sandbox/" .. client.encodeComponent(id))
+  if not ok then
+    if client.isDestroyed(res) and self._sandboxId == id then
+      self._sandboxId = nil
+      self._lease = nil
+      self.status = "stopped"
+    end
+    if client.isDestroyed(res) then
+      errors.SandboxDestroyedError:raise({
+        message = ("Sandbox %s was destroyed; GET /sandbox/%s returned %d%s"):format(id, id,
+          res.status, res.code and " " .. res.code or ""),
+        sandboxId = id, attempts = 1, status = res.status, code = res.code,
+      }, 2)
+    end
+    error(res, 0)
+  end
   local j = res.json or {}
   return {
     id = j.id, name = self.name, provider = self.provider, status = self.status,
@@ -647,7 +685,7 @@ end
 function PlatformSandbox:getInstructions()
   check_self("PlatformSandbox:getInstructions", self)
   local default = ("Platform sandbox%s. Execute commands with the sandbox command APIs.")
-    :format(self.sandboxId and " " .. self.sandboxId or "")
+    :format(self._sandboxId and " " .. self._sandboxId or "")
   local text = common.instructions("PlatformSandbox:getInstructions", self._instructions, default)
   return text -- not a tail call: errors point at the caller
 end

@@ -842,7 +842,7 @@ static const char *error_type(int status) {
   case 401:
   case 403: return "authentication_error";
   case 404: return "not_found";
-  case 410: return "gone";
+  case 410: return "sandbox_destroyed"; /* upstream-2026-12.md A.1.2 */
   default: return status >= 500 ? "internal_error" : "invalid_request";
   }
 }

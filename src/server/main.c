@@ -8,6 +8,7 @@
 **                         [--warm-pool N]
 **                         [--idle-exit SECONDS] [--lease-ttl SECONDS]
 **                         [--checkpoint-retention DAYS]
+**                         [--checkpoint-retention-unused DAYS]
 **                         [--default-idle-minutes M]
 **                         [--inspector HOST:PORT|off] [--session-history N]
 **   mastra-platform base build [--data-dir DIR | --base DIR] [--minimal]
@@ -66,6 +67,7 @@
 
 #define DEFAULT_LEASE_TTL_S 900
 #define DEFAULT_CHECKPOINT_RETENTION_DAYS 7.0
+#define DEFAULT_CHECKPOINT_RETENTION_UNUSED_DAYS 1.0
 #define DEFAULT_MAX_BODY (1u << 20)
 #define DEFAULT_MAX_OBJECT ((size_t)256 << 20)
 #define DEFAULT_IDLE_MINUTES 30.0
@@ -96,6 +98,12 @@ static void usage(FILE *f) {
           "                       remove checkpoints unused for DAYS"
           " (fractions allowed;\n"
           "                       default 7; 0: keep them forever)\n"
+          "  --checkpoint-retention-unused DAYS\n"
+          "                       remove checkpoints that no create restored"
+          " (nor asked\n"
+          "                       for) after DAYS unused (default 1; at most"
+          " the above;\n"
+          "                       0: as long as the above)\n"
           "  --default-idle-minutes M\n"
           "                       reap a sandbox created without"
           " idleTimeoutMinutes after M\n"
@@ -303,6 +311,7 @@ int main(int argc, char **argv) {
   long destroyed_max = MP_DESTROYED_MAX_DEFAULT;
   long header_timeout = MP_HEADER_TIMEOUT_DEFAULT_S;
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
+  double retention_unused = DEFAULT_CHECKPOINT_RETENTION_UNUSED_DAYS;
   int exec_stdin = 1;
   double default_idle = DEFAULT_IDLE_MINUTES;
   sigset_t sigs;
@@ -391,6 +400,8 @@ int main(int argc, char **argv) {
         return 2;
     } else if (strcmp(a, "--checkpoint-retention") == 0) {
       if (parse_days(a, v, &retention) < 0) return 2;
+    } else if (strcmp(a, "--checkpoint-retention-unused") == 0) {
+      if (parse_days(a, v, &retention_unused) < 0) return 2;
     } else if (strcmp(a, "--exec-stdin") == 0) {
       if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
         fprintf(stderr, "mastra-platform: --exec-stdin wants on or off (got"
@@ -413,6 +424,7 @@ int main(int argc, char **argv) {
   srv.header_timeout_s = (unsigned)header_timeout;
   srv.idle_exit_s = (int)idle_exit;
   srv.checkpoint_retention_days = retention;
+  srv.checkpoint_retention_unused_days = retention_unused;
   srv.default_idle_min = default_idle;
   srv.exec_stdin = exec_stdin;
   srv.data_dir = data_dir ? data_dir : default_data_dir();

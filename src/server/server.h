@@ -67,6 +67,7 @@ struct mp_server {
   size_t max_object;          /* bucket PUT bodies */
   uint64_t lease_ttl_ms;
   double checkpoint_retention_days; /* 0: checkpoints are kept forever */
+  double checkpoint_retention_unused_days; /* those nothing asked for */
   mastra__timer checkpoint_sweep;   /* checkpoint.c: the retention sweep */
   int idle_exit_s;            /* exit when idle with no sandboxes; 0: never */
   int exec_stdin;             /* exec_ws.c streams stdin (--exec-stdin) */

@@ -251,6 +251,19 @@ async function main() {
       });
     }
 
+    await step("both checkpoint retentions and each checkpoint's rule are shown", async () => {
+      await page.goto(base);
+      const health = await page.locator("#health-list").innerText();
+      assert.match(health, /Checkpoint retention\s+7 days after the last use/);
+      assert.match(health, /never asked for\s+1 day/);
+      // inspector-demo is an explicit id of our client: asked for, 7 days
+      // (kept while its sandbox lives)
+      const row = page.locator("#checkpoint-table tbody tr", { hasText: "inspector-demo" });
+      await row.waitFor({ timeout: 15000 });
+      assert.equal(await row.locator("td[data-rule]").getAttribute("data-rule"), "asked");
+      assert.match(await row.innerText(), /asked for: 7 days/);
+    });
+
     await step("screenshots", async () => {
       await page.goto(base);
       await page.locator("#session-table tbody tr[data-status='killed']").waitFor();

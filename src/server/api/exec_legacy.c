@@ -191,7 +191,7 @@ enum MHD_Result mp_exec_legacy(mp_server *srv, struct MHD_Connection *conn,
     return answer(conn, done);
   }
   if (sb->destroyed_ms)
-    return mp_send_error(conn, 410, "gone", "sandbox %s was destroyed",
+    return mp_send_error(conn, 410, "sandbox_destroyed", "sandbox %s was destroyed",
                          sb->id);
   body = mp_request_json(conn, r, 1);
   if (body == NULL) return MHD_YES;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sandbox/checkpoint.h"
 #include "api/exec_legacy.h"
@@ -215,6 +216,11 @@ static enum MHD_Result create_sandbox(mp_server *srv,
   memset(&spec, 0, sizeof spec);
   spec.project = project;
   spec.recovery_key = opt_string(body, MP_CREATE_ID, why, sizeof why, &bad);
+  {
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                MP_CREATE_KEY_HEADER);
+    spec.key_explicit = h != NULL && strcasecmp(h, "explicit") == 0;
+  }
   if (!bad) spec.environment = opt_string(body, MP_CREATE_ENVIRONMENT, why, sizeof why, &bad);
   if (!bad) spec.network = opt_string(body, MP_CREATE_NETWORK, why, sizeof why, &bad);
   if (!bad) spec.seed = opt_string(body, MP_CREATE_SEED, why, sizeof why, &bad);
@@ -363,7 +369,7 @@ static enum MHD_Result checkpoint(mp_server *srv, struct MHD_Connection *conn,
     return mp_send_empty(conn, 204);
   }
   if (sb->destroyed_ms)
-    return mp_send_error(conn, 410, "gone", "sandbox %s was destroyed", sb->id);
+    return mp_send_error(conn, 410, "sandbox_destroyed", "sandbox %s was destroyed", sb->id);
   if ((st = route_wait_on(conn, r, sb, &res)) == NULL) return res;
   st->w.explicit_request = 1;
   mp_checkpoint_capture(srv, sb, &st->w);
@@ -410,7 +416,7 @@ enum MHD_Result mp_routes_sandbox(mp_server *srv, struct MHD_Connection *conn,
   } else if (nseg == 3 && strcmp(seg[2], "exec-lease") == 0
              && strcmp(method, "POST") == 0) {
     if (sb->destroyed_ms)
-      return mp_send_error(conn, 410, "gone", "sandbox %s was destroyed",
+      return mp_send_error(conn, 410, "sandbox_destroyed", "sandbox %s was destroyed",
                            sb->id);
     if (sb->destroying || sb->restoring)
       return mp_send_error(conn, 409, "conflict", "sandbox %s is being %s",

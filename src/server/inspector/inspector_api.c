@@ -152,6 +152,8 @@ static enum MHD_Result health(mp_server *srv, struct MHD_Connection *conn) {
   cJSON_AddBoolToObject(o, "diskUseMeasuring", walking);
   cJSON_AddNumberToObject(o, "checkpointRetentionDays",
                           srv->checkpoint_retention_days);
+  cJSON_AddNumberToObject(o, "checkpointRetentionUnusedDays",
+                          mp_checkpoint_unused_days(srv));
   cJSON_AddNumberToObject(o, "defaultIdleMinutes", srv->default_idle_min);
   return mp_send_json(conn, 200, o);
 }

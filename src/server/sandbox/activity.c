@@ -268,6 +268,7 @@ void mp_failure_record_create(mp_server *srv, const char *kind,
   cJSON_AddStringToObject(args, MP_CREATE_ENVIRONMENT, spec->environment);
   if (spec->recovery_key != NULL && spec->recovery_key[0] != '\0')
     cJSON_AddStringToObject(args, MP_CREATE_ID, spec->recovery_key);
+  if (spec->key_explicit) cJSON_AddTrueToObject(args, MP_CREATE_KEY_EXPLICIT);
   if (spec->network != NULL)
     cJSON_AddStringToObject(args, MP_CREATE_NETWORK, spec->network);
   cJSON_AddNumberToObject(args, MP_CREATE_IDLE, spec->idle_timeout_min);
@@ -289,6 +290,7 @@ void mp_failure_record_restore(mp_server *srv, const mp_sandbox *sb,
   spec.project = sb->project;
   spec.environment = sb->environment;
   spec.recovery_key = sb->recovery_key;
+  spec.key_explicit = sb->key_explicit;
   spec.network = sb->network;
   spec.idle_timeout_min = sb->idle_timeout_min;
   spec.env = sb->env;
@@ -315,6 +317,8 @@ int mp_failure_create_spec(const cJSON *args, mp_create_spec *spec,
   spec->project = str_field(args, "projectId");
   spec->environment = str_field(args, MP_CREATE_ENVIRONMENT);
   spec->recovery_key = str_field(args, MP_CREATE_ID);
+  spec->key_explicit = cJSON_IsTrue(
+      cJSON_GetObjectItemCaseSensitive(args, MP_CREATE_KEY_EXPLICIT));
   spec->network = str_field(args, MP_CREATE_NETWORK);
   spec->seed = str_field(args, MP_CREATE_SEED);
   spec->env = cJSON_IsObject(env) ? env : NULL;

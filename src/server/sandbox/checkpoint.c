@@ -3,7 +3,8 @@
 **
 ** DATA/checkpoints/<name>.tar is the checkpoint of a key, <name> =
 ** mastra-checkpoint-<SHA-1 of project, environment and key, 20 hex>, and
-** <name>.json its record ({projectId, environmentId, key, lastUsedMs}).
+** <name>.json its record ({projectId, environmentId, key, lastUsedMs,
+** restores, lastRestoredMs, asked}).
 ** DATA/checkpoints/seeds/<name>-<12 hex>.tar is a named copy that POST
 ** /checkpoint hands out (a hard link of the capture: checkpoints are never
 ** changed in place), with its own record. A sweep on the loop removes what
@@ -81,25 +82,53 @@ void mp_ckpt_file_path(mp_server *srv, int seed, const char *name,
            seed ? "/seeds" : "", name, ext);
 }
 
+/* The record of checkpoint name, written again when it is used: a
+** capture (asked: an explicit one, or of a sandbox whose creator said its
+** key is its own) or a restore (restored: a create booted from it). What
+** the older record of the same key counted is kept: restores,
+** lastRestoredMs, asked (retention.c's rule by use). */
 static int write_record(mp_server *srv, int seed, const char *name,
                         const char *project, const char *environment,
-                        const char *key, int64_t created_ms) {
+                        const char *key, int64_t created_ms, int restored,
+                        int asked) {
   char path[PATH_LEN];
-  cJSON *o = cJSON_CreateObject();
+  cJSON *o = cJSON_CreateObject(), *old;
   char *text;
+  double restores = 0, last_restored = 0;
   int rc;
+  int64_t now = mastra__wall_ms();
+  mp_ckpt_file_path(srv, seed, name, ".json", path, sizeof path);
+  if ((old = mp_ckpt_read_record(path)) != NULL) {
+    if (strcmp(mp_ckpt_rec_str(old, "key"), key) == 0) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(old, "restores");
+      if (cJSON_IsNumber(v) && v->valuedouble > 0) restores = v->valuedouble;
+      v = cJSON_GetObjectItemCaseSensitive(old, "lastRestoredMs");
+      if (cJSON_IsNumber(v)) last_restored = v->valuedouble;
+      if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(old, "asked")))
+        asked = 1;
+    }
+    cJSON_Delete(old);
+  }
+  if (restored) {
+    restores += 1;
+    last_restored = (double)now;
+  }
   cJSON_AddStringToObject(o, "projectId", project);
   cJSON_AddStringToObject(o, "environmentId", environment);
   cJSON_AddStringToObject(o, "key", key);
   if (created_ms) cJSON_AddNumberToObject(o, "createdMs", (double)created_ms);
-  cJSON_AddNumberToObject(o, "lastUsedMs", (double)mastra__wall_ms());
+  cJSON_AddNumberToObject(o, "lastUsedMs", (double)now);
+  /* always written: a record without it is an older server's */
+  cJSON_AddNumberToObject(o, "restores", restores);
+  if (last_restored > 0)
+    cJSON_AddNumberToObject(o, "lastRestoredMs", last_restored);
+  cJSON_AddBoolToObject(o, "asked", asked);
   text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   if (text == NULL) {
     errno = ENOMEM;
     return -1;
   }
-  mp_ckpt_file_path(srv, seed, name, ".json", path, sizeof path);
   rc = mastra__write_file_atomic(path, text, strlen(text), 0600, 0);
   free(text);
   return rc;
@@ -176,7 +205,7 @@ int mp_checkpoint_source(mp_server *srv, const char *project,
     key_name(project, environment, key, name);
     mp_ckpt_file_path(srv, 0, name, ".tar", path, pathlen);
     if (access(path, R_OK) == 0) {
-      write_record(srv, 0, name, project, environment, key, 0);
+      write_record(srv, 0, name, project, environment, key, 0, 1, 0);
       return 0;
     }
   }
@@ -207,7 +236,7 @@ int mp_checkpoint_source(mp_server *srv, const char *project,
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, "createdMs");
     write_record(srv, 1, seed, project, environment,
                  mp_ckpt_rec_str(rec, "key"),
-                 cJSON_IsNumber(c) ? (int64_t)c->valuedouble : 0);
+                 cJSON_IsNumber(c) ? (int64_t)c->valuedouble : 0, 1, 0);
   }
   cJSON_Delete(rec);
   return 0;
@@ -460,14 +489,15 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
     snprintf(run->seed, sizeof run->seed, "%.38s-%.12s", name, hex);
     mp_ckpt_file_path(srv, 1, run->seed, ".tar", seed, sizeof seed);
     if (write_record(srv, 1, run->seed, sb->project, sb->environment,
-                     sb->recovery_key, mastra__wall_ms()) < 0) {
+                     sb->recovery_key, mastra__wall_ms(), 0, 1) < 0) {
       fail(run, "cannot write the record of the named copy: %s",
            strerror(errno));
       return;
     }
   }
   if (write_record(srv, 0, name, sb->project, sb->environment,
-                   sb->recovery_key, 0) < 0) {
+                   sb->recovery_key, 0, 0,
+                   run->explicit_request || sb->key_explicit) < 0) {
     fail(run, "cannot write the checkpoint's record: %s", strerror(errno));
     return;
   }

@@ -16,6 +16,9 @@
 ** crash interrupted, sweep once and arm the periodic sweep. */
 int mp_checkpoint_start(mp_server *srv);
 void mp_checkpoint_stop(mp_server *srv);
+/* the retention of checkpoints that nothing asked for, in days, as it
+** applies (never longer than --checkpoint-retention; 0: forever) */
+double mp_checkpoint_unused_days(const mp_server *srv);
 
 /* What a new sandbox starts from: the checkpoint of its key, else the
 ** seed (seedCheckpointName, may be NULL). 0: found (path and name are
@@ -52,8 +55,10 @@ int mp_checkpoint_drop(mp_server *srv, const mp_sandbox *sb, const char *key);
 
 /* For the inspector: the checkpoints (key and named ones) of (project,
 ** environment), or of all when project is NULL: [{name, key, named,
-** projectId, environmentId, size, capturedAt, lastUsedAt, removeAt}]
-** (removeAt null: kept while a live sandbox has the key, or forever). */
+** projectId, environmentId, size, capturedAt, restores, lastRestoredAt,
+** asked, retentionDays, removeAt, lastUsedAt}] (asked: the longer
+** retention applies; removeAt null: kept while a live sandbox has the key,
+** or forever). */
 cJSON *mp_checkpoint_list(mp_server *srv, const char *project,
                           const char *environment);
 /* Remove checkpoint name of (project, environment): a key's checkpoint as

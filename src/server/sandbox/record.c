@@ -35,6 +35,7 @@ static cJSON *record_json(const mp_sandbox *sb) {
   cJSON_AddNumberToObject(o, "lastExecMs", (double)sb->last_exec_ms);
   cJSON_AddStringToObject(o, "restoredFrom", sb->restored_from);
   cJSON_AddBoolToObject(o, "checkpointDeleted", sb->checkpoint_deleted);
+  if (sb->key_explicit) cJSON_AddTrueToObject(o, MP_CREATE_KEY_EXPLICIT);
   cJSON_AddStringToObject(o, "checkpointBase", sb->checkpoint_base);
   if (sb->restoring) cJSON_AddTrueToObject(o, "restoring");
   return o;
@@ -147,7 +148,9 @@ int mp_record_read(mp_sandbox *sb, const cJSON *o, char *err, size_t errlen) {
       || num_field(o, "lastExecMs", ms_max, &last, err, errlen) < 0
       || bool_field(o, "checkpointDeleted", &sb->checkpoint_deleted, err,
                     errlen) < 0
-      || bool_field(o, "restoring", &sb->restoring, err, errlen) < 0)
+      || bool_field(o, "restoring", &sb->restoring, err, errlen) < 0
+      || bool_field(o, MP_CREATE_KEY_EXPLICIT, &sb->key_explicit, err,
+                    errlen) < 0)
     return -1;
   if (!id_ok(sb->id)) {
     snprintf(err, errlen, "'id' is not sbx_ followed by hex digits");

@@ -1,9 +1,19 @@
 /*
 ** The retention of checkpoints (checkpoint.h; docs/platform.md,
 ** "Checkpoints"): a sweep on a timer removes the checkpoints (and named
-** ones) unused for --checkpoint-retention, never one whose key a live
-** sandbox holds, and the temporary files a crash left; the inspector's
-** listing and removal. The captures and restores are checkpoint.c's.
+** ones) unused for their retention, never one whose key a live sandbox
+** holds, and the temporary files a crash left; the inspector's listing and
+** removal. The captures and restores are checkpoint.c's.
+**
+** The retention goes by use: a key's checkpoint that was asked for (a
+** create restored it, an explicit POST /checkpoint captured it, or its
+** sandbox's create said the key is the caller's own) is kept for
+** --checkpoint-retention after its last use; one that nothing asked for
+** (upstream's auto-generated ids, which nobody looks up again) only for
+** --checkpoint-retention-unused. Named checkpoints are made by explicit
+** requests: asked for. A record of an older server (no "restores") and an
+** archive without a record keep the longer retention: a checkpoint that
+** somebody wanted is never taken for one nobody did.
 */
 #define _GNU_SOURCE
 #include "sandbox/checkpoint.h"
@@ -40,21 +50,53 @@ static int key_in_use(mp_server *srv, const cJSON *rec) {
   return 0;
 }
 
-/* Remove from DATA/checkpoints[/seeds] what was last used before cutoff
-** (an archive without a record counts from its mtime). With
-** temporaries_too (at start, when no tar runs), the temporaries of
-** interrupted captures go as well. */
-static size_t sweep_dir(mp_server *srv, int seed, int64_t cutoff,
-                        int temporaries_too) {
+static int64_t days_ms(double days) { return (int64_t)(days * 86400000.0); }
+
+static int64_t retention_ms(const mp_server *srv) {
+  return days_ms(srv->checkpoint_retention_days);
+}
+
+/* --checkpoint-retention-unused, never longer than --checkpoint-retention
+** (0: forever) */
+static int64_t unused_ms(const mp_server *srv) {
+  int64_t keep = retention_ms(srv);
+  int64_t unused = days_ms(srv->checkpoint_retention_unused_days);
+  if (keep > 0 && (unused <= 0 || unused > keep)) return keep;
+  return unused;
+}
+
+double mp_checkpoint_unused_days(const mp_server *srv) {
+  return (double)unused_ms(srv) / 86400000.0;
+}
+
+/* whether the checkpoint of rec was asked for (the longer retention) */
+static int rec_asked(const cJSON *rec, int seed) {
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(rec, "restores");
+  if (seed || !cJSON_IsNumber(n)) return 1; /* named, or an older record */
+  return n->valuedouble > 0
+         || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "asked"));
+}
+
+/* how long after its last use the checkpoint of rec is kept (0: forever) */
+static int64_t rec_keep_ms(const mp_server *srv, const cJSON *rec, int seed) {
+  return rec_asked(rec, seed) ? retention_ms(srv) : unused_ms(srv);
+}
+
+/* Remove from DATA/checkpoints[/seeds] what was last used longer ago than
+** its retention (an archive without a record counts from its mtime, with
+** the longer one). With temporaries_too (at start, when no tar runs), the
+** temporaries of interrupted captures go as well. */
+static size_t sweep_dir(mp_server *srv, int seed, int temporaries_too) {
   char dir[PATH_LEN], path[PATH_LEN + 320], name[300];
   DIR *d;
   struct dirent *e;
   size_t removed = 0;
+  int64_t now = mastra__wall_ms();
   snprintf(dir, sizeof dir, "%s/checkpoints%s", srv->data_dir,
            seed ? "/seeds" : "");
   if ((d = opendir(dir)) == NULL) return 0;
   while ((e = readdir(d)) != NULL) {
-    int64_t last = -1;
+    int64_t last = -1, keep;
     size_t n = strlen(e->d_name);
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     if (strncmp(e->d_name, MASTRA__TMP_PREFIX, strlen(MASTRA__TMP_PREFIX)) ==
@@ -62,7 +104,7 @@ static size_t sweep_dir(mp_server *srv, int seed, int64_t cutoff,
       if (temporaries_too) unlink(path);
       continue;
     }
-    if (cutoff <= 0 || n >= sizeof name) continue;
+    if (n >= sizeof name) continue;
     if (has_suffix(e->d_name, ".json")) {
       cJSON *rec = mp_ckpt_read_record(path);
       const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, "lastUsedMs");
@@ -70,6 +112,7 @@ static size_t sweep_dir(mp_server *srv, int seed, int64_t cutoff,
         cJSON_Delete(rec);
         continue; /* torn or foreign: the archive's mtime decides */
       }
+      keep = rec_keep_ms(srv, rec, seed);
       if (!seed && key_in_use(srv, rec)) last = INT64_MAX;
       else last = (int64_t)v->valuedouble;
       cJSON_Delete(rec);
@@ -84,10 +127,11 @@ static size_t sweep_dir(mp_server *srv, int seed, int64_t cutoff,
       snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
       if (stat(path, &st) < 0) continue;
       last = (int64_t)st.st_mtime * 1000;
+      keep = retention_ms(srv);
     } else {
       continue;
     }
-    if (last < cutoff) {
+    if (keep > 0 && last != INT64_MAX && last < now - keep) {
       mp_ckpt_remove(srv, seed, name);
       removed++;
     }
@@ -96,16 +140,11 @@ static size_t sweep_dir(mp_server *srv, int seed, int64_t cutoff,
   return removed;
 }
 
-static int64_t retention_ms(const mp_server *srv) {
-  return (int64_t)(srv->checkpoint_retention_days * 86400000.0);
-}
-
 /* {------ the inspector's view ------ */
 
 static void list_dir(mp_server *srv, int seed, const char *project,
                      const char *environment, cJSON *out) {
   char dir[PATH_LEN], path[PATH_LEN + 320], name[MP_CHECKPOINT_NAME_MAX];
-  int64_t keep = retention_ms(srv);
   DIR *d;
   struct dirent *e;
   snprintf(dir, sizeof dir, "%s/checkpoints%s", srv->data_dir,
@@ -140,16 +179,29 @@ static void list_dir(mp_server *srv, int seed, const char *project,
                             mp_ckpt_rec_str(rec, "environmentId"));
     cJSON_AddNumberToObject(o, "size", (double)st.st_size);
     cJSON_AddNumberToObject(o, "capturedAt", (double)st.st_mtime * 1000);
-    if (cJSON_IsNumber(used)) {
-      cJSON_AddNumberToObject(o, "lastUsedAt", used->valuedouble);
-      if (keep > 0 && (seed || !key_in_use(srv, rec)))
+    {
+      const cJSON *rs = cJSON_GetObjectItemCaseSensitive(rec, "restores");
+      const cJSON *at = cJSON_GetObjectItemCaseSensitive(rec, "lastRestoredMs");
+      int64_t keep = rec_keep_ms(srv, rec, seed);
+      cJSON_AddNumberToObject(o, "restores",
+                              cJSON_IsNumber(rs) ? rs->valuedouble : 0);
+      if (cJSON_IsNumber(at))
+        cJSON_AddNumberToObject(o, "lastRestoredAt", at->valuedouble);
+      else
+        cJSON_AddNullToObject(o, "lastRestoredAt");
+      cJSON_AddBoolToObject(o, "asked", rec_asked(rec, seed));
+      /* the retention that applies to it, in days (0: forever) */
+      cJSON_AddNumberToObject(o, "retentionDays", (double)keep / 86400000.0);
+      if (cJSON_IsNumber(used) && keep > 0 && (seed || !key_in_use(srv, rec)))
         cJSON_AddNumberToObject(o, "removeAt",
                                 used->valuedouble + (double)keep);
       else
         cJSON_AddNullToObject(o, "removeAt");
+    }
+    if (cJSON_IsNumber(used)) {
+      cJSON_AddNumberToObject(o, "lastUsedAt", used->valuedouble);
     } else {
       cJSON_AddNullToObject(o, "lastUsedAt");
-      cJSON_AddNullToObject(o, "removeAt");
     }
     cJSON_Delete(rec);
     cJSON_AddItemToArray(out, o);
@@ -190,19 +242,21 @@ int mp_checkpoint_remove(mp_server *srv, const char *project,
 /* }------ */
 
 static void sweep(mp_server *srv, int temporaries_too) {
-  int64_t keep = retention_ms(srv);
-  int64_t cutoff = keep > 0 ? mastra__wall_ms() - keep : 0;
-  size_t n = sweep_dir(srv, 0, cutoff, temporaries_too)
-             + sweep_dir(srv, 1, cutoff, temporaries_too);
+  size_t n = sweep_dir(srv, 0, temporaries_too)
+             + sweep_dir(srv, 1, temporaries_too);
   if (n > 0)
-    mp_log("retention: removed %zu checkpoint%s unused for %g days", n,
-           n == 1 ? "" : "s", srv->checkpoint_retention_days);
+    mp_log("retention: removed %zu checkpoint%s (kept %g days after the last"
+           " use, %g if nothing asked for it)", n, n == 1 ? "" : "s",
+           srv->checkpoint_retention_days, mp_checkpoint_unused_days(srv));
 }
 
-/* a quarter of the retention period, within [1 s, 1 h] */
+/* a quarter of the shorter retention, within [1 s, 1 h] */
 static void arm_sweep(mp_server *srv) {
-  int64_t every = retention_ms(srv) / 4;
-  if (retention_ms(srv) <= 0) return;
+  int64_t keep = retention_ms(srv), unused = unused_ms(srv);
+  int64_t every;
+  if (keep <= 0 || (unused > 0 && unused < keep)) keep = unused;
+  if (keep <= 0) return;
+  every = keep / 4;
   if (every < SWEEP_MIN_MS) every = SWEEP_MIN_MS;
   if (every > SWEEP_MAX_MS) every = SWEEP_MAX_MS;
   mastra__timer_start(&srv->checkpoint_sweep, (uint64_t)every);

@@ -378,6 +378,10 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   /* getOrCreate: a live sandbox of the key answers (docs/decisions.md) */
   if ((sb = live_with_key(srv, spec)) != NULL) {
     *out = sb;
+    if (spec->key_explicit && !sb->key_explicit && !sb->destroying) {
+      sb->key_explicit = 1; /* asked for by this create too */
+      mp_record_save(srv, sb);
+    }
     if (sb->destroying) { /* going: create again once it is gone */
       if (w == NULL) {
         snprintf(err, errlen, "sandbox %s of this id is being destroyed:"
@@ -409,6 +413,7 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   snprintf(sb->environment, sizeof sb->environment, "%s", spec->environment);
   snprintf(sb->recovery_key, sizeof sb->recovery_key, "%s",
            spec->recovery_key ? spec->recovery_key : "");
+  sb->key_explicit = spec->key_explicit && sb->recovery_key[0] != '\0';
   snprintf(sb->network, sizeof sb->network, "%s",
            spec->network ? spec->network : "ISOLATED");
   sb->idle_timeout_min = spec->idle_timeout_min;

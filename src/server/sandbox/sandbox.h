@@ -140,6 +140,9 @@ struct mp_sandbox {
   int restored;                   /* created from a checkpoint */
   char restored_from[MP_NAME_MAX]; /* that checkpoint's name, or "" */
   int checkpoint_deleted;         /* DELETE /checkpoint: no implicit capture */
+  int key_explicit;               /* its create said the key is the caller's
+                                  ** own (MP_CREATE_KEY_HEADER): its
+                                  ** checkpoint counts as asked for */
   unsigned checkpoint_gen;        /* bumped by DELETE /checkpoint */
   /* the key's archive that its tree descends from (restored, or captured
   ** by it): "<dev>:<inode>:<mtime ns>:<size>", or "" (checkpoint.c) */
@@ -173,6 +176,11 @@ struct mp_sandbox {
 #define MP_CREATE_IDLE "idleTimeoutMinutes"
 #define MP_CREATE_ENV "env"
 #define MP_CREATE_SEED "seedCheckpointName"
+/* ours: a create header "explicit" says that `id` is the caller's own, not
+** one made up for it (retention, docs/platform.md "Checkpoints"); the
+** record and the activity log keep it as MP_CREATE_KEY_EXPLICIT */
+#define MP_CREATE_KEY_HEADER "x-mastra-recovery-key"
+#define MP_CREATE_KEY_EXPLICIT "recoveryKeyExplicit"
 
 typedef struct mp_create_spec {
   const char *project;
@@ -182,6 +190,7 @@ typedef struct mp_create_spec {
   double idle_timeout_min;   /* fractions allowed; 0: the server's default */
   const cJSON *env;           /* object of strings, or NULL */
   const char *seed;           /* seedCheckpointName, or NULL */
+  int key_explicit;           /* MP_CREATE_KEY_HEADER said "explicit" */
 } mp_create_spec;
 
 /* -1 failed (err says why), -2 the request is wrong (an unknown seed: err

@@ -106,13 +106,17 @@ async function act(what, fn) {
 }
 
 // {------ views ------
+function days(n) { return n ? n + (n === 1 ? " day" : " days") : "forever"; }
+
 async function loadHealth() {
   const h = await api("/api/health");
   const items = [["Driver", h.driver], ["Live sandboxes", h.liveSandboxes],
     ["Running commands", h.runningCommands],
     ["Disk use of the data directory", h.diskUseBytes == null ? "measuring…" : size(h.diskUseBytes)],
     ["Data directory", h.dataDir],
-    ["Checkpoint retention", h.checkpointRetentionDays ? h.checkpointRetentionDays + " days" : "forever"]];
+    ["Checkpoint retention", days(h.checkpointRetentionDays) + " after the last use"],
+    ["Checkpoint retention, never asked for", days(h.checkpointRetentionUnusedDays)
+      + " (no create restored it, no explicit capture or id)"]];
   $("health-list").replaceChildren(...items.map(([k, v]) =>
     el("div", {}, el("dt", {}, k), el("dd", {}, v))));
 }
@@ -227,11 +231,17 @@ async function loadCheckpoints() {
     el("td", { className: "num" }, size(c.size)),
     el("td", {}, when(c.capturedAt)),
     el("td", {}, when(c.lastUsedAt)),
-    el("td", {}, c.removeAt == null ? "kept while a live sandbox has its key" : when(c.removeAt)),
+    el("td", { className: "num" }, String(c.restores || 0),
+      c.lastRestoredAt == null ? "" : el("span", { className: "muted" }, " last " + when(c.lastRestoredAt))),
+    el("td", { "data-rule": c.asked ? "asked" : "unused" },
+      c.removeAt == null ? (c.retentionDays ? "kept while a live sandbox has its key" : "kept forever")
+        : when(c.removeAt),
+      el("span", { className: "muted" }, (c.asked ? " asked for: " : " never asked for: ")
+        + days(c.retentionDays))),
     el("td", {}, button("Delete", () => {
       if (confirm("Delete the checkpoint of " + c.key + "?"))
         act("Deleting checkpoint " + c.name, () => api("/api/checkpoint?" + envQuery({ name: c.name }), { method: "DELETE" }));
-    }, true, "Delete checkpoint " + c.key)))), "No checkpoints.", 6);
+    }, true, "Delete checkpoint " + c.key)))), "No checkpoints.", 7);
 }
 
 async function loadFailures() {
