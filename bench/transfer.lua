@@ -4,6 +4,7 @@
 -- bench/run: it writes 300 MB and takes a few seconds.
 --
 --   mastra-lua bench/transfer.lua [PLATFORM_BIN [MB [METHOD]]]
+--   mastra-lua bench/transfer.lua dirs [PLATFORM_BIN [FILES [MB]]]
 --
 -- PLATFORM_BIN: the mastra-platform to measure (default: build/mastra-platform
 -- beside this checkout); MB: the size (default 100); METHOD: "stdin"
@@ -11,14 +12,26 @@
 -- object is put into the bucket and its hashes are taken with curl and
 -- sha256sum, outside this process, so the figures are the transfers'
 -- own. The data directory is under MASTRA_BENCH_TMPDIR (default /var/tmp).
+--
+-- `dirs`: Workspace:uploadDir and Workspace:downloadDir (host directory <->
+-- sandbox) of a tree of FILES small files (default 2000, 1 to 4 KiB each)
+-- and of one MB file (default 100), through stdin and through the commands
+-- of a platform without stdin (method "commands", what "auto" takes there),
+-- beside the limit: `tar -c | tar -x` through a pipe on the host. Every
+-- tree is checked (modes, links, sha256 of every file) after each step.
+-- MASTRA_BENCH_SERVE_ARGS adds flags to `mastra-platform serve` (e.g.
+-- "--driver process", or "--base DIR" for the namespaces driver).
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local mastra = require "mastra"
 local lib = require "lib"
 
 local here = arg[0]:match("(.*/)") or "./"
+local dirs = arg[1] == "dirs"
+if dirs then table.remove(arg, 1) end
 local bin = arg[1] or (here .. "../build/mastra-platform")
 local mb = tonumber(arg[2] or "100")
 local method = arg[3] or "stdin"
+local files, big_mb = tonumber(arg[2] or "2000"), tonumber(arg[3] or "100")
 local base = os.getenv("MASTRA_BENCH_TMPDIR") or "/var/tmp"
 local q = mastra.quote
 
@@ -51,6 +64,7 @@ host:start()
 local out = {}
 local server = host.processes:spawn("exec " .. q(bin) .. " serve --listen 127.0.0.1:0"
   .. " --data-dir " .. q(dir .. "/data") .. " --token-file " .. q(dir .. "/token")
+  .. " " .. (os.getenv("MASTRA_BENCH_SERVE_ARGS") or "")
   .. " 2>" .. q(dir .. "/platform.log"), { onStdout = function(s) out[#out + 1] = s end })
 local line
 for _ = 1, 600 do -- 30 s: a loaded machine checks the base slowly
@@ -69,7 +83,77 @@ local token = sh("cat " .. q(dir .. "/token")):gsub("%s+$", "")
 local object = url .. "/v1/railway/projects/bench/fs/bench/"
 local auth = "Authorization: Bearer " .. token
 
-local ok, err = pcall(function()
+-- {====== dirs ======
+
+-- modes, kinds, link targets and the sha256 of every file of a tree, as
+-- one text (the same command on the host and in the sandbox)
+local MANIFEST = [[cd -- "$1" && find . -mindepth 1 -printf '%y %m %p -> %l\n' | LC_ALL=C sort &&
+find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum]]
+
+local function manifest(sb, path)
+  return lib.must(sb:executeCommand("sh", { "-c", MANIFEST, "sh", path })).stdout
+end
+
+local function bench_dirs()
+  local o = { accessToken = token, proxyUrl = url, projectId = "bench", environmentId = "bench" }
+  local sb = mastra.PlatformSandbox.new(o)
+  local ws <close> = mastra.Workspace.new{ sandbox = sb }
+  ws:init()
+  -- the trees, on the host
+  local small, large = dir .. "/small", dir .. "/large"
+  assert(os.execute(("mkdir -p %s %s && cd %s && for d in $(seq 0 19); do mkdir d$d;"
+    .. " done"):format(q(small), q(large), q(small))))
+  local rnd = assert(io.open("/dev/urandom", "rb"))
+  local small_bytes = 0
+  for i = 1, files do
+    local f = assert(io.open(("%s/d%d/f%04d.bin"):format(small, i % 20, i), "wb"))
+    local data = rnd:read(1024 + (i * 7919) % 3072)
+    small_bytes = small_bytes + #data
+    f:write(data)
+    f:close()
+  end
+  rnd:close()
+  assert(os.execute(("head -c %d /dev/urandom > %s/big.bin"):format(big_mb * 1048576, q(large))))
+  local cases = {
+    { name = ("%d files of 1-4 KiB (%.1f MB)"):format(files, small_bytes / 1e6), path = small,
+      mb = small_bytes / 1048576 },
+    { name = ("one file of %d MB"):format(big_mb), path = large, mb = big_mb },
+  }
+  print(("directory transfers (the platform's driver: %s)"):format(sb:getInfo().metadata
+    and sb:getInfo().metadata.driver or "?"))
+  print("| tree | step | time | MB/s |")
+  print("|---|---|--:|--:|")
+  for _, c in ipairs(cases) do
+    local want = manifest(host, c.path)
+    local function row(step, ms)
+      print(("| %s | %s | %.2f s | %.1f |"):format(c.name, step, ms / 1000, c.mb / (ms / 1000)))
+    end
+    -- the limit: tar | tar through a pipe on the host
+    local t0 = lib.now()
+    lib.must(host:executeCommand(("mkdir %s && tar -c -f - -C %s . | tar -x -f - -C %s")
+      :format(q(c.path .. ".pipe"), q(c.path), q(c.path .. ".pipe")), nil, { timeout = 0 }))
+    row("`tar -c | tar -x` through a pipe (the limit)", lib.now() - t0)
+    assert(manifest(host, c.path .. ".pipe") == want, "the pipe's copy differs")
+    for _, m in ipairs{ "stdin", "commands" } do
+      t0 = lib.now()
+      local up = ws:uploadDir(c.path, "tree-" .. m, { method = m })
+      row(("`uploadDir`, %s (%.1f MB of tar)"):format(m == "stdin" and "stdin"
+        or "commands (no stdin)", up.bytes / 1e6), lib.now() - t0)
+      assert(up.method == m)
+      assert(manifest(sb, "tree-" .. m) == want, "the sandbox's copy differs (" .. m .. ")")
+    end
+    t0 = lib.now()
+    ws:downloadDir("tree-stdin", c.path .. ".back")
+    row("`downloadDir`", lib.now() - t0)
+    assert(manifest(host, c.path .. ".back") == want, "the host's copy differs")
+    lib.must(sb:executeCommand("rm", { "-rf", "tree-stdin", "tree-commands" }))
+  end
+  print("every copy's modes, links and sha256 equal the source's")
+end
+
+-- }======
+
+local ok, err = pcall(dirs and bench_dirs or function()
   local file = dir .. "/data.bin"
   assert(os.execute(("head -c %d /dev/urandom > %s"):format(mb * 1048576, q(file))))
   local want = sh("sha256sum " .. q(file)):match("^(%x+)")

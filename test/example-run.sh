@@ -76,6 +76,30 @@ case "$name" in
   hello)
     run
     has "Hello, world!" ;;
+  # docs/guide-day-one.md's recipes (spec/guide_day_one_spec.lua checks that
+  # the guide shows these files as they are)
+  day_one/fleet)
+    run
+    for p in api web worker docs cli infra; do
+      matches "^$p +ok +created .* README of [0-9]+ bytes$"
+    done
+    has "fleet: 6 members, 6 ok, 0 failed in" ;;
+  day_one/tree)
+    run
+    matches "^uploaded [0-9]+ bytes of tar \(stdin\)$"
+    has "in the sandbox, ./first is a link: true"
+    has "dist/lines.txt on the host: 3" ;;
+  day_one/server)
+    run
+    has "curl in the sandbox got: hello over HTTP"
+    has "server stopped: exit code 137" ;;
+  day_one/detach)
+    run
+    id=$(sed -n 's/^sandboxId: //p' "$state/out")
+    [ -n "$id" ] || fail "no sandboxId line"
+    run "$id"
+    has "attached: connected"
+    has "state.txt: left by the first run" ;;
   *) fail "no checks for this example" ;;
 esac
 

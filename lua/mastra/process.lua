@@ -94,7 +94,9 @@ function process.start(spec)
 end
 
 --- Move output into the handle until the process has finished. Runs in
--- the caller's task; callbacks run there too.
+-- the caller's task; callbacks run there too. A callback may wait (write
+-- the output somewhere that is full): the loop then reads again before it
+-- waits, as the process's signal may have come and gone meanwhile.
 function process.pump(h)
   local proc = h._proc
   while true do
@@ -108,7 +110,7 @@ function process.pump(h)
       if h._onStderr then h._onStderr(err) end
     end
     if done then break end
-    task.wait(proc:id())
+    if out == nil and err == nil then task.wait(proc:id()) end
   end
   local code, signal, timedOut, killed = proc:result()
   h.signal = signal

@@ -14,9 +14,10 @@
 -- lifecycle, its instructions, and the tool list. The tools themselves
 -- are in fs_tools.lua and sandbox_tools.lua, their input schemas and
 -- validation in schema.lua, glob matching in glob.lua, what the tools
--- share for their results in result.lua, and upload/download (files
--- between the filesystem and the sandbox) in transfer.lua; none of them
--- requires this file.
+-- share for their results in result.lua, upload/download (files
+-- between the filesystem and the sandbox) in transfer.lua, and
+-- uploadDir/downloadDir (trees between the host and the sandbox) in
+-- transfer_dir.lua; none of them requires this file.
 local errors = require "mastra.errors"
 local options = require "mastra.options"
 local common = require "mastra.common"
@@ -26,6 +27,7 @@ local result = require "mastra.workspace.result"
 local fs_tools = require "mastra.workspace.fs_tools"
 local sandbox_tools = require "mastra.workspace.sandbox_tools"
 local transfer = require "mastra.workspace.transfer"
+local transfer_dir = require "mastra.workspace.transfer_dir"
 local ordered, array = schema.ordered, schema.array
 
 local Workspace = { __name = "mastra.Workspace" }
@@ -362,6 +364,22 @@ end
 function Workspace:download(sandboxPath, path, opts)
   check_self("Workspace:download", self)
   local r = transfer.download(self, sandboxPath, path, opts)
+  return r -- not a tail call: errors point at the caller
+end
+
+--- Copy a directory of the host into the sandbox as one tar stream, whole
+-- or not at all: {bytes, method}.
+function Workspace:uploadDir(localDir, sandboxDir, opts)
+  check_self("Workspace:uploadDir", self)
+  local r = transfer_dir.upload(self, localDir, sandboxDir, opts)
+  return r -- not a tail call: errors point at the caller
+end
+
+--- Copy a directory of the sandbox onto the host, whole or not at all:
+-- {bytes}.
+function Workspace:downloadDir(sandboxDir, localDir, opts)
+  check_self("Workspace:downloadDir", self)
+  local r = transfer_dir.download(self, sandboxDir, localDir, opts)
   return r -- not a tail call: errors point at the caller
 end
 
