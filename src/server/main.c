@@ -304,7 +304,8 @@ int main(int argc, char **argv) {
   const char *inspector = NULL;
   char inspector_listen[80], login[256] = "";
   long history = DEFAULT_SESSION_HISTORY;
-  char *data_dir = NULL, *token_path = NULL;
+  const char *data_dir = NULL; /* argv's: nothing to free on a bad flag */
+  char *token_path = NULL;
   char err[1024], path[4200];
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
   long destroyed_ttl = MP_DESTROYED_TTL_DEFAULT_S;
@@ -375,7 +376,7 @@ int main(int argc, char **argv) {
       }
     }
     if (strcmp(a, "--listen") == 0) listen = v;
-    else if (strcmp(a, "--data-dir") == 0) data_dir = strdup(v);
+    else if (strcmp(a, "--data-dir") == 0) data_dir = v;
     else if (strcmp(a, "--token-file") == 0) token_file = v;
     else if (strcmp(a, "--driver") == 0) driver = v;
     else if (flag != NULL) {
@@ -427,7 +428,7 @@ int main(int argc, char **argv) {
   srv.checkpoint_retention_unused_days = retention_unused;
   srv.default_idle_min = default_idle;
   srv.exec_stdin = exec_stdin;
-  srv.data_dir = data_dir ? data_dir : default_data_dir();
+  srv.data_dir = data_dir ? strdup(data_dir) : default_data_dir();
   mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);
   /* the sandboxes' trees, the base and what commands create get the modes
