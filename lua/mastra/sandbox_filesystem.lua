@@ -78,6 +78,11 @@ function SandboxFilesystem:_rel(path)
       if n == base then return "." end
       return n:sub(base == "/" and 2 or #base + 2)
     end
+    -- "/workspace/../x" names /x of the sandbox, not <basePath>/x
+    if within((path:gsub("/+", "/"):gsub("(.)/$", "%1")), base) then
+      permission(path, ('Permission denied: path "%s" resolves to %s, outside the filesystem'
+        .. " base path %s (in the sandbox)"):format(path, n, base))
+    end
   end
   local parts = {}
   for seg in path:gmatch("[^/]+") do
