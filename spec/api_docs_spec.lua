@@ -127,7 +127,7 @@ end
 -- }======
 
 describe("the API reference", function()
-  local dir, base, lsb, psb, lfs, pfs, ws, handle
+  local dir, base, lsb, psb, lfs, pfs, sfs, ws, handle
   local owners = {}
 
   local function owner(label, value, o)
@@ -154,6 +154,7 @@ describe("the API reference", function()
     lfs = mastra.LocalFilesystem.new{ basePath = dir }
     pfs = mastra.PlatformFilesystem.new{ accessToken = conn.accessToken,
       proxyUrl = conn.proxyUrl, projectId = conn.projectId, bucketName = "b" }
+    sfs = mastra.SandboxFilesystem.new{ sandbox = lsb, timeout = 1000 } -- no I/O until used
     ws = mastra.Workspace.new{ filesystem = lfs, sandbox = lsb }
     handle = lsb.processes:spawn("true")
     handle:wait()
@@ -177,7 +178,8 @@ describe("the API reference", function()
       "PlatformSandbox", "sb" }, sections = { "PlatformSandbox", "LocalSandbox" } })
     owner("a PlatformSandbox", psb, { receivers = { "sb" },
       sections = { "PlatformSandbox", "LocalSandbox" } })
-    for _, c in ipairs{ { "LocalFilesystem", lfs }, { "PlatformFilesystem", pfs } } do
+    for _, c in ipairs{ { "LocalFilesystem", lfs }, { "PlatformFilesystem", pfs },
+      { "SandboxFilesystem", sfs } } do
       owner(c[1], mastra[c[1]], { receivers = { "mastra." .. c[1], c[1], "fs" },
         sections = { "Filesystems" } })
       owner("a " .. c[1], c[2], { receivers = { "fs" }, sections = { "Filesystems" } })

@@ -18,6 +18,7 @@ local mastra = {
   PlatformSandbox = require "mastra.platform_sandbox",
   PlatformFilesystem = require "mastra.platform_filesystem",
   LocalFilesystem = require "mastra.local_filesystem",
+  SandboxFilesystem = require "mastra.sandbox_filesystem",
   Workspace = require "mastra.workspace",
   localPlatform = require("mastra.local_platform").ensure,
   fleet = require "mastra.fleet",

@@ -28,6 +28,7 @@ local fs_tools = require "mastra.workspace.fs_tools"
 local sandbox_tools = require "mastra.workspace.sandbox_tools"
 local transfer = require "mastra.workspace.transfer"
 local transfer_dir = require "mastra.workspace.transfer_dir"
+local SandboxFilesystem = require "mastra.sandbox_filesystem"
 local ordered, array = schema.ordered, schema.array
 
 local Workspace = { __name = "mastra.Workspace" }
@@ -77,8 +78,13 @@ local function is_table(what)
   return function(v) return type(v) == "table", what end
 end
 
+local function filesystem_option(v)
+  return type(v) == "table" or v == "sandbox",
+    'a filesystem (a table with readFile, writeFile, ...), or "sandbox"'
+end
+
 local NEW_OPTS = {
-  filesystem = is_table("a filesystem (a table with readFile, writeFile, ...)"),
+  filesystem = filesystem_option,
   sandbox = is_table("a sandbox (a table with executeCommand, ...)"),
   tools = tools_config,
   id = options.string,
@@ -91,7 +97,17 @@ function Workspace.new(opts)
   local where = "Workspace.new"
   opts = options.check(where, opts, NEW_OPTS)
   local fs = opts.filesystem
-  if fs then
+  if fs == "sandbox" then
+    -- the sandbox's own files, where its commands run
+    if opts.sandbox == nil then
+      error(where .. ': filesystem = "sandbox" needs the option sandbox (the files of'
+        .. " that sandbox)", 2)
+    end
+    if type(opts.sandbox.executeCommand) ~= "function" then
+      error(where .. ': filesystem = "sandbox" needs a sandbox with executeCommand', 2)
+    end
+    fs = SandboxFilesystem.new{ sandbox = opts.sandbox }
+  elseif fs then
     for _, m in ipairs(FS_METHODS) do
       if type(fs[m]) ~= "function" then
         error(("%s: option 'filesystem' must have a %s method"):format(where, m), 2)
@@ -182,6 +198,20 @@ end
 local function files_for_commands(fs, sb)
   local base = fs.basePath
   local wd = sb.workingDirectory
+  if getmetatable(fs) == SandboxFilesystem and fs.sandbox == sb then
+    wd = fs._commandsDir
+    if base == wd then
+      return ("Files of the file tools are the sandbox's own files, in the working directory"
+        .. ' of shell commands (%s): the file tool path "/notes/a.txt" is "notes/a.txt" (or'
+        .. ' "%s/notes/a.txt") in a command. Files and commands share one tree: commands see'
+        .. " what the file tools write, and the file tools see what commands create.")
+        :format(wd, wd == "/" and "" or wd)
+    end
+    return ("Files of the file tools are the sandbox's own files, under \"%s\": the file tool"
+      .. ' path "/notes/a.txt" is "%s/notes/a.txt" in a command. Files and commands share one'
+      .. " tree: commands see what the file tools write, and the file tools see what commands"
+      .. " create."):format(base, base == "/" and "" or base)
+  end
   if type(base) == "string" and fs.provider == "local" and sb.provider == "local" then
     if base == wd then
       return "Files of the file tools are in the working directory of shell commands:"
