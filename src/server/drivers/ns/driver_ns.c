@@ -259,7 +259,7 @@ static void on_ready(mastra__io *io, uint32_t revents) {
 static int start_keeper(mp_server *srv, ns_box *b, const char *name,
                         const char *root, const char *hosts, char *err,
                         size_t errlen) {
-  char spid[24], cgp[MP_NSCG_MAX][4500], *argv[10 + MP_NSCG_MAX];
+  char spid[24], cgp[MP_NSCG_MAX][4500], *argv[11 + MP_NSCG_MAX];
   posix_spawn_file_actions_t fa;
   int sv[2], i, rc;
   if (!b->cg_made) {
@@ -281,11 +281,12 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
   argv[6] = "3";
   argv[7] = (char *)hosts;
   argv[8] = (char *)mp_ns_net_resolv(); /* with egress: "N" for ISOLATED too */
+  argv[9] = mp_ns_host.filter;
   for (i = 0; i < mp_nscg_count(); i++) {
     mp_nscg_procs(b->id, i, cgp[i], sizeof cgp[i]);
-    argv[9 + i] = cgp[i];
+    argv[10 + i] = cgp[i];
   }
-  argv[9 + i] = NULL;
+  argv[10 + i] = NULL;
   /* the keeper resets its signals and sets its own process group */
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
@@ -472,11 +473,11 @@ static int spawn_entered(mp_server *srv, mp_sandbox *sb, ns_box *b,
     return 0;
   mp_proc_opts(&opts, spec, envp, NULL);
   return mp_ns_enter_spawn(srv->loop, mp_ns_host.init_bin, b->init_fd,
-                           mp_ns_host.own_pidns, sb->id, cwd, &opts, out, rc,
-                           err, errlen);
+                           mp_ns_host.own_pidns, sb->id, cwd,
+                           mp_ns_host.filter, &opts, out, rc, err, errlen);
 }
 
-/* A command: `mastra-ns-init __ns-exec SERVER_PID CWD CGROUP_PROCS... --
+/* A command: `mastra-ns-init __ns-exec SERVER_PID CWD FILTER CGROUP_PROCS... --
 ** COMMAND` (ns_exec.c), spawned without a fork of the server, with the
 ** ready socket as its descriptor 3 (a starting sandbox, or without root;
 ** a running one with root: spawn_entered) */
@@ -505,7 +506,7 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     size_t errlen) {
   ns_box *b = box_of(srv, sb);
   char cwd[4200], spid[24], cgp[MP_NSCG_MAX][4500];
-  char *argv[7 + MP_NSCG_MAX], **wrapped;
+  char *argv[8 + MP_NSCG_MAX], **wrapped;
   mastra__proc_opts opts;
   int i, n = 0, rc;
   if (b == NULL) {
@@ -539,6 +540,7 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   argv[n++] = MP_NS_EXEC_ARG;
   argv[n++] = spid;
   argv[n++] = cwd;
+  argv[n++] = mp_ns_host.filter;
   for (i = 0; i < mp_nscg_count(); i++) {
     mp_nscg_procs(sb->id, i, cgp[i], sizeof cgp[i]);
     argv[n++] = cgp[i];

@@ -123,14 +123,15 @@ static void relay(pid_t g) {
 }
 
 int mp_ns_exec_main(int argc, char **argv) {
-  /* argv: NAME __ns-exec SERVER_PID CWD [CGROUP_PROCS...] -- COMMAND */
+  /* argv: NAME __ns-exec SERVER_PID CWD FILTER [CGROUP_PROCS...] --
+  **       COMMAND; FILTER: the syscall filter's file (ns_seccomp.c) */
   static const int quiet[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
                               SIGUSR2, SIGPIPE, SIGALRM};
   char *sh[4];
   int i, last, pidfd, unpriv;
   long init;
   pid_t g;
-  if (argc < 6 || strcmp(argv[argc - 2], "--") != 0) {
+  if (argc < 7 || strcmp(argv[argc - 2], "--") != 0) {
     say("__ns-exec: wrong arguments", NULL);
     return 127;
   }
@@ -139,7 +140,10 @@ int mp_ns_exec_main(int argc, char **argv) {
       || getppid() != (pid_t)atol(argv[2]))
     fail("the server is gone", NULL);
   init = await_ready();
-  for (i = 4; i < last; i++)
+  /* on the host: the mount namespace's setns below hides the file */
+  if (mp_ns_filter_load(argv[4]) < 0)
+    fail("cannot read the syscall filter", strerror(errno));
+  for (i = 5; i < last; i++)
     if (mp_ns_write_text(argv[i], "0") < 0)
       fail("cannot join the sandbox's cgroup", strerror(errno));
   pidfd = (int)syscall(SYS_pidfd_open, (pid_t)init, 0);
@@ -159,6 +163,10 @@ int mp_ns_exec_main(int argc, char **argv) {
     fail("cannot enter the sandbox", strerror(errno));
   close(pidfd);
   close(READY_FD);
+  /* the sandbox's syscall filter, here and in the child (the relay makes
+  ** no call it denies) */
+  if (mp_ns_filter_install() < 0)
+    fail("cannot install the syscall filter", strerror(errno));
   /* vfork: no copy of the page tables for a child that only execs (a
   ** fork's copy cost more than the rest of this program here); this
   ** process waits until it did */
@@ -200,15 +208,18 @@ int mp_ns_exec_main(int argc, char **argv) {
 ** command's shell, with no relay. A failure says why on stderr and exits
 ** 127. */
 int mp_ns_enter_main(int argc, char **argv) {
-  /* argv: NAME __ns-enter CWD [CGROUP_PROCS...] -- COMMAND */
+  /* argv: NAME __ns-enter CWD FILTER [CGROUP_PROCS...] -- COMMAND */
   char *sh[4];
   int i, last, pidfd;
-  if (argc < 5 || strcmp(argv[argc - 2], "--") != 0) {
+  if (argc < 6 || strcmp(argv[argc - 2], "--") != 0) {
     say("__ns-enter: wrong arguments", NULL);
     return 127;
   }
   last = argc - 2;
-  for (i = 3; i < last; i++)
+  /* on the host: the mount namespace's setns below hides the file */
+  if (mp_ns_filter_load(argv[3]) < 0)
+    fail("cannot read the syscall filter", strerror(errno));
+  for (i = 4; i < last; i++)
     if (mp_ns_write_text(argv[i], "0") < 0)
       fail("cannot join the sandbox's cgroup", strerror(errno));
   /* the init: pid 1 of the pid namespace this process was born in */
@@ -237,6 +248,9 @@ int mp_ns_enter_main(int argc, char **argv) {
   sh[1] = "-c";
   sh[2] = argv[argc - 1];
   sh[3] = NULL;
+  /* the sandbox's syscall filter, the last step before the exec */
+  if (mp_ns_filter_install() < 0)
+    fail("cannot install the syscall filter", strerror(errno));
   execve("/bin/sh", sh, mp_ns_env_unwrap(environ));
   fail("cannot start /bin/sh", strerror(errno));
   return 127;

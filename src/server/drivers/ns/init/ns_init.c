@@ -395,6 +395,12 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
     die("user namespace: %s", strerror(errno));
   write_byte(to_keeper, 'u');
   if (!unpriv) read_byte(from_keeper, 'm');
+  /* the sandbox's syscall filter (ns_seccomp.c), once its namespaces are
+  ** made: pid 1 runs under it as every process of the sandbox does
+  ** (without root it stays dumpable: what ptraces it may make no call the
+  ** filter denies) */
+  if (mp_ns_filter_install() < 0)
+    die("the syscall filter: %s", strerror(errno));
   close(to_keeper);
   close(from_keeper);
   if (ready_fd >= 0) close(ready_fd);
@@ -418,17 +424,18 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
 }
 
 int mp_ns_init_main(int argc, char **argv) {
-  /* argv: __ns-init SERVER_PID ID BASE ROOT READY_FD HOSTS RESOLV
+  /* argv: __ns-init SERVER_PID ID BASE ROOT READY_FD HOSTS RESOLV FILTER
   **       [CGROUP_PROCS...]; ID: the hostname, or "-" (a warm keeper:
   **       await_name); HOSTS: the environment's hosts file (PRIVATE), or
   **       "-"; RESOLV: the sandboxes' resolv.conf with egress (then
-  **       ISOLATED sandboxes join too: their link to the way out), or "-" */
+  **       ISOLATED sandboxes join too: their link to the way out), or "-";
+  **       FILTER: the syscall filter's file (ns_seccomp.c) */
   char merged[4200], msg[64];
   int to_keeper[2], from_keeper[2], i, status, procdir;
   pid_t init;
   const char *hosts, *resolv;
   int joins;
-  if (argc < 9) return 2;
+  if (argc < 10) return 2;
   argv++; /* argv[0]: the program's name */
   argc--;
   ready_fd = atoi(argv[5]);
@@ -441,7 +448,10 @@ int mp_ns_init_main(int argc, char **argv) {
       || getppid() != (pid_t)atol(argv[1]))
     die("the server is gone");
   mp_ns_write_text("/proc/self/oom_score_adj", "-1000");
-  for (i = 8; i < argc; i++)
+  /* read on the host, installed by the init (run_init) */
+  if (mp_ns_filter_load(argv[8]) < 0)
+    die("the syscall filter %s: %s", argv[8], strerror(errno));
+  for (i = 9; i < argc; i++)
     if (mp_ns_write_text(argv[i], "0") < 0)
       die("cannot join %s: %s", argv[i], strerror(errno));
   unpriv = geteuid() != 0;

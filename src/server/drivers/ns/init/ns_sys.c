@@ -9,12 +9,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <linux/nsfs.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -133,4 +136,46 @@ char **mp_ns_env_unwrap(char **env) {
     if (strncmp(env[i], MP_NS_ENV_PREFIX, plen) == 0) env[n++] = env[i] + plen;
   env[n] = NULL;
   return env;
+}
+
+/* the filter that mp_ns_filter_load read */
+static struct sock_filter filter[BPF_MAXINSNS];
+static unsigned short filter_len;
+
+int mp_ns_filter_load(const char *path) {
+  char *p = (char *)filter;
+  size_t n = 0;
+  ssize_t r;
+  int fd = open(path, O_RDONLY | O_CLOEXEC), e;
+  if (fd < 0) return -1;
+  do {
+    r = read(fd, p + n, sizeof filter - n);
+    if (r > 0) n += (size_t)r;
+  } while (r > 0 || (r < 0 && errno == EINTR));
+  e = r < 0 ? errno : 0;
+  /* a program fills the buffer only when it is too long */
+  if (r == 0 && n == sizeof filter) {
+    char more;
+    if (read(fd, &more, 1) > 0) e = E2BIG;
+  }
+  close(fd);
+  if (e == 0 && (n == 0 || n % sizeof filter[0] != 0)) e = EINVAL;
+  if (e != 0) {
+    errno = e;
+    return -1;
+  }
+  filter_len = (unsigned short)(n / sizeof filter[0]);
+  return 0;
+}
+
+int mp_ns_filter_install(void) {
+  struct sock_fprog prog;
+  if (filter_len == 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  prog.len = filter_len;
+  prog.filter = filter;
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return -1;
+  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
 }
