@@ -21,6 +21,7 @@
 #include "drivers/ns/ns_options.h"
 #include "drivers/ns/ns_seccomp.h"
 #include "drivers/ns/ns_user.h"
+#include "drivers/ns/init/ns_init.h" /* MP_NS_FILTER_FILE */
 #include "net/egress.h"
 #include "util/log.h"
 #include "util.h"
@@ -135,8 +136,8 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
     mp_ns_seccomp_opts so;
     so.nested_ns = mp_ns_opts.nested_ns;
     so.io_uring = mp_ns_opts.io_uring;
-    snprintf(mp_ns_host.filter, sizeof mp_ns_host.filter, "%s/ns-seccomp.bpf",
-             srv->data_dir);
+    snprintf(mp_ns_host.filter, sizeof mp_ns_host.filter,
+             "%s/" MP_NS_FILTER_FILE, srv->data_dir);
     if (mp_ns_seccomp_write(mp_ns_host.filter, &so, err, errlen) < 0) return -2;
   }
   mp_ns_host.unpriv = geteuid() != 0;
