@@ -87,6 +87,10 @@
 #include "util/trash.h"
 #include "util.h"
 
+/* proc.c hands a command's fd3 as its descriptor 3, __ns-exec's ready
+** socket */
+_Static_assert(MP_NS_READY_FD == 3, "MP_NS_READY_FD is proc.c's fd3");
+
 /* the cgroups of a destroyed sandbox are removed once its processes are
 ** gone: tried every RMDIR_RETRY_MS, this many times */
 #define RMDIR_RETRY_MS 50
@@ -171,12 +175,13 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
   net_leave(sb, b);
 }
 
-/* "N <init>" from a keeper (PRIVATE, or with egress; sb NULL: a warm
-** box): join (ns_net.c), then answer (the keeper says "R" or "W" after
-** "j"; an "x <why>" makes it fail with why) */
+/* MP_NS_SAY_NET, "N <init>", from a keeper (PRIVATE, or with egress; sb
+** NULL: a warm box): join (ns_net.c), then answer (the keeper says "R" or
+** "W" after MP_NS_TELL_JOINED; MP_NS_TELL_REFUSED, "x <why>", makes it fail
+** with why) */
 static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
                          size_t len) {
-  char path[64], addr[32], err[600], answer[700];
+  char path[64], addr[32], err[600], answer[MP_NS_LINE_MAX];
   int fd, rc = -1, got[2] = {-1, -1}, n;
   /* without root the line comes with the sandbox's network namespace and an
   ** rtnetlink socket made in it (net.h, mp_net_join_nl) */
@@ -195,11 +200,12 @@ static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
   if (fd >= 0) close(fd);
   if (got[1] >= 0) close(got[1]);
   if (rc == 0) {
-    snprintf(answer, sizeof answer, "j\n");
+    snprintf(answer, sizeof answer, "%c\n", MP_NS_TELL_JOINED);
   } else {
     mp_log("sandbox %s: cannot join its network: %s", sb ? sb->id : "(warm)", err);
-    snprintf(answer, sizeof answer, "x cannot join the %s network: %s\n",
-             sb && is_private(sb) ? "private" : "egress", err);
+    snprintf(answer, sizeof answer, "%c cannot join the %s network: %s\n",
+             MP_NS_TELL_REFUSED, sb && is_private(sb) ? "private" : "egress",
+             err);
   }
   /* a few bytes into an empty socket: never blocks */
   if (send(b->ready_fd, answer, strlen(answer), MSG_DONTWAIT | MSG_NOSIGNAL)
@@ -211,7 +217,7 @@ static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
 static void on_ready(mastra__io *io, uint32_t revents) {
   ns_box *b = io->data;
   mp_sandbox *sb = b->sb;
-  char buf[1100];
+  char buf[MP_NS_LINE_MAX];
   ssize_t n;
   (void)revents;
   mastra__io_stop(&b->ready_io); /* the data stays for the commands */
@@ -220,26 +226,26 @@ static void on_ready(mastra__io *io, uint32_t revents) {
   buf[n] = '\0';
   if (b->warm) { /* "N" (the way out), "W" (ready to be named), or a failure */
     char *eol = strchr(buf, '\n');
-    if (buf[0] == 'N') {
+    if (buf[0] == MP_NS_SAY_NET) {
       if (eol != NULL) join_network(NULL, b, buf, (size_t)(eol - buf + 1));
       mastra__io_start(&b->ready_io, EPOLLIN); /* its "W", or the rest of the line */
       return;
     }
-    if (n >= 2 && buf[0] == 'W' && buf[1] == '\n'
+    if (n >= 2 && buf[0] == MP_NS_SAY_WARM && buf[1] == '\n'
         && recv(b->ready_fd, buf, 2, MSG_DONTWAIT) == 2) {
       mp_ns_pool_ready(b);
       mastra__io_start(&b->ready_io, EPOLLIN); /* for an "R" once named */
       return;
     }
-    if (buf[0] == 'W' && n < 2) { /* the rest is on its way */
+    if (buf[0] == MP_NS_SAY_WARM && n < 2) { /* the rest is on its way */
       mastra__io_start(&b->ready_io, EPOLLIN);
       return;
     }
     buf[strcspn(buf, "\n")] = '\0';
-    mp_ns_pool_failed(b, buf[0] == 'E' ? buf + 2 : buf);
+    mp_ns_pool_failed(b, buf[0] == MP_NS_SAY_ERROR ? buf + 2 : buf);
     return;
   }
-  if (buf[0] == 'R' || buf[0] == 'N') {
+  if (buf[0] == MP_NS_SAY_READY || buf[0] == MP_NS_SAY_NET) {
     char *nl = strchr(buf, '\n');
     if (nl == NULL) { /* the rest of the line is on its way */
       mastra__io_start(&b->ready_io, EPOLLIN);
@@ -248,10 +254,13 @@ static void on_ready(mastra__io *io, uint32_t revents) {
     b->init_pid = atol(buf + 2);
     b->init_fd = pidfd_open((pid_t)b->init_pid, 0);
     b->ready = 1;
-    if (buf[0] == 'N') join_network(sb, b, buf, (size_t)(nl - buf + 1));
+    if (buf[0] == MP_NS_SAY_NET) join_network(sb, b, buf, (size_t)(nl - buf + 1));
   } else {
+    /* "E <step>: <ERRNO NAME>", which stays in the socket for the command
+    ** that waits (__ns-exec says it on the command's stderr) */
     buf[strcspn(buf, "\n")] = '\0';
-    mp_log("sandbox %s did not start: %s", sb->id, buf + 2);
+    mp_log("sandbox %s did not start: %s", sb->id,
+           buf[0] == MP_NS_SAY_ERROR && buf[1] != '\0' ? buf + 2 : buf);
   }
 }
 
@@ -259,7 +268,8 @@ static void on_ready(mastra__io *io, uint32_t revents) {
 static int start_keeper(mp_server *srv, ns_box *b, const char *name,
                         const char *root, const char *hosts, char *err,
                         size_t errlen) {
-  char spid[24], cgp[MP_NSCG_MAX][4500], *argv[10 + MP_NSCG_MAX];
+  char spid[24], sready[8], cgp[MP_NSCG_MAX][4500];
+  char *argv[MP_NS_INIT_CGROUPS + 1 + MP_NSCG_MAX];
   posix_spawn_file_actions_t fa;
   int sv[2], i, rc;
   if (!b->cg_made) {
@@ -272,28 +282,32 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
     return -1;
   }
   snprintf(spid, sizeof spid, "%d", (int)getpid());
+  snprintf(sready, sizeof sready, "%d", MP_NS_READY_FD);
   argv[0] = "mastra-ns-init";
   argv[1] = MP_NS_INIT_ARG;
-  argv[2] = spid;
-  argv[3] = (char *)name;
-  argv[4] = mp_ns_host.base;
-  argv[5] = (char *)root;
-  argv[6] = "3";
-  argv[7] = (char *)hosts;
-  argv[8] = (char *)mp_ns_net_resolv(); /* with egress: "N" for ISOLATED too */
+  argv[MP_NS_INIT_SERVER_PID] = spid;
+  argv[MP_NS_INIT_ID] = (char *)name;
+  argv[MP_NS_INIT_BASE] = mp_ns_host.base;
+  argv[MP_NS_INIT_ROOT] = (char *)root;
+  argv[MP_NS_INIT_READY] = sready;
+  argv[MP_NS_INIT_HOSTS] = (char *)hosts;
+  /* with egress: "N" for ISOLATED too */
+  argv[MP_NS_INIT_RESOLV] = (char *)mp_ns_net_resolv();
+  argv[MP_NS_INIT_FILTER] = mp_ns_host.filter;
   for (i = 0; i < mp_nscg_count(); i++) {
     mp_nscg_procs(b->id, i, cgp[i], sizeof cgp[i]);
-    argv[9 + i] = cgp[i];
+    argv[MP_NS_INIT_CGROUPS + i] = cgp[i];
   }
-  argv[9 + i] = NULL;
+  argv[MP_NS_INIT_CGROUPS + i] = NULL;
   /* the keeper resets its signals and sets its own process group */
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], MP_NS_READY_FD);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   if (mp_ns_host.idmap_fd >= 0)
     posix_spawn_file_actions_adddup2(&fa, mp_ns_host.idmap_fd, MP_NS_IDMAP_FD);
   posix_spawn_file_actions_addclosefrom_np(&fa, mp_ns_host.idmap_fd >= 0
-                                                    ? MP_NS_IDMAP_FD + 1 : 4);
+                                                    ? MP_NS_IDMAP_FD + 1
+                                                    : MP_NS_READY_FD + 1);
   rc = posix_spawn(&b->keeper, mp_ns_host.init_bin, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   close(sv[1]);
@@ -323,7 +337,7 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
 
 static int start_init(mp_server *srv, mp_sandbox *sb, char *err,
                       size_t errlen) {
-  const char *hosts = "-";
+  const char *hosts = MP_NS_ARG_NONE;
   if (((ns_box *)sb->driver_data)->started) return 0;
   if (is_private(sb)) {
     hosts = mp_ns_host.net ? mp_net_hosts_path(mp_ns_host.net, sb->environment)
@@ -472,13 +486,13 @@ static int spawn_entered(mp_server *srv, mp_sandbox *sb, ns_box *b,
     return 0;
   mp_proc_opts(&opts, spec, envp, NULL);
   return mp_ns_enter_spawn(srv->loop, mp_ns_host.init_bin, b->init_fd,
-                           mp_ns_host.own_pidns, sb->id, cwd, &opts, out, rc,
-                           err, errlen);
+                           mp_ns_host.own_pidns, sb->id, cwd,
+                           mp_ns_host.filter, &opts, out, rc, err, errlen);
 }
 
-/* A command: `mastra-ns-init __ns-exec SERVER_PID CWD CGROUP_PROCS... --
-** COMMAND` (ns_exec.c), spawned without a fork of the server, with the
-** ready socket as its descriptor 3 (a starting sandbox, or without root;
+/* A command: `mastra-ns-init __ns-exec SERVER_PID CWD FILTER CGROUP_PROCS...
+** -- COMMAND` (ns_exec.c, ns_init.h), spawned without a fork of the server,
+** with the ready socket as MP_NS_READY_FD (a starting sandbox, or without root;
 ** a running one with root: spawn_entered) */
 /* envp with MP_NS_ENV_PREFIX before each entry: one allocation, freed with
 ** free(); NULL when out of memory */
@@ -505,9 +519,9 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
                     size_t errlen) {
   ns_box *b = box_of(srv, sb);
   char cwd[4200], spid[24], cgp[MP_NSCG_MAX][4500];
-  char *argv[7 + MP_NSCG_MAX], **wrapped;
+  char *argv[MP_NS_EXEC_CGROUPS + 3 + MP_NSCG_MAX], **wrapped;
   mastra__proc_opts opts;
-  int i, n = 0, rc;
+  int i, n, rc;
   if (b == NULL) {
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
@@ -535,15 +549,17 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
     return rc;
   }
   snprintf(spid, sizeof spid, "%d", (int)getpid());
-  argv[n++] = "mastra-ns-exec";
-  argv[n++] = MP_NS_EXEC_ARG;
-  argv[n++] = spid;
-  argv[n++] = cwd;
+  argv[0] = "mastra-ns-exec";
+  argv[1] = MP_NS_EXEC_ARG;
+  argv[MP_NS_EXEC_SERVER_PID] = spid;
+  argv[MP_NS_EXEC_CWD] = cwd;
+  argv[MP_NS_EXEC_FILTER] = mp_ns_host.filter;
+  n = MP_NS_EXEC_CGROUPS;
   for (i = 0; i < mp_nscg_count(); i++) {
     mp_nscg_procs(sb->id, i, cgp[i], sizeof cgp[i]);
     argv[n++] = cgp[i];
   }
-  argv[n++] = "--";
+  argv[n++] = MP_NS_ARG_END;
   argv[n++] = (char *)spec->command;
   argv[n] = NULL;
   mp_proc_opts(&opts, spec, wrapped, NULL);

@@ -42,18 +42,20 @@
 
 int mp_ns_enter_spawn(mastra__loop *loop, const char *helper, int init_fd,
                       int own_pidns, const char *id, const char *cwd,
-                      mastra__proc_opts *opts, mastra__proc **out, int *rc,
+                      const char *filter, mastra__proc_opts *opts, mastra__proc **out, int *rc,
                       char *err, size_t errlen) {
-  char cgp[MP_NSCG_MAX][4500], *argv[6 + MP_NSCG_MAX];
-  int i, n = 0;
-  argv[n++] = "mastra-ns-enter";
-  argv[n++] = MP_NS_ENTER_ARG;
-  argv[n++] = (char *)cwd;
+  char cgp[MP_NSCG_MAX][4500], *argv[MP_NS_ENTER_CGROUPS + 3 + MP_NSCG_MAX];
+  int i, n;
+  argv[0] = "mastra-ns-enter";
+  argv[1] = MP_NS_ENTER_ARG;
+  argv[MP_NS_ENTER_CWD] = (char *)cwd;
+  argv[MP_NS_ENTER_FILTER] = (char *)filter;
+  n = MP_NS_ENTER_CGROUPS;
   for (i = 0; i < mp_nscg_count(); i++) {
     mp_nscg_procs(id, i, cgp[i], sizeof cgp[i]);
     argv[n++] = cgp[i];
   }
-  argv[n++] = "--";
+  argv[n++] = MP_NS_ARG_END;
   argv[n++] = (char *)opts->command;
   argv[n] = NULL;
   opts->exe = helper;

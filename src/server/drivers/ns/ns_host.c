@@ -19,7 +19,9 @@
 #include "drivers/ns/ns_cgroup.h"
 #include "drivers/ns/ns_idmap.h"
 #include "drivers/ns/ns_options.h"
+#include "drivers/ns/ns_seccomp.h"
 #include "drivers/ns/ns_user.h"
+#include "drivers/ns/init/ns_init.h" /* MP_NS_FILTER_FILE */
 #include "net/egress.h"
 #include "util/log.h"
 #include "util.h"
@@ -132,6 +134,16 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
   if (rc < 0) return rc;
   find_init();
   snprintf(mp_ns_host.base, sizeof mp_ns_host.base, "%s", base);
+  /* every sandbox process runs under it; one this server cannot build, no
+  ** sandbox */
+  {
+    mp_ns_seccomp_opts so;
+    so.nested_ns = mp_ns_opts.nested_ns;
+    so.io_uring = mp_ns_opts.io_uring;
+    snprintf(mp_ns_host.filter, sizeof mp_ns_host.filter,
+             "%s/" MP_NS_FILTER_FILE, srv->data_dir);
+    if (mp_ns_seccomp_write(mp_ns_host.filter, &so, err, errlen) < 0) return -2;
+  }
   mp_ns_host.unpriv = geteuid() != 0;
   mp_ns_host.own_pidns = -1;
   if (!mp_ns_host.unpriv)

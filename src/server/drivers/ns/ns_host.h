@@ -17,6 +17,7 @@ typedef struct mp_ns_host_state {
   char base[4096];
   char init_bin[4200];         /* mastra-ns-init, or /proc/self/exe */
   int init_found;              /* init_bin is mastra-ns-init */
+  char filter[4200];           /* the syscall filter's file (ns_seccomp.c) */
   int unpriv;                  /* not root: ns_user.c */
   char limits[300];            /* mp_ns_host_limits */
   int idmap_fd;                /* with root: ns_idmap.c; without: the

@@ -11,13 +11,14 @@
 #include <arpa/inet.h>
 
 #include "drivers/ns/ns_host.h"
+#include "drivers/ns/init/ns_init.h" /* MP_NS_ARG_NONE */
 #include "net/egress.h"
 #include "net/egress_log.h"
 #include "util/log.h"
 
 const char *mp_ns_net_resolv(void) {
   const char *p = mp_ns_host.egress && mp_ns_host.net ? mp_net_resolv_path(mp_ns_host.net) : NULL;
-  return p ? p : "-";
+  return p ? p : MP_NS_ARG_NONE;
 }
 
 int mp_ns_net_joins(const char *network) {

@@ -23,14 +23,28 @@ static int set_base(const char *v, char *err, size_t n) {
   return 0;
 }
 
-static int set_egress(const char *v, char *err, size_t n) {
-  if (strcmp(v, "on") == 0) mp_ns_opts.egress = 1;
-  else if (strcmp(v, "off") == 0) mp_ns_opts.egress = 0;
+static int set_on_off(const char *flag, int *out, const char *v, char *err,
+                      size_t n) {
+  if (strcmp(v, "on") == 0) *out = 1;
+  else if (strcmp(v, "off") == 0) *out = 0;
   else {
-    snprintf(err, n, "--egress wants on or off (got '%s')", v);
+    snprintf(err, n, "%s wants on or off (got '%s')", flag, v);
     return -1;
   }
   return 0;
+}
+
+static int set_egress(const char *v, char *err, size_t n) {
+  return set_on_off("--egress", &mp_ns_opts.egress, v, err, n);
+}
+
+static int set_nested_ns(const char *v, char *err, size_t n) {
+  return set_on_off("--sandbox-nested-namespaces", &mp_ns_opts.nested_ns, v,
+                    err, n);
+}
+
+static int set_io_uring(const char *v, char *err, size_t n) {
+  return set_on_off("--sandbox-io-uring", &mp_ns_opts.io_uring, v, err, n);
 }
 
 static int set_rules(const char *flag, mp_egress_rules *r, const char *v, char *err,
@@ -158,6 +172,11 @@ const mp_driver_flag mp_ns_flags[] = {
      " (namespaces; default 2g;\n0: no limit)", set_memory},
     {"--sandbox-cpu-max", "N", "CPUs per sandbox, fractions allowed"
      " (namespaces; default half\nthe host's, at least 1; 0: no cap)", set_cpu},
+    {"--sandbox-nested-namespaces", "on|off", "sandboxes may make namespaces"
+     " of their own (user, net,\nmount...: containers in a sandbox; namespaces;"
+     " default off)", set_nested_ns},
+    {"--sandbox-io-uring", "on|off", "sandboxes may use io_uring (namespaces;"
+     " default off)", set_io_uring},
     {"--warm-pool", "N", "ISOLATED sandboxes kept started ahead, for a fast"
      " create\n(namespaces; default 2; 0: none)", set_warm_pool},
     {NULL, NULL, NULL, NULL},

@@ -24,6 +24,8 @@ typedef struct mp_ns_options {
   int warm_pool;        /* sandboxes started ahead (ns_pool.c) */
   mp_egress_config egress_cfg; /* --egress-allow, -deny, -open, -dns */
   int dns_given;        /* --egress-dns was given */
+  int nested_ns;        /* --sandbox-nested-namespaces on (ns_seccomp.c) */
+  int io_uring;         /* --sandbox-io-uring on (ns_seccomp.c) */
 } mp_ns_options;
 
 extern mp_ns_options mp_ns_opts;

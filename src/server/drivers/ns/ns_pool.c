@@ -28,6 +28,7 @@
 
 #include "util/log.h"
 #include "drivers/ns/ns_cgroup.h"
+#include "drivers/ns/init/ns_init.h" /* MP_NS_TELL_NAME, MP_NS_ARG_NONE */
 #include "util/trash.h"
 #include "util.h"
 
@@ -122,7 +123,8 @@ static int add(mp_server *srv, char *err, size_t errlen) {
     return -1;
   }
   if (pool.ops->make_tree(root, err, errlen) < 0
-      || pool.ops->start_keeper(srv, b, "-", root, "-", err, errlen) < 0) {
+      || pool.ops->start_keeper(srv, b, MP_NS_ARG_NONE, root, MP_NS_ARG_NONE,
+                                err, errlen) < 0) {
     if (b->cg_made) mp_nscg_remove(id); /* empty: nothing joined them */
     mastra__remove_tree(root);
     member_free(&b->handle);
@@ -184,7 +186,7 @@ int mp_ns_pool_take(mp_server *srv, mp_sandbox *sb) {
   sb->driver_data = b;
   /* a line into a socket it reads: never blocks. A keeper gone already:
   ** the driver says so, and the first command starts a new one */
-  n = snprintf(line, sizeof line, "h %s\n", sb->id);
+  n = snprintf(line, sizeof line, "%c %s\n", MP_NS_TELL_NAME, sb->id);
   if (send(b->ready_fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
     mp_log("sandbox %s: cannot name its warm keeper: %s", sb->id,
            strerror(errno));

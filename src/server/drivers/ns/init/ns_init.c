@@ -53,7 +53,9 @@
 ** keeper sends its "N" line with a descriptor of its network namespace and
 ** an rtnetlink socket made there: the server cannot enter it.
 **
-** A failure before "R" is told as "E <message>" on the ready socket.
+** A failure before "R" is told as "E <step>: <ERRNO NAME>" on the ready
+** socket ("E mount /proc: ENOTDIR"; ns_init.h names the protocol's
+** messages, descriptors and arguments).
 */
 #define _GNU_SOURCE
 #include "drivers/ns/init/ns_init.h"
@@ -85,30 +87,51 @@ static int unpriv;
 ** socket made in it, sent with "N" (the server cannot enter it: net.h) */
 static int net_fds[2] = {-1, -1};
 
-static void die(const char *fmt, ...) {
-  char msg[1024];
+/* the failure, "E <what>\n" on the ready socket (ns_init.h), and exit */
+static void vdie(const char *fmt, va_list ap, int e) {
+  char msg[MP_NS_LINE_MAX - 40];
   int n;
-  va_list ap;
-  va_start(ap, fmt);
-  msg[0] = 'E';
+  msg[0] = MP_NS_SAY_ERROR;
   msg[1] = ' ';
-  n = vsnprintf(msg + 2, sizeof msg - 3, fmt, ap);
-  va_end(ap);
+  n = vsnprintf(msg + 2, sizeof msg - 2, fmt, ap);
   if (n < 0) n = 0;
-  if ((size_t)n > sizeof msg - 3) n = (int)sizeof msg - 3;
-  msg[2 + n] = '\n';
-  if (ready_fd >= 0 && write(ready_fd, msg, (size_t)n + 3) < 0) _exit(1);
+  if ((size_t)n >= sizeof msg - 2) n = (int)sizeof msg - 3;
+  n += 2;
+  if (e != 0)
+    n += snprintf(msg + n, sizeof msg - (size_t)n, ": %s", mp_ns_errno_name(e));
+  if ((size_t)n >= sizeof msg - 1) n = (int)sizeof msg - 2;
+  msg[n++] = '\n';
+  if (ready_fd >= 0 && write(ready_fd, msg, (size_t)n) < 0) _exit(1);
   _exit(1);
 }
 
-static void mount_or_die(const char *src, const char *dst, const char *type,
-                         unsigned long flags, const char *data) {
-  if (mount(src, dst, type, flags, data) < 0)
-    die("mount %s on %s: %s", type ? type : src, dst, strerror(errno));
+/* a failed step: "E <step>: <ERRNO NAME>", the step in fmt and errno's
+** name after it ("mount /proc: ENOTDIR") */
+static void die(const char *fmt, ...) {
+  int e = errno;
+  va_list ap;
+  va_start(ap, fmt);
+  vdie(fmt, ap, e);
+  va_end(ap);
 }
 
-/* the character devices of /dev */
-static void nodes(const char *dev) {
+/* a failure that no errno tells: "E <what>" */
+static void die_why(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vdie(fmt, ap, 0);
+  va_end(ap);
+}
+
+/* mount, or die naming the step ("mount /proc", as the sandbox sees it) */
+static void mount_or_die(const char *step, const char *src, const char *dst,
+                         const char *type, unsigned long flags,
+                         const char *data) {
+  if (mount(src, dst, type, flags, data) < 0) die("%s", step);
+}
+
+/* the character devices of merged's /dev */
+static void nodes(const char *merged) {
   static const struct {
     const char *name;
     unsigned maj, min;
@@ -117,45 +140,45 @@ static void nodes(const char *dev) {
   char path[4600];
   size_t i;
   for (i = 0; i < sizeof all / sizeof all[0]; i++) {
-    snprintf(path, sizeof path, "%s/%s", dev, all[i].name);
+    snprintf(path, sizeof path, "%s/dev/%s", merged, all[i].name);
     if (unpriv) {
       /* no mknod in a user namespace: the host's nodes, bound */
-      char host[64];
+      char host[64], step[80];
       int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-      if (fd < 0) die("create %s: %s", path, strerror(errno));
+      if (fd < 0) die("create /dev/%s", all[i].name);
       close(fd);
       snprintf(host, sizeof host, "/dev/%s", all[i].name);
+      snprintf(step, sizeof step, "bind /dev/%s", all[i].name);
       if (access(host, F_OK) == 0)
-        mount_or_die(host, path, NULL, MS_BIND, NULL);
+        mount_or_die(step, host, path, NULL, MS_BIND, NULL);
       continue;
     }
     if (mknod(path, S_IFCHR | 0666, makedev(all[i].maj, all[i].min)) < 0)
-      die("mknod %s: %s", path, strerror(errno));
+      die("mknod /dev/%s", all[i].name);
     chmod(path, 0666); /* the umask */
   }
 }
 
-/* mount a file system of `type` on dir/name */
-static void mount_in(const char *dir, const char *name, const char *type,
+/* mount a file system of `type` on merged/name ("mount /name") */
+static void mount_in(const char *merged, const char *name, const char *type,
                      unsigned long flags, const char *data) {
-  char path[4600];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  mount_or_die(type, path, type, flags, data);
+  char path[4600], step[80];
+  snprintf(path, sizeof path, "%s/%s", merged, name);
+  snprintf(step, sizeof step, "mount /%s", name);
+  mount_or_die(step, type, path, type, flags, data);
 }
 
-static void link_or_die(const char *target, const char *dev,
+static void link_or_die(const char *target, const char *merged,
                         const char *name) {
   char path[4600];
-  snprintf(path, sizeof path, "%s/%s", dev, name);
-  if (symlink(target, path) < 0)
-    die("symlink %s: %s", path, strerror(errno));
+  snprintf(path, sizeof path, "%s/%s", merged, name);
+  if (symlink(target, path) < 0) die("symlink /%s", name);
 }
 
-static void make_dir(const char *root, const char *name, int mode) {
+static void make_dir(const char *merged, const char *name, int mode) {
   char path[4600];
-  snprintf(path, sizeof path, "%s/%s", root, name);
-  if (mkdir(path, (mode_t)mode) < 0 && errno != EEXIST)
-    die("mkdir %s: %s", path, strerror(errno));
+  snprintf(path, sizeof path, "%s/%s", merged, name);
+  if (mkdir(path, (mode_t)mode) < 0 && errno != EEXIST) die("mkdir /%s", name);
 }
 
 /* A base with MP_BASE_HOST_USR (base.h) holds a small layer of /usr: the
@@ -168,14 +191,12 @@ static int usr_dirs(const char *base, const char *root) {
   snprintf(path, sizeof path, "%s/" MP_BASE_HOST_USR, base);
   if (access(path, F_OK) < 0) return 0;
   snprintf(path, sizeof path, "%s/upper/usr", root);
-  if (mkdir(path, 0755) < 0 && errno != EEXIST)
-    die("mkdir %s: %s", path, strerror(errno));
+  if (mkdir(path, 0755) < 0 && errno != EEXIST) die("mkdir the layer's /usr");
   /* with root, it belongs to the sandbox's root, as /usr does */
   if (!unpriv && chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0)
-    die("chown %s: %s", path, strerror(errno));
+    die("chown the layer's /usr");
   snprintf(path, sizeof path, "%s/work-usr", root);
-  if (mkdir(path, 0700) < 0 && errno != EEXIST)
-    die("mkdir %s: %s", path, strerror(errno));
+  if (mkdir(path, 0700) < 0 && errno != EEXIST) die("mkdir work-usr");
   return 1;
 }
 
@@ -186,7 +207,7 @@ static void mount_usr(const char *base, const char *usr, const char *root,
            "workdir=%s/work-usr%s", base, usr, root, root,
            unpriv ? ",userxattr" : "");
   snprintf(path, sizeof path, "%s/usr", merged);
-  mount_or_die("overlay", path, "overlay", MS_NOSUID, opts);
+  mount_or_die("mount /usr", "overlay", path, "overlay", MS_NOSUID, opts);
 }
 
 /* With root, where the server handed an id map (MP_NS_IDMAP_FD): the base
@@ -201,59 +222,63 @@ static void idmapped_lowers(const char *base, const char *root, int host_usr,
   snprintf(usr, n, "%s/lower-usr", root);
   if ((mkdir(lower, 0700) < 0 && errno != EEXIST)
       || (host_usr && mkdir(usr, 0700) < 0 && errno != EEXIST))
-    die("mkdir %s: %s", lower, strerror(errno));
+    die("mkdir the lower layers' mount points");
+  /* the base's path, which the operator gave or the server made: the one
+  ** host path a failure names */
   if (mp_ns_idmap_mount(MP_NS_IDMAP_FD, base, lower) < 0)
-    die("an idmapped mount of %s: %s", base, strerror(errno));
+    die("an idmapped mount of the base %s", base);
   if (host_usr && mp_ns_idmap_mount(MP_NS_IDMAP_FD, "/usr", usr) < 0)
-    die("an idmapped mount of /usr: %s", strerror(errno));
+    die("an idmapped mount of the host's /usr");
   close(MP_NS_IDMAP_FD);
 }
 
 /* file, read-only at merged/etc/<leaf> (created there if missing) */
 static void bind_etc(const char *merged, const char *leaf, const char *file) {
-  char path[4400];
+  char path[4400], step[80];
   snprintf(path, sizeof path, "%s/etc/%s", merged, leaf);
   if (access(path, F_OK) < 0) {
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) die("create %s: %s", path, strerror(errno));
+    if (fd < 0) die("create /etc/%s", leaf);
     close(fd);
   }
-  mount_or_die(file, path, NULL, MS_BIND, NULL);
-  mount_or_die(file, path, NULL,
+  snprintf(step, sizeof step, "bind /etc/%s", leaf);
+  mount_or_die(step, file, path, NULL, MS_BIND, NULL);
+  snprintf(step, sizeof step, "bind /etc/%s read-only", leaf);
+  mount_or_die(step, file, path, NULL,
                MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 }
 
 /* the root's mounts below the overlay (all in the new mount namespace) */
 static void mount_root(const char *base, const char *root, const char *hosts,
                        const char *resolv, char *merged, size_t n) {
-  char opts[13000], dev[4400], lower[4400], usr[4400];
+  char opts[13000], lower[4400], usr[4400];
   int host_usr = usr_dirs(base, root);
   snprintf(merged, n, "%s/merged", root);
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-    die("make / private: %s", strerror(errno));
+    die("make the mounts private");
   idmapped_lowers(base, root, host_usr, lower, usr, sizeof lower);
   /* without root, overlayfs keeps its xattrs in user.overlay.* */
   snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work%s",
            lower, root, root, unpriv ? ",userxattr" : "");
-  mount_or_die("overlay", merged, "overlay", MS_NOSUID, opts);
+  if (mount("overlay", merged, "overlay", MS_NOSUID, opts) < 0)
+    die("mount / (an overlay of the base %s)", base);
   if (host_usr) mount_usr(lower, usr, root, merged);
   make_dir(merged, "tmp", 01777);
   make_dir(merged, "dev", 0755);
   make_dir(merged, "proc", 0555);
   mount_in(merged, "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=50%");
   mount_in(merged, "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k");
-  snprintf(dev, sizeof dev, "%s/dev", merged);
-  nodes(dev);
-  make_dir(dev, "pts", 0755);
-  make_dir(dev, "shm", 01777);
-  mount_in(dev, "pts", "devpts", MS_NOSUID | MS_NOEXEC,
+  nodes(merged);
+  make_dir(merged, "dev/pts", 0755);
+  make_dir(merged, "dev/shm", 01777);
+  mount_in(merged, "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
            "newinstance,ptmxmode=0666,mode=0620");
-  mount_in(dev, "shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=25%");
-  link_or_die("pts/ptmx", dev, "ptmx");
-  link_or_die("/proc/self/fd", dev, "fd");
-  link_or_die("/proc/self/fd/0", dev, "stdin");
-  link_or_die("/proc/self/fd/1", dev, "stdout");
-  link_or_die("/proc/self/fd/2", dev, "stderr");
+  mount_in(merged, "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=25%");
+  link_or_die("pts/ptmx", merged, "dev/ptmx");
+  link_or_die("/proc/self/fd", merged, "dev/fd");
+  link_or_die("/proc/self/fd/0", merged, "dev/stdin");
+  link_or_die("/proc/self/fd/1", merged, "dev/stdout");
+  link_or_die("/proc/self/fd/2", merged, "dev/stderr");
   /* the environment's hosts file, read-only; the server rewrites it in
   ** place as members come and go */
   if (hosts != NULL) bind_etc(merged, "hosts", hosts);
@@ -261,9 +286,10 @@ static void mount_root(const char *base, const char *root, const char *hosts,
   if (resolv != NULL) bind_etc(merged, "resolv.conf", resolv);
 }
 
-/* A warm keeper (its ID argument "-", driver_ns.c's pool): its sandbox
-** is ready ("W" told the server so) but has no id yet; the server names
-** it with "h <id>", when a create takes it, then it says "R" as any keeper; and its command line
+/* A warm keeper (its ID argument MP_NS_ARG_NONE, driver_ns.c's pool): its
+** sandbox is ready (MP_NS_SAY_WARM told the server so) but has no id yet;
+** the server names it with MP_NS_TELL_NAME, "h <id>", when a create takes
+** it, then it says MP_NS_SAY_READY as any keeper; and its command line
 ** (args, nargs: the strings are contiguous) becomes "mastra-ns-init
 ** __ns-init SERVER_PID ID", so that ps names its sandbox as a cold
 ** keeper's does. EOF: the server closed the pool. */
@@ -272,21 +298,20 @@ static void await_name(char **args, int nargs) {
   size_t n = 0;
   ssize_t r;
   while (n == 0 || msg[n - 1] != '\n') {
-    if (n == sizeof msg - 1) die("the server's name line is too long");
+    if (n == sizeof msg - 1) die_why("the server's name line is too long");
     do r = read(ready_fd, msg + n, sizeof msg - 1 - n);
     while (r < 0 && errno == EINTR);
     if (r <= 0) _exit(1);
     n += (size_t)r;
   }
   msg[n - 1] = '\0';
-  if (msg[0] != 'h' || msg[1] != ' ' || msg[2] == '\0')
-    die("the server said '%s', not a name", msg);
-  if (sethostname(msg + 2, strlen(msg + 2)) < 0)
-    die("sethostname: %s", strerror(errno));
+  if (msg[0] != MP_NS_TELL_NAME || msg[1] != ' ' || msg[2] == '\0')
+    die_why("the server said '%s', not a name", msg);
+  if (sethostname(msg + 2, strlen(msg + 2)) < 0) die("sethostname");
   {
     char line[400], *end = args[nargs - 1] + strlen(args[nargs - 1]);
     int len = snprintf(line, sizeof line, "%s%c%s%c%s%c%s", args[0], 0,
-                       args[1], 0, args[2], 0, msg + 2);
+                       args[1], 0, args[MP_NS_INIT_SERVER_PID], 0, msg + 2);
     if (len > 0 && len < end - args[0]) {
       memset(args[0], 0, (size_t)(end - args[0]));
       memcpy(args[0], line, (size_t)len);
@@ -294,12 +319,12 @@ static void await_name(char **args, int nargs) {
   }
 }
 
-/* a PRIVATE sandbox, or one with egress: "N <init>", then the server's
-** answer */
+/* a PRIVATE sandbox, or one with egress: MP_NS_SAY_NET, "N <init>", then
+** the server's answer, MP_NS_TELL_JOINED or MP_NS_TELL_REFUSED */
 static void await_network(pid_t init) {
-  char msg[1100];
+  char msg[MP_NS_LINE_MAX];
   ssize_t n;
-  snprintf(msg, sizeof msg, "N %d\n", (int)init);
+  snprintf(msg, sizeof msg, "%c %d\n", MP_NS_SAY_NET, (int)init);
   if (net_fds[0] >= 0) {
     if (mp_ns_send_fds(ready_fd, msg, strlen(msg), net_fds, 2) < 0) _exit(1);
     close(net_fds[0]);
@@ -311,20 +336,20 @@ static void await_network(pid_t init) {
   if (n <= 0) _exit(1);
   msg[n] = '\0';
   msg[strcspn(msg, "\n")] = '\0';
-  if (msg[0] != 'j')
-    die("%s", msg[0] == 'x' && msg[1] != '\0' ? msg + 2
-        : "the network did not answer");
+  if (msg[0] != MP_NS_TELL_JOINED)
+    die_why("%s", msg[0] == MP_NS_TELL_REFUSED && msg[1] != '\0' ? msg + 2
+            : "the server did not attach the network");
 }
 
 static void loopback_up(void) {
   struct ifreq ifr;
   int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) die("socket: %s", strerror(errno));
+  if (s < 0) die("bring lo up: socket");
   memset(&ifr, 0, sizeof ifr);
   snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
-  if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) die("lo: %s", strerror(errno));
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) die("bring lo up: SIOCGIFFLAGS");
   ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-  if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) die("lo up: %s", strerror(errno));
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) die("bring lo up: SIOCSIFFLAGS");
   close(s);
 }
 
@@ -383,18 +408,22 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) _exit(1);
   /* the pivot_root below moves the keeper's root too: it opens our /proc
   ** directory first */
-  read_byte(from_keeper, 'g');
+  read_byte(from_keeper, MP_NS_PIPE_GO);
   snprintf(path, sizeof path, "%s/proc", merged);
-  mount_or_die("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-  if (chdir(merged) < 0) die("chdir %s: %s", merged, strerror(errno));
-  if (syscall(SYS_pivot_root, ".", ".") < 0)
-    die("pivot_root: %s", strerror(errno));
-  if (umount2(".", MNT_DETACH) < 0) die("umount the host: %s", strerror(errno));
-  if (chdir("/") < 0) die("chdir /: %s", strerror(errno));
-  if (!unpriv && unshare(CLONE_NEWUSER) < 0)
-    die("user namespace: %s", strerror(errno));
-  write_byte(to_keeper, 'u');
-  if (!unpriv) read_byte(from_keeper, 'm');
+  mount_or_die("mount /proc", "proc", path, "proc",
+               MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  if (chdir(merged) < 0) die("chdir to the root");
+  if (syscall(SYS_pivot_root, ".", ".") < 0) die("pivot_root");
+  if (umount2(".", MNT_DETACH) < 0) die("unmount the host's tree");
+  if (chdir("/") < 0) die("chdir /");
+  if (!unpriv && unshare(CLONE_NEWUSER) < 0) die("unshare the user namespace");
+  write_byte(to_keeper, MP_NS_PIPE_USERNS);
+  if (!unpriv) read_byte(from_keeper, MP_NS_PIPE_MAPPED);
+  /* the sandbox's syscall filter (ns_seccomp.c), once its namespaces are
+  ** made: pid 1 runs under it as every process of the sandbox does
+  ** (without root it stays dumpable: what ptraces it may make no call the
+  ** filter denies) */
+  if (mp_ns_filter_install() < 0) die("install the syscall filter");
   close(to_keeper);
   close(from_keeper);
   if (ready_fd >= 0) close(ready_fd);
@@ -417,33 +446,35 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
   reap_forever();
 }
 
+/* an optional argument: NULL when it is MP_NS_ARG_NONE */
+static const char *given(const char *arg) {
+  return strcmp(arg, MP_NS_ARG_NONE) == 0 ? NULL : arg;
+}
+
 int mp_ns_init_main(int argc, char **argv) {
-  /* argv: __ns-init SERVER_PID ID BASE ROOT READY_FD HOSTS RESOLV
-  **       [CGROUP_PROCS...]; ID: the hostname, or "-" (a warm keeper:
-  **       await_name); HOSTS: the environment's hosts file (PRIVATE), or
-  **       "-"; RESOLV: the sandboxes' resolv.conf with egress (then
-  **       ISOLATED sandboxes join too: their link to the way out), or "-" */
+  /* argv: ns_init.h, MP_NS_INIT_* */
   char merged[4200], msg[64];
   int to_keeper[2], from_keeper[2], i, status, procdir;
   pid_t init;
-  const char *hosts, *resolv;
+  const char *hosts, *resolv, *id;
   int joins;
-  if (argc < 9) return 2;
-  argv++; /* argv[0]: the program's name */
-  argc--;
-  ready_fd = atoi(argv[5]);
-  hosts = strcmp(argv[6], "-") == 0 ? NULL : argv[6];
-  resolv = strcmp(argv[7], "-") == 0 ? NULL : argv[7];
+  if (argc < MP_NS_INIT_CGROUPS) return 2;
+  ready_fd = atoi(argv[MP_NS_INIT_READY]);
+  id = given(argv[MP_NS_INIT_ID]);
+  hosts = given(argv[MP_NS_INIT_HOSTS]);
+  resolv = given(argv[MP_NS_INIT_RESOLV]);
   joins = hosts != NULL || resolv != NULL;
   reset_signals();
   setpgid(0, 0); /* out of the server's process group */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0
-      || getppid() != (pid_t)atol(argv[1]))
-    die("the server is gone");
+      || getppid() != (pid_t)atol(argv[MP_NS_INIT_SERVER_PID]))
+    die_why("the server is gone");
   mp_ns_write_text("/proc/self/oom_score_adj", "-1000");
-  for (i = 8; i < argc; i++)
-    if (mp_ns_write_text(argv[i], "0") < 0)
-      die("cannot join %s: %s", argv[i], strerror(errno));
+  /* read on the host, installed by the init (run_init) */
+  if (mp_ns_filter_load(argv[MP_NS_INIT_FILTER]) < 0)
+    die("read the syscall filter");
+  for (i = MP_NS_INIT_CGROUPS; i < argc; i++)
+    if (mp_ns_write_text(argv[i], "0") < 0) die("join the cgroup %s", argv[i]);
   unpriv = geteuid() != 0;
   if (unpriv) {
     /* the user namespace first: it owns the others; under the server's
@@ -451,57 +482,57 @@ int mp_ns_init_main(int argc, char **argv) {
     unsigned uid, gid;
     if (mp_ns_is_userns(MP_NS_IDMAP_FD)) {
       if (setns(MP_NS_IDMAP_FD, CLONE_NEWUSER) < 0)
-        die("the server's user namespace: %s", strerror(errno));
+        die("join the server's user namespace");
       close(MP_NS_IDMAP_FD);
     }
     uid = (unsigned)geteuid();
     gid = (unsigned)getegid();
-    if (unshare(CLONE_NEWUSER) < 0)
-      die("user namespace: %s", strerror(errno));
+    if (unshare(CLONE_NEWUSER) < 0) die("unshare the user namespace");
     if (mp_ns_map_self(uid, gid) < 0)
-      die("the user namespace's id maps: %s", strerror(errno));
+      die("write the user namespace's id maps");
   }
   if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC
               | CLONE_NEWNET) < 0)
-    die("unshare: %s", strerror(errno));
+    die("unshare the mount, pid, uts, ipc and net namespaces");
   if (unpriv && joins) {
     net_fds[0] = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     net_fds[1] = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
     if (net_fds[0] < 0 || net_fds[1] < 0)
-      die("the network namespace: %s", strerror(errno));
+      die("open the network namespace and its rtnetlink socket");
   }
-  mount_root(argv[3], argv[4], hosts, resolv, merged, sizeof merged);
-  if (strcmp(argv[2], "-") != 0 && sethostname(argv[2], strlen(argv[2])) < 0)
-    die("sethostname: %s", strerror(errno));
+  mount_root(argv[MP_NS_INIT_BASE], argv[MP_NS_INIT_ROOT], hosts, resolv,
+             merged, sizeof merged);
+  if (id != NULL && sethostname(id, strlen(id)) < 0) die("sethostname");
   loopback_up();
   if (pipe2(to_keeper, O_CLOEXEC) < 0 || pipe2(from_keeper, O_CLOEXEC) < 0)
-    die("pipe: %s", strerror(errno));
+    die("pipe");
   init = fork();
-  if (init < 0) die("fork: %s", strerror(errno));
+  if (init < 0) die("fork the init");
   if (init == 0) {
     close(to_keeper[0]);
     close(from_keeper[1]);
-    run_init(merged, to_keeper[1], from_keeper[0], argv - 1, argc + 1);
+    run_init(merged, to_keeper[1], from_keeper[0], argv, argc);
   }
   close(to_keeper[1]);
   close(from_keeper[0]);
   snprintf(msg, sizeof msg, "/proc/%d", (int)init);
   procdir = open(msg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (procdir < 0) die("%s: %s", msg, strerror(errno));
-  write_byte(from_keeper[1], 'g');
-  read_byte(to_keeper[0], 'u');
+  if (procdir < 0) die("open the init's /proc directory");
+  write_byte(from_keeper[1], MP_NS_PIPE_GO);
+  read_byte(to_keeper[0], MP_NS_PIPE_USERNS);
   if (!unpriv) {
     if (mp_ns_write_maps(procdir, MP_NS_UID_BASE, MP_NS_UID_COUNT) < 0)
-      die("the init's id maps: %s", strerror(errno));
-    write_byte(from_keeper[1], 'm');
+      die("write the init's id maps");
+    write_byte(from_keeper[1], MP_NS_PIPE_MAPPED);
   }
   close(procdir);
   if (joins) await_network(init);
-  if (strcmp(argv[2], "-") == 0) { /* "W": in its cgroups, its init up */
-    if (write(ready_fd, "W\n", 2) != 2) _exit(1);
-    await_name(argv - 1, argc + 1);
+  if (id == NULL) { /* warm: in its cgroups, its init up */
+    snprintf(msg, sizeof msg, "%c\n", MP_NS_SAY_WARM);
+    if (write(ready_fd, msg, 2) != 2) _exit(1);
+    await_name(argv, argc);
   }
-  snprintf(msg, sizeof msg, "R %d\n", (int)init);
+  snprintf(msg, sizeof msg, "%c %d\n", MP_NS_SAY_READY, (int)init);
   if (write(ready_fd, msg, strlen(msg)) < 0) _exit(1);
   close_range(0, ~0u, 0);
   while (waitpid(init, &status, 0) < 0 && errno == EINTR)

@@ -9,12 +9,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <linux/nsfs.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -133,4 +136,82 @@ char **mp_ns_env_unwrap(char **env) {
     if (strncmp(env[i], MP_NS_ENV_PREFIX, plen) == 0) env[n++] = env[i] + plen;
   env[n] = NULL;
   return env;
+}
+
+/* the filter that mp_ns_filter_load read */
+static struct sock_filter filter[BPF_MAXINSNS];
+static unsigned short filter_len;
+
+int mp_ns_filter_load(const char *path) {
+  char *p = (char *)filter;
+  size_t n = 0;
+  ssize_t r;
+  int fd = open(path, O_RDONLY | O_CLOEXEC), e;
+  if (fd < 0) return -1;
+  do {
+    r = read(fd, p + n, sizeof filter - n);
+    if (r > 0) n += (size_t)r;
+  } while (r > 0 || (r < 0 && errno == EINTR));
+  e = r < 0 ? errno : 0;
+  /* a program fills the buffer only when it is too long */
+  if (r == 0 && n == sizeof filter) {
+    char more;
+    if (read(fd, &more, 1) > 0) e = E2BIG;
+  }
+  close(fd);
+  if (e == 0 && (n == 0 || n % sizeof filter[0] != 0)) e = EINVAL;
+  if (e != 0) {
+    errno = e;
+    return -1;
+  }
+  filter_len = (unsigned short)(n / sizeof filter[0]);
+  return 0;
+}
+
+int mp_ns_filter_install(void) {
+  struct sock_fprog prog;
+  if (filter_len == 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  prog.len = filter_len;
+  prog.filter = filter;
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return -1;
+  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
+const char *mp_ns_errno_name(int e) {
+#define E_(name) {name, #name}
+  static const struct {
+    int e;
+    const char *name;
+  } all[] = {
+      E_(EPERM), E_(ENOENT), E_(ESRCH), E_(EINTR), E_(EIO), E_(ENXIO),
+      E_(E2BIG), E_(ENOEXEC), E_(EBADF), E_(ECHILD), E_(EAGAIN), E_(ENOMEM),
+      E_(EACCES), E_(EFAULT), E_(ENOTBLK), E_(EBUSY), E_(EEXIST), E_(EXDEV),
+      E_(ENODEV), E_(ENOTDIR), E_(EISDIR), E_(EINVAL), E_(ENFILE),
+      E_(EMFILE), E_(ENOTTY), E_(ETXTBSY), E_(EFBIG), E_(ENOSPC),
+      E_(ESPIPE), E_(EROFS), E_(EMLINK), E_(EPIPE), E_(EDOM), E_(ERANGE),
+      E_(EDEADLK), E_(ENAMETOOLONG), E_(ENOLCK), E_(ENOSYS), E_(ENOTEMPTY),
+      E_(ELOOP), E_(ENOMSG), E_(EIDRM), E_(ENOSTR), E_(ENODATA), E_(ETIME),
+      E_(ENOSR), E_(ENOLINK), E_(EPROTO), E_(EBADMSG), E_(EOVERFLOW),
+      E_(EILSEQ), E_(EUSERS), E_(ENOTSOCK), E_(EDESTADDRREQ), E_(EMSGSIZE),
+      E_(EPROTOTYPE), E_(ENOPROTOOPT), E_(EPROTONOSUPPORT),
+      E_(ESOCKTNOSUPPORT), E_(EOPNOTSUPP), E_(EPFNOSUPPORT),
+      E_(EAFNOSUPPORT), E_(EADDRINUSE), E_(EADDRNOTAVAIL), E_(ENETDOWN),
+      E_(ENETUNREACH), E_(ENETRESET), E_(ECONNABORTED), E_(ECONNRESET),
+      E_(ENOBUFS), E_(EISCONN), E_(ENOTCONN), E_(ETIMEDOUT),
+      E_(ECONNREFUSED), E_(EHOSTDOWN), E_(EHOSTUNREACH), E_(EALREADY),
+      E_(EINPROGRESS), E_(ESTALE), E_(EDQUOT), E_(ECANCELED), E_(ENOKEY),
+      E_(EKEYEXPIRED), E_(EKEYREVOKED), E_(EKEYREJECTED), E_(EOWNERDEAD),
+      E_(ENOTRECOVERABLE), E_(ERFKILL), E_(EHWPOISON), E_(ENOMEDIUM),
+      E_(EMEDIUMTYPE), E_(EUCLEAN),
+  };
+#undef E_
+  static char other[32];
+  size_t i;
+  for (i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (all[i].e == e) return all[i].name;
+  snprintf(other, sizeof other, "errno %d", e);
+  return other;
 }

@@ -43,4 +43,17 @@ long mp_ns_recv_fds(int sock, void *msg, size_t len, int flags, int *fds, int n,
 ** entries with the prefix lose it and every other one is dropped. */
 char **mp_ns_env_unwrap(char **env);
 
+/* The name of errno value e ("EPERM", "ENOTDIR"; "errno 1234" for one
+** this table lacks), for the "<step>: <ERRNO NAME>" of every failure of
+** mastra-ns-init (ns_init.h) */
+const char *mp_ns_errno_name(int e);
+
+/* The syscall filter of every sandbox process (ns_init.h, MP_NS_FILTER):
+** load reads the classic BPF program that the server wrote to path (as
+** host root, before the setns into the sandbox's mount namespace hides it);
+** install sets no_new_privs and the filter on the calling thread, in the
+** sandbox, right before the exec of its program. 0, or -1 with errno. */
+int mp_ns_filter_load(const char *path);
+int mp_ns_filter_install(void);
+
 #endif
