@@ -54,6 +54,10 @@ class("PlatformApiError")
 class("NetworkError")
 class("SandboxNotReadyError", nil, { code = "NOT_READY" })
 class("SandboxDestroyedError")
+-- a template's build failed (`templateId`, `buildError`: the platform's
+-- message), or was not ready in time (`templateId`, `timeoutMs`)
+class("PlatformTemplateBuildError")
+class("PlatformTemplateBuildTimeoutError")
 local ExecTransport = class("SandboxExecTransportError")
 -- the socket dropped after output reached onStdout/onStderr: the command
 -- is not run again (the caller saw part of it); `delivered` is the bytes

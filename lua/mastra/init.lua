@@ -17,6 +17,7 @@ local mastra = {
   LocalSandbox = require "mastra.local_sandbox",
   PlatformSandbox = require "mastra.platform_sandbox",
   PlatformFilesystem = require "mastra.platform_filesystem",
+  Template = require "mastra.template",
   LocalFilesystem = require "mastra.local_filesystem",
   SandboxFilesystem = require "mastra.sandbox_filesystem",
   Workspace = require "mastra.workspace",

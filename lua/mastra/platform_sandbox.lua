@@ -18,6 +18,7 @@ local client = require "mastra.platform_client"
 local process = require "mastra.process"
 local platform_process = require "mastra.platform_process"
 local platform_exec = require "mastra.platform_exec"
+local Template = require "mastra.template"
 
 local PlatformSandbox = { __name = "mastra.PlatformSandbox" }
 
@@ -86,6 +87,8 @@ local NEW_OPTS = {
   handshakeTimeout = options.ms,
   requestTimeout = options.ms,
   proxyUrl = options.string,
+  template = function(v) return Template.is(v), "a mastra.Template" end,
+  templateTimeout = options.ms,
 }
 
 local CLONE_OPTS = {
@@ -172,6 +175,7 @@ function construct(opts, cfg, where)
     timeout = opts.timeout,
     workingDirectory = opts.workingDirectory,
     seedCheckpointName = opts.seedCheckpointName,
+    template = opts.template,
     _opts = opts,
     _cfg = intern_cfg(cfg),
     _instructions = opts.instructions,
@@ -204,23 +208,41 @@ local function create(self)
   }, { __jsonorder = { "id", "seedCheckpointName", "templateDefinition",
     "templateBuildEnvs", "environmentId", "idleTimeoutMinutes",
     "networkIsolation", "env" } })
-  local res
-  for attempt = 1, CREATE_ATTEMPTS do
-    -- a fresh connection: never sent twice by libcurl (docs/platform.md)
-    local ok, r = pcall(client.request, self._cfg, "POST", "/sandbox",
-      { json = body, freshConnection = true, headers = self._opts.id ~= nil
-        and EXPLICIT_KEY_HEADERS or nil })
-    if ok then
-      res = r
-      break
-    end
-    if not (errors.PlatformApiError:is(r) and r.status >= 500)
-        or attempt == CREATE_ATTEMPTS then
-      error(r, 0)
-    end
-    task.sleep(self._retryDelay * attempt)
+  local tpl_wait
+  if self.template then
+    body.templateDefinition = self.template:definition()
+    body.templateBuildEnvs = self.template:buildEnvs()
+    tpl_wait = Template._createWait(self._opts.templateTimeout)
   end
-  local j = res.json or {}
+  local res, j
+  repeat
+    res = nil
+    for attempt = 1, CREATE_ATTEMPTS do
+      -- a fresh connection: never sent twice by libcurl (docs/platform.md)
+      local ok, r = pcall(client.request, self._cfg, "POST", "/sandbox",
+        { json = body, freshConnection = true, headers = self._opts.id ~= nil
+          and EXPLICIT_KEY_HEADERS or nil })
+      if ok then
+        res = r
+        break
+      end
+      if errors.PlatformApiError:is(r) and r.code == "template_build_failed" then
+        errors.PlatformTemplateBuildError:raise({
+          message = "Sandbox template build failed: " .. tostring(r.proxyMessage),
+          buildError = r.proxyMessage, status = r.status, body = r.body,
+        }, 0)
+      end
+      if not (errors.PlatformApiError:is(r) and r.status >= 500)
+          or attempt == CREATE_ATTEMPTS then
+        error(r, 0)
+      end
+      task.sleep(self._retryDelay * attempt)
+    end
+    j = res.json or {}
+    -- the template is still building: no sandbox yet; ask again after
+    -- retryAfterMs (template.lua, docs/platform.md "Templates")
+  until not (tpl_wait and j.id == nil and type(j.templatePending) == "table"
+    and tpl_wait(j.templatePending))
   if type(j.id) ~= "string" then
     errors.PlatformApiError:raise({
       message = "the platform answered POST /sandbox without an id",

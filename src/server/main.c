@@ -62,6 +62,7 @@
 #include "util/log.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/startup.h"
+#include "sandbox/template.h"
 #include "util/trash.h"
 #include "util.h"
 
@@ -458,6 +459,7 @@ int main(int argc, char **argv) {
   kill_previous(&srv);
   mp_trash_empty(&srv);
   mp_driver_start(&srv);
+  mp_template_load(&srv);
   /* from here on a failure stops what started, as an exit does */
   if (mp_checkpoint_start(&srv) < 0
       || mp_activity_start(&srv, (size_t)history) < 0) {

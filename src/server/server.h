@@ -77,6 +77,7 @@ struct mp_server {
   struct mp_activity *activity;   /* activity.c */
   struct mp_inspector *inspector; /* inspector.c; NULL: not served */
   struct mp_diskuse *diskuse;     /* diskuse.c: made on first use */
+  struct mp_template *templates;  /* sandbox/template.c */
   volatile int stopping;
 };
 

@@ -29,6 +29,7 @@
 #include "http/respond.h"
 #include "api/routes_bucket.h"
 #include "api/routes_sandbox.h"
+#include "api/routes_template.h"
 #include "util.h"
 
 #define MAX_SEGMENTS 8
@@ -165,6 +166,14 @@ static enum MHD_Result route(mp_server *srv, struct MHD_Connection *conn,
     }
     strcpy(seg[i], d); /* decoding never lengthens */
     free(d);
+  }
+  if ((nseg >= 2 && strcmp(seg[0], "sandbox") == 0
+       && strcmp(seg[1], "templates") == 0)
+      || (nseg >= 1 && strcmp(seg[0], "templates") == 0)) {
+    enum MHD_Result out =
+        mp_routes_template(srv, conn, method, project, seg, nseg, r);
+    free(pdec);
+    return out;
   }
   if (nseg >= 1 && strcmp(seg[0], "sandbox") == 0) {
     enum MHD_Result out =

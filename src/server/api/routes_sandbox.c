@@ -22,6 +22,7 @@
 #include "sandbox/record.h"
 #include "http/respond.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/template.h"
 
 /* providerResourceId: proc_<hex> for sbx_<hex> */
 static void add_provider_id(cJSON *o, const mp_sandbox *sb) {
@@ -190,6 +191,55 @@ static enum MHD_Result answer_create(struct MHD_Connection *conn,
   return mp_send_json(conn, st->joined ? 200 : 201, o);
 }
 
+/* A create with a templateDefinition (sandbox/template.c): 0 when the
+** template is ready (spec names it; its env goes under the create's, in
+** body); else -1 and *res: 202 templatePending while it builds (no sandbox
+** yet: the client asks again after retryAfterMs), 422 when it failed, 400
+** when the definition is wrong. */
+static int template_of(mp_server *srv, struct MHD_Connection *conn,
+                       const char *project, cJSON *body, const cJSON *def,
+                       mp_create_spec *spec, enum MHD_Result *res) {
+  mp_template *t;
+  char err[1400];
+  const cJSON *tenv, *x;
+  int rc = mp_template_request(srv, project, spec->environment, def,
+                               cJSON_GetObjectItemCaseSensitive(body, "templateBuildEnvs"),
+                               &t, err, sizeof err);
+  if (rc < 0) {
+    *res = rc == -2 ? mp_send_error(conn, 400, "invalid_request", "%s", err)
+                    : mp_send_error(conn, 500, "internal_error", "%s", err);
+    return -1;
+  }
+  if (mp_template_status_of(t) == MP_TEMPLATE_FAILED) {
+    *res = mp_send_error(conn, 422, "template_build_failed", "template %s failed"
+                         " to build: %s", mp_template_id(t), mp_template_error(t));
+    return -1;
+  }
+  if (mp_template_status_of(t) != MP_TEMPLATE_READY) {
+    cJSON *o = cJSON_CreateObject(), *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", "pending");
+    cJSON_AddStringToObject(p, "templateId", mp_template_id(t));
+    cJSON_AddNumberToObject(p, "retryAfterMs", mp_template_retry_after_ms(t));
+    cJSON_AddItemToObject(o, "templatePending", p);
+    *res = mp_send_json(conn, 202, o);
+    return -1;
+  }
+  spec->template_key = mp_template_key(t);
+  tenv = mp_template_env(t);
+  if (tenv != NULL) { /* the template's env, under the create's own */
+    cJSON *env = cJSON_GetObjectItemCaseSensitive(body, MP_CREATE_ENV);
+    if (!cJSON_IsObject(env)) {
+      cJSON_DeleteItemFromObjectCaseSensitive(body, MP_CREATE_ENV);
+      env = cJSON_AddObjectToObject(body, MP_CREATE_ENV);
+    }
+    cJSON_ArrayForEach(x, tenv)
+      if (cJSON_GetObjectItemCaseSensitive(env, x->string) == NULL)
+        cJSON_AddStringToObject(env, x->string, x->valuestring);
+    spec->env = env;
+  }
+  return 0;
+}
+
 static enum MHD_Result create_sandbox(mp_server *srv,
                                       struct MHD_Connection *conn,
                                       const char *project, mp_request *r) {
@@ -260,6 +310,14 @@ static enum MHD_Result create_sandbox(mp_server *srv,
     return mp_send_error(conn, 400, "invalid_request", "%s", why);
   }
   spec.env = cJSON_IsObject(env) ? env : NULL;
+  v = cJSON_GetObjectItemCaseSensitive(body, "templateDefinition");
+  if (v != NULL && !cJSON_IsNull(v)) {
+    enum MHD_Result res;
+    if (template_of(srv, conn, project, body, v, &spec, &res) < 0) {
+      cJSON_Delete(body);
+      return res;
+    }
+  }
   st = route_wait_new(conn, r, NULL);
   if (st == NULL) {
     cJSON_Delete(body);

@@ -38,6 +38,8 @@ static cJSON *record_json(const mp_sandbox *sb) {
   if (sb->key_explicit) cJSON_AddTrueToObject(o, MP_CREATE_KEY_EXPLICIT);
   cJSON_AddStringToObject(o, "checkpointBase", sb->checkpoint_base);
   if (sb->restoring) cJSON_AddTrueToObject(o, "restoring");
+  if (sb->template_key[0] != '\0') /* template.c */
+    cJSON_AddStringToObject(o, "template", sb->template_key);
   return o;
 }
 
@@ -180,6 +182,12 @@ int mp_record_read(mp_sandbox *sb, const cJSON *o, char *err, size_t errlen) {
   sb->destroyed_ms = (int64_t)destroyed;
   sb->last_exec_ms = (int64_t)last;
   sb->restored = sb->restored_from[0] != '\0';
+  {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "template");
+    if (cJSON_IsString(t) && strlen(t->valuestring) < sizeof sb->template_key
+        && strspn(t->valuestring, "0123456789abcdef") == strlen(t->valuestring))
+      snprintf(sb->template_key, sizeof sb->template_key, "%s", t->valuestring);
+  }
   sb->env = cJSON_IsObject(env) ? cJSON_Duplicate(env, 1)
                                 : cJSON_CreateObject();
   return 0;

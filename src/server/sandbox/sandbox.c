@@ -125,6 +125,7 @@ static void sandbox_discard(mp_sandbox *sb) {
   cJSON_Delete(sb->env);
   free(sb->root);
   free(sb->dir);
+  free(sb->keep_layer);
   free(sb);
 }
 
@@ -417,6 +418,8 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   snprintf(sb->network, sizeof sb->network, "%s",
            spec->network ? spec->network : "ISOLATED");
   sb->idle_timeout_min = spec->idle_timeout_min;
+  snprintf(sb->template_key, sizeof sb->template_key, "%s",
+           spec->template_key ? spec->template_key : "");
   sb->env = spec->env ? cJSON_Duplicate(spec->env, 1) : cJSON_CreateObject();
   sb->created_ms = mastra__wall_ms();
   if (set_dirs(srv, sb) < 0) {

@@ -114,6 +114,10 @@ struct mp_driver {
   size_t (*kill_strays)(mp_sandbox *sb, int (*in_command)(void *data,
                                                           long pgrp),
                         void *data);
+  /* it runs sandboxes of templates (sandbox/template.c): their roots have
+  ** the template's read-only layer between the base and their own layer,
+  ** and it keeps a build sandbox's layer at sb->keep_layer on teardown */
+  int templates;
   /* optional: sb's outbound connections into o (counts; with entries > 0
   ** the newest `entries` of its log too); 0, or -1 when the driver has no
   ** egress for it */
@@ -121,6 +125,7 @@ struct mp_driver {
 };
 
 #define MP_CHECKPOINT_BASE_MAX 80
+#define MP_TEMPLATE_KEY_MAX 40 /* 32 hex digits and a NUL */
 
 struct mp_sandbox {
   mp_sandbox *next, *prev;        /* srv->sandboxes */
@@ -164,6 +169,11 @@ struct mp_sandbox {
   struct mp_lease *leases;        /* lease.c: its live leases, newest first */
   unsigned nleases;
   unsigned refs;                  /* exec sessions and legacy runs holding it */
+  /* template.c: the template whose layer is under its own ("": none), its
+  ** folder's name under DATA/templates; and for a build sandbox, where its
+  ** teardown moves its layer (NULL: removed with its tree) */
+  char template_key[MP_TEMPLATE_KEY_MAX];
+  char *keep_layer;
   mp_server *srv;
 };
 
@@ -191,6 +201,7 @@ typedef struct mp_create_spec {
   const cJSON *env;           /* object of strings, or NULL */
   const char *seed;           /* seedCheckpointName, or NULL */
   int key_explicit;           /* MP_CREATE_KEY_HEADER said "explicit" */
+  const char *template_key;   /* a ready template's key (template.h), or NULL */
 } mp_create_spec;
 
 /* -1 failed (err says why), -2 the request is wrong (an unknown seed: err

@@ -12,6 +12,7 @@
 #include "bucket/bucket.h"
 #include "sandbox/lease.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/template.h"
 #include "util/trash.h"
 #include "util.h"
 
@@ -48,6 +49,7 @@ void mp_server_close(mp_server *srv) {
   if (srv->loop != NULL) {
     mp_trash_stop(srv);
     mastra__loop_close(srv->loop); /* kills and reaps what is left */
+    mp_template_free_all(srv);
     mp_sandbox_free_all(srv);
     mp_lease_free_all(srv);
     if (srv->driver != NULL && srv->driver->stop != NULL)

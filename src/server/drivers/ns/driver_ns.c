@@ -414,6 +414,27 @@ fail:
   return -1;
 }
 
+/* A sandbox of a template: ROOT/template links to the template's layer,
+** which the init puts between the base and the sandbox's own layer
+** (MP_NS_TEMPLATE_LINK, ns_init.c) */
+static int template_link(mp_server *srv, mp_sandbox *sb, char *err,
+                         size_t errlen) {
+  char link[4400], layer[4400];
+  if (sb->template_key[0] == '\0') return 0;
+  snprintf(link, sizeof link, "%s/" MP_NS_TEMPLATE_LINK, sb->root);
+  snprintf(layer, sizeof layer, "%s/templates/%s/layer", srv->data_dir,
+           sb->template_key);
+  if (access(layer, F_OK) < 0) {
+    snprintf(err, errlen, "the layer of its template (%s) is gone", layer);
+    return -1;
+  }
+  if (symlink(layer, link) < 0 && errno != EEXIST) {
+    snprintf(err, errlen, "cannot link %s: %s", link, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
 static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
                       size_t errlen) {
   int fresh;
@@ -432,7 +453,9 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
   /* a sandbox loaded at startup has its tree, and a restore writes it
   ** first: their inits start at their first command */
   fresh = access(sb->dir, F_OK) < 0 && !sb->restoring;
-  if (fresh && !is_private(sb) && mp_ns_pool_take(srv, sb) == 0) {
+  /* a warm keeper's root has no template layer */
+  if (fresh && !is_private(sb) && sb->template_key[0] == '\0'
+      && mp_ns_pool_take(srv, sb) == 0) {
     mp_ns_net_name(sb, sb->driver_data); /* its egress box gets its id and log */
     return 0;
   }
@@ -441,6 +464,7 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
     return -1;
   }
   if (make_tree(sb->root, err, errlen) < 0) return -1;
+  if (template_link(srv, sb, err, errlen) < 0) return -1;
   if (fresh && start_init(srv, sb, err, errlen) < 0) return -1;
   return 0;
 }
@@ -579,6 +603,10 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
     net_leave(sb, b);
     cg_remove_later(b);
   }
+  /* a template's build keeps its layer (sandbox/template.c) */
+  if (sb->keep_layer != NULL && rename(sb->dir, sb->keep_layer) < 0)
+    mp_log("cannot keep the layer of %s at %s: %s", sb->id, sb->keep_layer,
+           strerror(errno));
   mp_trash(srv, sb->root); /* removed off the loop */
 }
 
@@ -737,6 +765,7 @@ const mp_driver mp_ns_driver = {
     .tar_flags = "--numeric-owner --xattrs --xattrs-include=trusted.overlay.*"
                  " --xattrs-include=user.overlay.*",
     .layer_tree = 1,
+    .templates = 1,
     /* a command (its __ns-exec and child, or the entered /bin/sh) dies
     ** with the server (PR_SET_PDEATHSIG), the rest of the sandbox with
     ** its init */

@@ -201,10 +201,15 @@ static int usr_dirs(const char *base, const char *root) {
 }
 
 static void mount_usr(const char *base, const char *usr, const char *root,
-                      const char *merged) {
-  char opts[13000], path[4400];
-  snprintf(opts, sizeof opts, "lowerdir=%s/usr:%s,upperdir=%s/upper/usr,"
-           "workdir=%s/work-usr%s", base, usr, root, root,
+                      const char *tpl, const char *merged) {
+  char opts[13000], path[4400], tusr[4500] = "";
+  if (tpl[0] != '\0') {
+    snprintf(tusr, sizeof tusr, "%s/usr", tpl);
+    if (access(tusr, F_OK) == 0) strcat(tusr, ":");
+    else tusr[0] = '\0';
+  }
+  snprintf(opts, sizeof opts, "lowerdir=%s%s/usr:%s,upperdir=%s/upper/usr,"
+           "workdir=%s/work-usr%s", tusr, base, usr, root, root,
            unpriv ? ",userxattr" : "");
   snprintf(path, sizeof path, "%s/usr", merged);
   mount_or_die("mount /usr", "overlay", path, "overlay", MS_NOSUID, opts);
@@ -251,18 +256,22 @@ static void bind_etc(const char *merged, const char *leaf, const char *file) {
 /* the root's mounts below the overlay (all in the new mount namespace) */
 static void mount_root(const char *base, const char *root, const char *hosts,
                        const char *resolv, char *merged, size_t n) {
-  char opts[13000], lower[4400], usr[4400];
+  char opts[13000], lower[4400], usr[4400], tpl[4400];
   int host_usr = usr_dirs(base, root);
+  /* a template's layer, between the base and the sandbox's own */
+  snprintf(tpl, sizeof tpl, "%s/" MP_NS_TEMPLATE_LINK, root);
+  if (access(tpl, F_OK) < 0) tpl[0] = '\0';
   snprintf(merged, n, "%s/merged", root);
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     die("make the mounts private");
   idmapped_lowers(base, root, host_usr, lower, usr, sizeof lower);
   /* without root, overlayfs keeps its xattrs in user.overlay.* */
-  snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work%s",
-           lower, root, root, unpriv ? ",userxattr" : "");
+  snprintf(opts, sizeof opts,
+           "lowerdir=%s%s%s,upperdir=%s/upper,workdir=%s/work%s", tpl,
+           tpl[0] ? ":" : "", lower, root, root, unpriv ? ",userxattr" : "");
   if (mount("overlay", merged, "overlay", MS_NOSUID, opts) < 0)
     die("mount / (an overlay of the base %s)", base);
-  if (host_usr) mount_usr(lower, usr, root, merged);
+  if (host_usr) mount_usr(lower, usr, root, tpl, merged);
   make_dir(merged, "tmp", 01777);
   make_dir(merged, "dev", 0755);
   make_dir(merged, "proc", 0555);

@@ -99,6 +99,9 @@ enum { MP_NS_ENTER_CWD = 2, MP_NS_ENTER_FILTER, MP_NS_ENTER_CGROUPS };
 /* a base that holds this file layers its usr directory over the host's
 ** /usr (ns_init.c; base.c builds it); without it, its usr is a whole copy */
 #define MP_BASE_HOST_USR ".mastra-host-usr"
+/* a sandbox of a template: ROOT/template links to the template's layer,
+** the root's lower layer above the base (and its usr above the base's) */
+#define MP_NS_TEMPLATE_LINK "template"
 
 /* A command's environment reaches mastra-ns-init (__ns-exec, __ns-enter)
 ** with every entry prefixed MP_NS_ENV_PREFIX: the program starts as host

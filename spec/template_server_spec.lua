@@ -1,0 +1,214 @@
+-- Templates on the local platform (docs/platform.md "Templates"), with the
+-- namespaces driver: a recipe that needs no network (runCmd writing files,
+-- setWorkdir, setEnvs) is built once in a build sandbox, its layer kept
+-- read-only under DATA/templates/<key>/layer; sandboxes of it boot with
+-- base + that layer + their own upper layer; concurrent creates wait for
+-- one build (templatePending, retryAfterMs); a failing operation keeps its
+-- log and answers failed, never ready, and leaves no layer and no process;
+-- a restart mid-build does the same. Skipped, saying why, without root.
+local lfs = require "lfs"
+local mastra = require "mastra"
+local platform = require "spec.support.platform"
+local util = require "spec.support.util"
+
+local P = "/v1/railway/projects/proj"
+
+local function is_root()
+  local p = io.popen("id -u")
+  local uid = util.trim(p:read("a"))
+  p:close()
+  return uid == "0"
+end
+
+local function ls(dir)
+  local out = {}
+  if lfs.attributes(dir, "mode") ~= "directory" then return out end
+  for name in lfs.dir(dir) do
+    if name ~= "." and name ~= ".." then out[#out + 1] = name end
+  end
+  table.sort(out)
+  return out
+end
+
+-- the server's processes (children and their children) other than itself
+local function descendants(pid)
+  local kids, found = { [pid] = true }, {}
+  local changed = true
+  while changed do
+    changed = false
+    for name in lfs.dir("/proc") do
+      local p = tonumber(name)
+      if p and not kids[p] then
+        local stat = util.read_file("/proc/" .. name .. "/stat") or ""
+        local ppid = tonumber(stat:match("%) %a (%d+)") or "")
+        if ppid and kids[ppid] then
+          kids[p] = true
+          found[#found + 1] = (util.read_file("/proc/" .. name .. "/cmdline") or "")
+            :gsub("%z", " ")
+          changed = true
+        end
+      end
+    end
+  end
+  return #found, table.concat(found, "; ")
+end
+
+local function no_process(srv)
+  local n, what
+  local ok = util.wait_until(function()
+    n, what = descendants(srv.pid)
+    return n == 0
+  end, 5000)
+  assert.is_true(ok, "left: " .. tostring(what))
+end
+
+describe("templates on the local platform", function()
+  if not is_root() then
+    pending("the namespaces driver needs root here: skipped")
+    return
+  end
+
+  local srv
+  local function serve(o)
+    o = o or {}
+    o.args = { "--driver", "namespaces", "--warm-pool", "0" } -- no keeper left but ours
+    srv = platform.start(o)
+    return srv
+  end
+  after_each(function()
+    if srv then pcall(srv.close, srv) end
+    srv = nil
+  end)
+
+  local function recipe(marker)
+    return mastra.Template.new()
+      :runCmd("mkdir -p /opt/app && echo built-" .. marker .. " > /opt/app/ready.txt")
+      :setWorkdir("/opt/project")
+      :runCmd("pwd > where.txt && echo \"$GREETING-$SECRET\" > greeting.txt")
+      :setEnvs({ GREETING = "hello" })
+      :setEnvs({ SECRET = "s3" }, { ephemeral = true })
+      :runCmd("echo \"$GREETING-$SECRET\" > /opt/project/greeting.txt")
+  end
+
+  it("builds once, and sandboxes boot with base + template layer + their own", function()
+    serve()
+    local t = recipe("a")
+    local progress = {}
+    local r = t:build(srv:sandboxOptions{ onProgress = function(p)
+      progress[#progress + 1] = p.status
+    end })
+    assert.are.equal("ready", r.status, srv.stderrTail)
+    assert.matches("^tpl_%x+$", r.templateId)
+    assert.are.equal("ready", progress[#progress])
+    -- the layer is kept, read-only, under DATA/templates/<key>/layer
+    local keys = ls(srv.dataDir .. "/templates")
+    assert.are.equal(1, #keys)
+    local layer = srv.dataDir .. "/templates/" .. keys[1] .. "/layer"
+    assert.are.equal("built-a\n", util.read_file(layer .. "/opt/app/ready.txt"))
+    -- a second build of the same definition costs nothing
+    local t0 = mastra.now()
+    assert.are.equal(r.templateId, t:build(srv:sandboxOptions()).templateId)
+    assert.is_true(mastra.now() - t0 < 1000)
+    -- sandboxes of it see the layer, and write only to their own
+    local a = srv:startSandbox{ template = t }
+    local b = srv:startSandbox{ template = t }
+    local ra = a:executeCommand("cat /opt/app/ready.txt /opt/project/where.txt"
+      .. " /opt/project/greeting.txt; echo $GREETING; echo x > /opt/app/ready.txt")
+    assert.are.equal(0, ra.exitCode, ra.stderr)
+    assert.are.equal("built-a\n/opt/project\nhello-s3\nhello\n", ra.stdout)
+    local rb = b:executeCommand("cat /opt/app/ready.txt")
+    assert.are.equal("built-a\n", rb.stdout)
+    assert.are.equal("built-a\n", util.read_file(layer .. "/opt/app/ready.txt"))
+    assert.are.equal("x\n", util.read_file(srv.dataDir .. "/sandboxes/" .. a.sandboxId
+      .. "/upper/opt/app/ready.txt"))
+    -- the definition kept has no build-only value
+    local def = util.read_file(srv.dataDir .. "/templates/" .. keys[1] .. "/definition.json")
+    assert.is_nil(def:find("s3", 1, true))
+    -- the older routes see it too; a used template is not removed
+    local g = srv:json("GET", P .. "/templates/" .. r.templateId .. "?environmentId=env")
+    assert.are.equal(200, g.status)
+    assert.are.equal("ready", g.json.status)
+    local d = srv:json("DELETE", P .. "/sandbox/templates/" .. r.templateId)
+    assert.are.equal(409, d.status)
+    a:destroy()
+    b:destroy()
+    d = srv:json("DELETE", P .. "/sandbox/templates/" .. r.templateId)
+    assert.are.equal(204, d.status)
+  end)
+
+  it("many concurrent creates of a building template wait for one build", function()
+    serve()
+    local t = mastra.Template.new():runCmd("sleep 1; echo one >> /opt/builds.txt")
+    local results = mastra.map({ 1, 2, 3, 4, 5, 6 }, function()
+      local sb <close> = mastra.PlatformSandbox.new(srv:sandboxOptions{ template = t })
+      sb:start()
+      return sb:executeCommand("cat /opt/builds.txt").stdout
+    end, { concurrency = 6 })
+    for i = 1, 6 do assert.are.equal("one\n", results[i]) end
+    local _, n = srv.stderrTail:gsub("building template", "")
+    assert.are.equal(1, n, srv.stderrTail)
+  end)
+
+  it("a failing operation keeps its log, answers failed, and leaves no layer", function()
+    serve()
+    local t = mastra.Template.new():runCmd("echo step-one > /opt/one.txt")
+      :runCmd("echo about to fail; echo oops >&2; exit 7")
+    local ok, err = pcall(t.build, t, srv:sandboxOptions())
+    assert.is_false(ok)
+    assert.is_true(mastra.errors.PlatformTemplateBuildError:is(err), tostring(err))
+    assert.matches("operation #2 %(runCmd%) exited with 7", err.message)
+    assert.matches("oops", err.message)
+    local keys = ls(srv.dataDir .. "/templates")
+    local dir = srv.dataDir .. "/templates/" .. keys[1]
+    assert.are.same({ "build.log", "definition.json", "state.json" }, ls(dir))
+    assert.matches("about to fail", util.read_file(dir .. "/build.log"))
+    -- a create of it fails with the same error, and is not retried as ready
+    local sb = mastra.PlatformSandbox.new(srv:sandboxOptions{ template = t })
+    ok, err = pcall(sb.start, sb)
+    assert.is_false(ok)
+    assert.is_true(mastra.errors.PlatformTemplateBuildError:is(err), tostring(err))
+    -- no build sandbox and no process is left
+    no_process(srv)
+    local list = srv:json("GET", P .. "/sandbox/templates")
+    assert.are.equal("failed", list.json[1].status)
+  end)
+
+  it("a restart mid-build leaves no layer marked ready and no process", function()
+    local dir = platform.tmpdir()
+    finally(function() platform.rm_rf(dir) end)
+    serve{ dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+    local t = mastra.Template.new():runCmd("echo started > /opt/s.txt; sleep 30")
+    local b = srv:json("POST", P .. "/sandbox/templates/builds",
+      { environmentId = "env", templateDefinition = t:definition() })
+    assert.are.equal("pending", b.json.status)
+    assert.is_true(util.wait_until(function()
+      return srv.stderrTail:find("building template", 1, true) ~= nil
+    end, 5000))
+    local data = srv.dataDir
+    srv:stop()
+    serve{ dataDir = data, tokenFile = dir .. "/token" }
+    local g = srv:json("GET", P .. "/sandbox/templates/" .. b.json.templateId)
+    assert.are.equal("failed", g.json.status)
+    assert.matches("stopped during it", g.json.error)
+    local keys = ls(data .. "/templates")
+    assert.are.same({ "build.log", "definition.json", "state.json" },
+      ls(data .. "/templates/" .. keys[1]))
+    no_process(srv)
+    -- a retry builds it again
+    b = srv:json("POST", P .. "/sandbox/templates/builds",
+      { environmentId = "env", templateDefinition = t:definition(), retry = true })
+    assert.are.equal("pending", b.json.status)
+    assert.are.equal(204, srv:json("DELETE", P .. "/sandbox/templates/"
+      .. b.json.templateId).status)
+    no_process(srv)
+  end)
+
+  it("refuses a wrong definition, naming the operation", function()
+    serve()
+    local r = srv:json("POST", P .. "/sandbox/templates/builds", { environmentId = "env",
+      templateDefinition = { schemaVersion = 1, operations = {
+        { method = "runCmd", args = { "true" } }, { method = "fly", args = {} } } } })
+    assert.are.equal(400, r.status)
+    assert.matches("operation #2 %(fly%): unknown method", r.json.error.message)
+  end)
+end)

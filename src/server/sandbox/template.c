@@ -1,0 +1,1075 @@
+/*
+** Templates (docs/platform.md "Templates"): a recipe's definition
+** ({"schemaVersion":1,"family"?,"operations":[{"method","args"}]}),
+** checked with upstream's limits, is a template of its (project,
+** environment) whose id is tpl_ and the first 32 hex digits of the SHA-256
+** of the definition without its family. The first request for it starts
+** its build; every later one (a create, a build request) sees the same
+** record: one build, however many wait.
+**
+** A build is a sandbox of the project MP_TEMPLATE_BUILD_PROJECT, over the
+** base, with the server's outbound networking: the operations run in it
+** one after the other (setWorkdir and setEnvs change the ones after them;
+** the installs are commands), each bounded by what is left of the build's
+** time. When the last one has succeeded, the sandbox is destroyed with
+** keep_layer set: the driver moves its own layer (the overlay's upper
+** directory) to DATA/templates/<key>/layer.tmp, which becomes layer once
+** its size is within the limit, and only then does state.json say ready.
+** A failure (an operation's exit code, the time limit, the size limit, a
+** full disk, a cancel, a restart) keeps build.log and the error (the
+** operation, its exit code, its output's tail), removes the half-made
+** layer and never says ready.
+**
+**   DATA/templates/<key>/definition.json   as sent, family and all
+**                        state.json        status, error, times, size
+**                        build.log         every operation's output
+**                        layer/            the read-only layer (ready)
+**
+** Over 800 lines: the definition's checks (one per method, each naming
+** its operation), the build's steps and the startup's repair are one
+** record's life, and split they would call each other.
+*/
+#define _GNU_SOURCE
+#include "sandbox/template.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <unistd.h>
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sandbox/activity.h"
+#include "sandbox/sandbox.h"
+#include "util/log.h"
+#include "util/trash.h"
+#include "sha256.h"
+#include "util.h"
+
+#define MAX_OPERATIONS 256
+#define MAX_STRING (32 * 1024)
+#define MAX_ITEMS 512
+#define MAX_SERIALIZED (256 * 1024)
+#define MAX_FAMILY 200
+#define TAIL_MAX 2048
+#define RETRY_AFTER_MS 500
+#define BUILD_TIMEOUT_MS (30 * 60 * 1000)
+#define MAX_LAYER_BYTES (20ull << 30)
+
+struct mp_template {
+  mp_template *next;
+  mp_server *srv;
+  char id[MP_TEMPLATE_ID_MAX];
+  char key[MP_TEMPLATE_KEY_MAX];
+  char project[MP_NAME_MAX];
+  char environment[MP_NAME_MAX];
+  char family[MAX_FAMILY + 1];
+  cJSON *definition;  /* as sent */
+  cJSON *build_envs;  /* templateBuildEnvs (memory only), or NULL */
+  cJSON *env;         /* its sandboxes' env (setEnvs) */
+  char workdir[1024]; /* the last setWorkdir, or "" */
+  int cpu_count, memory_mb;
+  mp_template_status status;
+  char error[4096];
+  int64_t created_ms, built_ms;
+  unsigned long long size_bytes;
+  /* the build */
+  mp_sandbox *sb;
+  mastra__proc *proc;
+  int op;               /* the operation running (0-based) */
+  cJSON *op_env;        /* env of the operations so far */
+  char cwd[1024];
+  int64_t deadline_ms;
+  FILE *log;
+  char tail[TAIL_MAX];
+  size_t tail_len;
+  mastra__timer step;
+  mp_waiter gone; /* the build sandbox's destroy */
+};
+
+/* {====== files ====== */
+
+static void path_of(const mp_template *t, const char *leaf, char *out,
+                    size_t n) {
+  snprintf(out, n, "%s/templates/%s%s%s", t->srv->data_dir, t->key,
+           leaf[0] ? "/" : "", leaf);
+}
+
+static const char *status_word(mp_template_status s) {
+  return s == MP_TEMPLATE_READY ? "ready"
+         : s == MP_TEMPLATE_FAILED ? "failed" : "building";
+}
+
+static int save_state(mp_template *t) {
+  char path[4400], *text;
+  int rc;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "templateId", t->id);
+  cJSON_AddStringToObject(o, "projectId", t->project);
+  cJSON_AddStringToObject(o, "environmentId", t->environment);
+  cJSON_AddStringToObject(o, "status", status_word(t->status));
+  cJSON_AddStringToObject(o, "error", t->error);
+  cJSON_AddNumberToObject(o, "createdMs", (double)t->created_ms);
+  cJSON_AddNumberToObject(o, "builtMs", (double)t->built_ms);
+  cJSON_AddNumberToObject(o, "sizeBytes", (double)t->size_bytes);
+  text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (text == NULL) return -1;
+  path_of(t, "state.json", path, sizeof path);
+  rc = mastra__write_file_atomic(path, text, strlen(text), 0600,
+                                 MASTRA__ATOMIC_SYNC);
+  free(text);
+  return rc;
+}
+
+/* }====== */
+
+/* {====== the definition ====== */
+
+static int bad(char *err, size_t n, int op, const char *method,
+               const char *fmt, const char *what) {
+  if (op >= 0)
+    snprintf(err, n, "templateDefinition: operation #%d (%s): ", op + 1,
+             method ? method : "?");
+  else
+    snprintf(err, n, "templateDefinition: ");
+  snprintf(err + strlen(err), n - strlen(err), fmt, what);
+  return -2;
+}
+
+static int check_str(const cJSON *v, int op, const char *m, const char *what,
+                     char *err, size_t n) {
+  if (!cJSON_IsString(v)) return bad(err, n, op, m, "%s must be a string", what);
+  if (strlen(v->valuestring) > MAX_STRING)
+    return bad(err, n, op, m, "%s is longer than 32 KiB", what);
+  return 0;
+}
+
+/* a list of strings (1 to 512) */
+static int check_list(const cJSON *v, int op, const char *m, const char *what,
+                      char *err, size_t n) {
+  const cJSON *x;
+  int k = 0;
+  if (!cJSON_IsArray(v))
+    return bad(err, n, op, m, "%s must be a list of strings", what);
+  cJSON_ArrayForEach(x, v) {
+    if (++k > MAX_ITEMS)
+      return bad(err, n, op, m, "%s has more than 512 items", what);
+    if (check_str(x, op, m, what, err, n) < 0) return -2;
+  }
+  if (k == 0) return bad(err, n, op, m, "%s is empty", what);
+  return 0;
+}
+
+static int name_ok(const char *s) {
+  size_t i;
+  if (!((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+    return 0;
+  for (i = 1; s[i]; i++)
+    if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z')
+          || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+      return 0;
+  return 1;
+}
+
+static int check_env(const cJSON *v, int op, const char *m, char *err,
+                     size_t n) {
+  const cJSON *x;
+  int k = 0;
+  if (!cJSON_IsObject(v)) return bad(err, n, op, m, "%s must be an object", "envs");
+  cJSON_ArrayForEach(x, v) {
+    if (++k > MAX_ITEMS) return bad(err, n, op, m, "%s has more than 512 names", "envs");
+    if (!name_ok(x->string))
+      return bad(err, n, op, m, "envs: '%.64s' is not a variable name", x->string);
+    if (check_str(x, op, m, "an env value", err, n) < 0) return -2;
+  }
+  return 0;
+}
+
+static int check_flags(const cJSON *v, const char *const *known, int op,
+                       const char *m, char *err, size_t n) {
+  const cJSON *x;
+  if (v == NULL || cJSON_IsNull(v)) return 0;
+  if (!cJSON_IsObject(v)) return bad(err, n, op, m, "%s must be an object", "options");
+  cJSON_ArrayForEach(x, v) {
+    int i, ok = 0;
+    for (i = 0; known[i]; i++) ok |= strcmp(known[i], x->string) == 0;
+    if (!ok) return bad(err, n, op, m, "unknown option '%.64s'", x->string);
+    if (!cJSON_IsBool(x))
+      return bad(err, n, op, m, "option '%.64s' must be a boolean", x->string);
+  }
+  return 0;
+}
+
+static const char *const apt_flags[] = {"noInstallRecommends", "fixMissing", NULL};
+static const char *const pip_flags[] = {"g", NULL};
+static const char *const npm_flags[] = {"g", "dev", NULL};
+
+static int check_op(const cJSON *o, int i, char *err, size_t n) {
+  const cJSON *mv = cJSON_GetObjectItemCaseSensitive(o, "method");
+  const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "args");
+  const cJSON *a0, *a1;
+  const char *m;
+  if (!cJSON_IsObject(o) || !cJSON_IsString(mv))
+    return bad(err, n, i, NULL, "%s", "must be {\"method\", \"args\"}");
+  m = mv->valuestring;
+  if (args != NULL && !cJSON_IsArray(args))
+    return bad(err, n, i, m, "%s must be an array", "args");
+  if (cJSON_GetArraySize(args) > 2) return bad(err, n, i, m, "%s", "too many args");
+  a0 = cJSON_GetArrayItem(args, 0);
+  a1 = cJSON_GetArrayItem(args, 1);
+  if (strcmp(m, "runCmd") == 0) {
+    if (cJSON_IsArray(a0)) return check_list(a0, i, m, "command", err, n);
+    if (check_str(a0, i, m, "command", err, n) < 0) return -2;
+    if (a0->valuestring[0] == '\0') return bad(err, n, i, m, "%s is empty", "command");
+    return 0;
+  }
+  if (strcmp(m, "setWorkdir") == 0) {
+    if (check_str(a0, i, m, "path", err, n) < 0) return -2;
+    if (a0->valuestring[0] != '/' || strlen(a0->valuestring) >= 1000)
+      return bad(err, n, i, m, "%s must be absolute (under 1000 bytes)", "path");
+    return 0;
+  }
+  if (strcmp(m, "setEnvs") == 0) return check_env(a0, i, m, err, n);
+  if (strcmp(m, "aptInstall") == 0)
+    return check_list(a0, i, m, "packages", err, n) < 0 ? -2
+           : check_flags(a1, apt_flags, i, m, err, n);
+  if (strcmp(m, "pipInstall") == 0 || strcmp(m, "npmInstall") == 0) {
+    if (a0 != NULL && !cJSON_IsNull(a0)
+        && check_list(a0, i, m, "packages", err, n) < 0)
+      return -2;
+    return check_flags(a1, m[0] == 'p' ? pip_flags : npm_flags, i, m, err, n);
+  }
+  if (strcmp(m, "cpuCount") == 0 || strcmp(m, "memoryMB") == 0) {
+    double max = m[0] == 'c' ? 64 : 1048576;
+    if (!cJSON_IsNumber(a0) || a0->valuedouble < 1 || a0->valuedouble > max
+        || a0->valuedouble != (double)(long)a0->valuedouble)
+      return bad(err, n, i, m, "%s must be a positive integer within its bound",
+                 m[0] == 'c' ? "count" : "megabytes");
+    return 0;
+  }
+  return bad(err, n, i, m, "unknown method '%.64s'", m);
+}
+
+/* -2 and err when def is not a definition; else 0, id and key set (the
+** key: the (project, environment, id)'s folder) */
+static int check_definition(const cJSON *def, const char *project,
+                            const char *environment, char *id, char *key,
+                            char *family, char *err, size_t n) {
+  const cJSON *sv, *ops, *fam, *o;
+  cJSON *ident;
+  char *text, hex[65];
+  int i = 0;
+  size_t len;
+  if (!cJSON_IsObject(def))
+    return bad(err, n, -1, NULL, "%s", "must be an object");
+  sv = cJSON_GetObjectItemCaseSensitive(def, "schemaVersion");
+  if (!cJSON_IsNumber(sv) || sv->valuedouble != 1)
+    return bad(err, n, -1, NULL, "%s", "schemaVersion must be 1");
+  fam = cJSON_GetObjectItemCaseSensitive(def, "family");
+  family[0] = '\0';
+  if (fam != NULL && !cJSON_IsNull(fam)) {
+    if (!cJSON_IsString(fam) || strlen(fam->valuestring) > MAX_FAMILY)
+      return bad(err, n, -1, NULL, "%s", "family must be a string of at most 200 characters");
+    snprintf(family, MAX_FAMILY + 1, "%s", fam->valuestring);
+  }
+  ops = cJSON_GetObjectItemCaseSensitive(def, "operations");
+  if (!cJSON_IsArray(ops) || cJSON_GetArraySize(ops) == 0)
+    return bad(err, n, -1, NULL, "%s", "operations must be a non-empty array");
+  if (cJSON_GetArraySize(ops) > MAX_OPERATIONS)
+    return bad(err, n, -1, NULL, "%s", "more than 256 operations");
+  cJSON_ArrayForEach(o, ops) {
+    if (check_op(o, i, err, n) < 0) return -2;
+    i++;
+  }
+  /* identity: the definition without its family */
+  ident = cJSON_CreateObject();
+  cJSON_AddNumberToObject(ident, "schemaVersion", 1);
+  cJSON_AddItemToObject(ident, "operations", cJSON_Duplicate(ops, 1));
+  text = cJSON_PrintUnformatted(ident);
+  cJSON_Delete(ident);
+  if (text == NULL) {
+    snprintf(err, n, "out of memory");
+    return -1;
+  }
+  len = strlen(text);
+  if (len > MAX_SERIALIZED) {
+    free(text);
+    return bad(err, n, -1, NULL, "%s", "more than 256 KiB serialized");
+  }
+  mastra__sha256_hex(text, len, hex);
+  free(text);
+  snprintf(id, MP_TEMPLATE_ID_MAX, "tpl_%.32s", hex);
+  {
+    size_t kl = strlen(project) + strlen(environment) + strlen(id) + 3;
+    char *k = malloc(kl);
+    if (k == NULL) {
+      snprintf(err, n, "out of memory");
+      return -1;
+    }
+    snprintf(k, kl, "%s\n%s\n%s", project, environment, id);
+    mastra__sha256_hex(k, strlen(k), hex);
+    free(k);
+  }
+  snprintf(key, MP_TEMPLATE_KEY_MAX, "%.32s", hex);
+  return 0;
+}
+
+/* }====== */
+
+/* {====== records ====== */
+
+static mp_template *by_key(mp_server *srv, const char *key) {
+  mp_template *t;
+  for (t = srv->templates; t != NULL; t = t->next)
+    if (strcmp(t->key, key) == 0) return t;
+  return NULL;
+}
+
+mp_template *mp_template_find(mp_server *srv, const char *project,
+                              const char *environment, const char *id) {
+  mp_template *t;
+  for (t = srv->templates; t != NULL; t = t->next)
+    if (strcmp(t->id, id) == 0 && strcmp(t->project, project) == 0
+        && (environment == NULL || environment[0] == '\0'
+            || strcmp(t->environment, environment) == 0))
+      return t;
+  return NULL;
+}
+
+mp_template_status mp_template_status_of(const mp_template *t) { return t->status; }
+const char *mp_template_id(const mp_template *t) { return t->id; }
+const char *mp_template_key(const mp_template *t) { return t->key; }
+const char *mp_template_error(const mp_template *t) { return t->error; }
+int mp_template_retry_after_ms(const mp_template *t) {
+  (void)t;
+  return RETRY_AFTER_MS;
+}
+const cJSON *mp_template_env(const mp_template *t) {
+  return t->env != NULL && t->env->child != NULL ? t->env : NULL;
+}
+
+static void on_step(mastra__timer *tm);
+
+static mp_template *template_new(mp_server *srv, const char *project,
+                                 const char *environment, const char *id,
+                                 const char *key, const char *family,
+                                 const cJSON *definition) {
+  mp_template *t = calloc(1, sizeof *t);
+  if (t == NULL) return NULL;
+  t->srv = srv;
+  snprintf(t->id, sizeof t->id, "%s", id);
+  snprintf(t->key, sizeof t->key, "%s", key);
+  snprintf(t->project, sizeof t->project, "%s", project);
+  snprintf(t->environment, sizeof t->environment, "%s", environment);
+  snprintf(t->family, sizeof t->family, "%s", family);
+  t->definition = cJSON_Duplicate(definition, 1);
+  t->env = cJSON_CreateObject();
+  mastra__timer_init(srv->loop, &t->step, on_step, t);
+  t->next = srv->templates;
+  srv->templates = t;
+  return t;
+}
+
+/* what a template's sandboxes get from its operations: env, workdir,
+** limits */
+static void settle_runtime(mp_template *t) {
+  const cJSON *o, *ops = cJSON_GetObjectItemCaseSensitive(t->definition, "operations");
+  cJSON_Delete(t->env);
+  t->env = cJSON_CreateObject();
+  cJSON_ArrayForEach(o, ops) {
+    const char *m = cJSON_GetObjectItemCaseSensitive(o, "method")->valuestring;
+    const cJSON *a0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "args"), 0);
+    if (strcmp(m, "setEnvs") == 0) {
+      const cJSON *x;
+      cJSON_ArrayForEach(x, a0) {
+        cJSON_DeleteItemFromObjectCaseSensitive(t->env, x->string);
+        cJSON_AddStringToObject(t->env, x->string, x->valuestring);
+      }
+    } else if (strcmp(m, "setWorkdir") == 0) {
+      snprintf(t->workdir, sizeof t->workdir, "%s", a0->valuestring);
+    } else if (strcmp(m, "cpuCount") == 0) {
+      t->cpu_count = (int)a0->valuedouble;
+    } else if (strcmp(m, "memoryMB") == 0) {
+      t->memory_mb = (int)a0->valuedouble;
+    }
+  }
+}
+
+static void unlink_template(mp_server *srv, mp_template *t) {
+  mp_template **p;
+  for (p = &srv->templates; *p != NULL; p = &(*p)->next)
+    if (*p == t) {
+      *p = t->next;
+      return;
+    }
+}
+
+static void template_free(mp_template *t) {
+  mastra__timer_stop(&t->step);
+  if (t->log != NULL) fclose(t->log);
+  cJSON_Delete(t->definition);
+  cJSON_Delete(t->build_envs);
+  cJSON_Delete(t->env);
+  cJSON_Delete(t->op_env);
+  free(t);
+}
+
+size_t mp_template_users(mp_server *srv, const mp_template *t) {
+  size_t n = 0;
+  mp_sandbox *sb;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    if (!sb->destroyed_ms && strcmp(sb->template_key, t->key) == 0) n++;
+  return n;
+}
+
+cJSON *mp_template_json(const mp_template *t, int legacy) {
+  char ts[32];
+  cJSON *o = cJSON_CreateObject();
+  const char *w = status_word(t->status);
+  if (!legacy && t->status == MP_TEMPLATE_BUILDING) w = "pending";
+  cJSON_AddStringToObject(o, "templateId", t->id);
+  cJSON_AddStringToObject(o, "status", w);
+  if (t->status == MP_TEMPLATE_FAILED) cJSON_AddStringToObject(o, "error", t->error);
+  else if (legacy) cJSON_AddNullToObject(o, "error");
+  if (!legacy && t->status == MP_TEMPLATE_BUILDING)
+    cJSON_AddNumberToObject(o, "retryAfterMs", RETRY_AFTER_MS);
+  /* ours */
+  cJSON_AddStringToObject(o, "environmentId", t->environment);
+  if (t->family[0]) cJSON_AddStringToObject(o, "family", t->family);
+  mp_iso8601(t->created_ms, ts);
+  cJSON_AddStringToObject(o, "createdAt", ts);
+  if (t->built_ms) {
+    mp_iso8601(t->built_ms, ts);
+    cJSON_AddStringToObject(o, "builtAt", ts);
+  }
+  if (t->status == MP_TEMPLATE_READY)
+    cJSON_AddNumberToObject(o, "sizeBytes", (double)t->size_bytes);
+  cJSON_AddNumberToObject(o, "operations",
+                          cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
+                              t->definition, "operations")));
+  cJSON_AddNumberToObject(o, "sandboxes", (double)mp_template_users(t->srv, t));
+  return o;
+}
+
+cJSON *mp_template_list(mp_server *srv, const char *project,
+                        const char *environment) {
+  cJSON *a = cJSON_CreateArray();
+  mp_template *t;
+  for (t = srv->templates; t != NULL; t = t->next)
+    if ((project == NULL || strcmp(t->project, project) == 0)
+        && (environment == NULL || strcmp(t->environment, environment) == 0))
+      cJSON_AddItemToArray(a, mp_template_json(t, 0));
+  return a;
+}
+
+/* }====== */
+
+/* {====== the build ====== */
+
+static void build_fail(mp_template *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int retry_build(mp_server *srv, const cJSON *args, char *err,
+                       size_t errlen) {
+  const cJSON *k = cJSON_GetObjectItemCaseSensitive(args, "key");
+  mp_template *t = cJSON_IsString(k) ? by_key(srv, k->valuestring) : NULL;
+  if (t == NULL) {
+    snprintf(err, errlen, "the template is gone");
+    return -1;
+  }
+  return mp_template_retry(srv, t, err, errlen);
+}
+
+/* let go of the build sandbox (its layer with its tree) */
+static void drop_build_sandbox(mp_template *t) {
+  mp_sandbox *sb = t->sb;
+  if (sb == NULL) return;
+  t->sb = NULL;
+  if (t->proc != NULL) {
+    mastra__proc *p = t->proc;
+    t->proc = NULL;
+    mp_sandbox_exec_done(t->srv, sb, p); /* kills it */
+  }
+  mp_sandbox_forget(sb, &t->gone);
+  free(sb->keep_layer);
+  sb->keep_layer = NULL;
+  mp_sandbox_destroy(t->srv, sb, NULL);
+}
+
+static void remove_half_layer(mp_template *t) {
+  char path[4400];
+  path_of(t, "layer.tmp", path, sizeof path);
+  mastra__remove_tree(path);
+}
+
+static void build_fail(mp_template *t, const char *fmt, ...) {
+  va_list ap;
+  cJSON *args;
+  va_start(ap, fmt);
+  vsnprintf(t->error, sizeof t->error, fmt, ap);
+  va_end(ap);
+  t->status = MP_TEMPLATE_FAILED;
+  mastra__timer_stop(&t->step);
+  drop_build_sandbox(t);
+  remove_half_layer(t);
+  if (t->log != NULL) {
+    fprintf(t->log, "\n== failed: %s\n", t->error);
+    fclose(t->log);
+    t->log = NULL;
+  }
+  save_state(t);
+  mp_log("template %s (%s) failed: %s", t->id, t->environment, t->error);
+  args = cJSON_CreateObject();
+  cJSON_AddStringToObject(args, "key", t->key);
+  mp_failure_record(t->srv, t->project, t->environment, "template", t->id,
+                    t->error, retry_build, args);
+  cJSON_Delete(args);
+}
+
+static void tail_add(mp_template *t, const char *data, size_t n) {
+  if (t->log != NULL) fwrite(data, 1, n, t->log);
+  if (n >= TAIL_MAX) {
+    memcpy(t->tail, data + n - TAIL_MAX, TAIL_MAX);
+    t->tail_len = TAIL_MAX;
+    return;
+  }
+  if (t->tail_len + n > TAIL_MAX) {
+    size_t drop = t->tail_len + n - TAIL_MAX;
+    memmove(t->tail, t->tail + drop, t->tail_len - drop);
+    t->tail_len -= drop;
+  }
+  memcpy(t->tail + t->tail_len, data, n);
+  t->tail_len += n;
+}
+
+/* 'text' quoted for sh, appended to b */
+static void put_quoted(char **b, size_t *len, size_t *cap, const char *s) {
+  size_t need = *len + strlen(s) * 4 + 4;
+  char *o;
+  if (need > *cap) {
+    char *nb = realloc(*b, need * 2);
+    if (nb == NULL) return;
+    *b = nb;
+    *cap = need * 2;
+  }
+  o = *b + *len;
+  *o++ = ' ';
+  *o++ = '\'';
+  for (; *s; s++) {
+    if (*s == '\'') {
+      memcpy(o, "'\\''", 4);
+      o += 4;
+    } else {
+      *o++ = *s;
+    }
+  }
+  *o++ = '\'';
+  *o = '\0';
+  *len = (size_t)(o - *b);
+}
+
+static char *packages_cmd(const char *head, const cJSON *list,
+                          const char *none) {
+  size_t cap = strlen(head) + 256, len;
+  char *b = malloc(cap);
+  const cJSON *x;
+  if (b == NULL) return NULL;
+  snprintf(b, cap, "%s", head);
+  len = strlen(b);
+  if (!cJSON_IsArray(list)) {
+    char *nb = realloc(b, len + strlen(none) + 1);
+    if (nb == NULL) {
+      free(b);
+      return NULL;
+    }
+    strcpy(nb + len, none);
+    return nb;
+  }
+  cJSON_ArrayForEach(x, list) put_quoted(&b, &len, &cap, x->valuestring);
+  return b;
+}
+
+static int flag(const cJSON *opts, const char *name) {
+  return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(opts, name));
+}
+
+/* the shell text of operation o, or NULL with *skip (setEnvs, limits) */
+static char *op_command(mp_template *t, const cJSON *o, int *skip) {
+  const char *m = cJSON_GetObjectItemCaseSensitive(o, "method")->valuestring;
+  const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "args");
+  const cJSON *a0 = cJSON_GetArrayItem(args, 0), *a1 = cJSON_GetArrayItem(args, 1);
+  char head[256];
+  *skip = 0;
+  if (strcmp(m, "runCmd") == 0) {
+    if (cJSON_IsString(a0)) return strdup(a0->valuestring);
+    {
+      size_t cap = 64, len = 0;
+      char *b = malloc(cap);
+      const cJSON *x;
+      if (b == NULL) return NULL;
+      len = (size_t)snprintf(b, cap, "set -e");
+      cJSON_ArrayForEach(x, a0) {
+        size_t need = len + strlen(x->valuestring) + 2;
+        if (need > cap) {
+          char *nb = realloc(b, need * 2);
+          if (nb == NULL) {
+            free(b);
+            return NULL;
+          }
+          b = nb;
+          cap = need * 2;
+        }
+        len += (size_t)snprintf(b + len, cap - len, "\n%s", x->valuestring);
+      }
+      return b;
+    }
+  }
+  if (strcmp(m, "setWorkdir") == 0) {
+    size_t len = 0, cap = 16;
+    char *b = malloc(cap);
+    if (b == NULL) return NULL;
+    strcpy(b, "mkdir -p");
+    len = strlen(b);
+    cap = len + 1;
+    put_quoted(&b, &len, &cap, a0->valuestring);
+    snprintf(t->cwd, sizeof t->cwd, "%s", a0->valuestring);
+    return b;
+  }
+  if (strcmp(m, "setEnvs") == 0) {
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a0) {
+      cJSON_DeleteItemFromObjectCaseSensitive(t->op_env, x->string);
+      cJSON_AddStringToObject(t->op_env, x->string, x->valuestring);
+    }
+    *skip = 1;
+    return NULL;
+  }
+  if (strcmp(m, "aptInstall") == 0) {
+    snprintf(head, sizeof head, "apt-get update -q && DEBIAN_FRONTEND=noninteractive"
+             " apt-get install -y -q%s%s", flag(a1, "noInstallRecommends")
+             ? " --no-install-recommends" : "", flag(a1, "fixMissing")
+             ? " --fix-missing" : "");
+    return packages_cmd(head, a0, "");
+  }
+  if (strcmp(m, "pipInstall") == 0) {
+    /* PEP 668's "externally managed" is the build's to override */
+    snprintf(head, sizeof head, "PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install"
+             " --no-input --disable-pip-version-check%s",
+             flag(a1, "g") ? "" : " --root-user-action=ignore");
+    return packages_cmd(head, a0, " -r requirements.txt");
+  }
+  if (strcmp(m, "npmInstall") == 0) {
+    snprintf(head, sizeof head, "npm install --no-audit --no-fund%s%s",
+             flag(a1, "g") ? " -g" : "", flag(a1, "dev") ? " --save-dev" : "");
+    return packages_cmd(head, a0, "");
+  }
+  *skip = 1; /* cpuCount, memoryMB: the sandboxes' limits */
+  return NULL;
+}
+
+static void start_op(mp_template *t);
+
+static void op_notify(mastra__proc *p, void *data) {
+  mp_template *t = data;
+  const char *m;
+  tail_add(t, p->out.data, p->out.len);
+  mastra__proc_consumed(p, &p->out);
+  tail_add(t, p->err.data, p->err.len);
+  mastra__proc_consumed(p, &p->err);
+  if (!p->done || t->proc != p) return;
+  t->proc = NULL;
+  mp_sandbox_exec_done(t->srv, t->sb, p);
+  m = cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t->definition,
+                                                              "operations"), t->op),
+          "method")->valuestring;
+  if (p->timed_out || p->exit_code != 0) {
+    char tail[TAIL_MAX + 1];
+    memcpy(tail, t->tail, t->tail_len);
+    tail[t->tail_len] = '\0';
+    if (t->srv->stopping)
+      build_fail(t, "the build did not finish: the server stopped during it"
+                 " (operation #%d, %s)", t->op + 1, m);
+    else if (p->timed_out)
+      build_fail(t, "operation #%d (%s) did not finish within the build's time"
+                 " limit; output's tail:\n%s", t->op + 1, m, tail);
+    else
+      build_fail(t, "operation #%d (%s) exited with %d; output's tail:\n%s",
+                 t->op + 1, m, p->exit_code, tail);
+    return;
+  }
+  t->op++;
+  mastra__timer_start(&t->step, 0); /* off this callback */
+}
+
+static unsigned long long walked;
+static int walk_size(const char *path, const struct stat *st, int flag_,
+                     struct FTW *ftw) {
+  (void)path;
+  (void)flag_;
+  (void)ftw;
+  walked += (unsigned long long)st->st_blocks * 512;
+  return 0;
+}
+
+static void on_build_gone(mp_waiter *w, mp_sandbox *sb, int rc,
+                          const char *name, const char *message) {
+  mp_template *t = w->data;
+  char tmp[4400], layer[4400];
+  (void)name;
+  t->sb = NULL;
+  free(sb->keep_layer);
+  sb->keep_layer = NULL;
+  if (rc < 0) {
+    build_fail(t, "the build sandbox could not be destroyed: %s",
+               message ? message : "?");
+    return;
+  }
+  path_of(t, "layer.tmp", tmp, sizeof tmp);
+  path_of(t, "layer", layer, sizeof layer);
+  walked = 0;
+  if (nftw(tmp, walk_size, 32, FTW_PHYS) < 0) {
+    build_fail(t, "the build's layer was not kept (%s)", strerror(errno));
+    return;
+  }
+  if (walked > MAX_LAYER_BYTES) {
+    build_fail(t, "the build's layer holds %llu MiB, more than the limit of %llu MiB",
+               walked >> 20, MAX_LAYER_BYTES >> 20);
+    return;
+  }
+  t->size_bytes = walked;
+  chmod(tmp, 0555); /* read-only: a lower layer, never written */
+  if (rename(tmp, layer) < 0) {
+    build_fail(t, "cannot keep the layer: %s", strerror(errno));
+    return;
+  }
+  t->status = MP_TEMPLATE_READY;
+  t->built_ms = mastra__wall_ms();
+  if (save_state(t) < 0) {
+    int e = errno;
+    mastra__remove_tree(layer);
+    build_fail(t, "cannot write its state: %s%s", strerror(e),
+               e == ENOSPC ? " (the disk is full)" : "");
+    return;
+  }
+  if (t->log != NULL) {
+    fprintf(t->log, "\n== ready (%llu bytes)\n", t->size_bytes);
+    fclose(t->log);
+    t->log = NULL;
+  }
+  cJSON_Delete(t->build_envs);
+  t->build_envs = NULL;
+  mp_log("template %s (%s) is ready: %llu KiB in %.1f s", t->id, t->environment,
+         t->size_bytes >> 10, (double)(t->built_ms - t->created_ms) / 1000);
+}
+
+/* every operation succeeded: keep the layer */
+static void finish_build(mp_template *t) {
+  char tmp[4400];
+  mp_sandbox *sb = t->sb;
+  path_of(t, "layer.tmp", tmp, sizeof tmp);
+  mastra__remove_tree(tmp);
+  sb->keep_layer = strdup(tmp);
+  if (sb->keep_layer == NULL) {
+    build_fail(t, "out of memory");
+    return;
+  }
+  t->gone.done = on_build_gone;
+  t->gone.data = t;
+  mp_sandbox_destroy(t->srv, sb, &t->gone);
+}
+
+static void start_op(mp_template *t) {
+  const cJSON *ops = cJSON_GetObjectItemCaseSensitive(t->definition, "operations");
+  while (t->op < cJSON_GetArraySize(ops)) {
+    const cJSON *o = cJSON_GetArrayItem(ops, t->op);
+    const char *m = cJSON_GetObjectItemCaseSensitive(o, "method")->valuestring;
+    int skip;
+    char *cmd, cwd[1024], err[1024];
+    mp_exec_spec spec;
+    cJSON *env;
+    int64_t left = t->deadline_ms - mastra__wall_ms();
+    int rc;
+    snprintf(cwd, sizeof cwd, "%s", t->cwd);
+    cmd = op_command(t, o, &skip);
+    if (skip) {
+      if (t->log != NULL) fprintf(t->log, "== operation #%d (%s)\n", t->op + 1, m);
+      t->op++;
+      continue;
+    }
+    if (cmd == NULL) {
+      build_fail(t, "out of memory");
+      return;
+    }
+    if (left <= 0) {
+      free(cmd);
+      build_fail(t, "the build's time limit passed before operation #%d (%s)",
+                 t->op + 1, m);
+      return;
+    }
+    if (t->log != NULL) {
+      fprintf(t->log, "== operation #%d (%s): %s\n", t->op + 1, m, cmd);
+      fflush(t->log);
+    }
+    t->tail_len = 0;
+    env = cJSON_Duplicate(t->op_env, 1);
+    if (t->build_envs != NULL) {
+      const cJSON *x;
+      cJSON_ArrayForEach(x, t->build_envs) {
+        cJSON_DeleteItemFromObjectCaseSensitive(env, x->string);
+        cJSON_AddStringToObject(env, x->string, x->valuestring);
+      }
+    }
+    memset(&spec, 0, sizeof spec);
+    spec.command = cmd;
+    spec.cwd = cwd[0] ? cwd : NULL;
+    spec.env = env;
+    spec.timeout_ms = (uint64_t)left;
+    rc = mp_sandbox_exec(t->srv, t->sb, &spec, op_notify, t, &t->proc, err,
+                         sizeof err);
+    free(cmd);
+    cJSON_Delete(env);
+    if (rc < 0) {
+      t->proc = NULL;
+      build_fail(t, "operation #%d (%s) could not start: %s", t->op + 1, m, err);
+    }
+    return;
+  }
+  finish_build(t);
+}
+
+static void on_step(mastra__timer *tm) {
+  mp_template *t = tm->data;
+  if (t->status == MP_TEMPLATE_BUILDING && t->sb != NULL && t->proc == NULL)
+    start_op(t);
+}
+
+static int start_build(mp_template *t, char *err, size_t errlen) {
+  char dir[4400], path[4400], *text;
+  mp_create_spec spec;
+  mp_sandbox *sb;
+  int rc;
+  path_of(t, "", dir, sizeof dir);
+  if (mastra__mkdirs(dir, 0700, NULL) < 0) {
+    snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  remove_half_layer(t);
+  text = cJSON_PrintUnformatted(t->definition);
+  path_of(t, "definition.json", path, sizeof path);
+  if (text == NULL || mastra__write_file_atomic(path, text, strlen(text), 0600,
+                                                MASTRA__ATOMIC_SYNC) < 0) {
+    snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+    free(text);
+    return -1;
+  }
+  free(text);
+  t->status = MP_TEMPLATE_BUILDING;
+  t->error[0] = '\0';
+  t->created_ms = mastra__wall_ms();
+  t->built_ms = 0;
+  t->size_bytes = 0;
+  if (save_state(t) < 0) {
+    snprintf(err, errlen, "cannot write its state: %s", strerror(errno));
+    return -1;
+  }
+  if (t->log != NULL) fclose(t->log);
+  path_of(t, "build.log", path, sizeof path);
+  t->log = fopen(path, "we");
+  settle_runtime(t);
+  cJSON_Delete(t->op_env);
+  t->op_env = cJSON_CreateObject();
+  t->cwd[0] = '\0';
+  t->op = 0;
+  t->deadline_ms = t->created_ms + BUILD_TIMEOUT_MS;
+  memset(&spec, 0, sizeof spec);
+  spec.project = MP_TEMPLATE_BUILD_PROJECT;
+  spec.environment = t->environment;
+  spec.idle_timeout_min = 525600; /* a build is never idle */
+  rc = mp_sandbox_create(t->srv, &spec, &sb, NULL, err, errlen);
+  if (rc != 0) {
+    build_fail(t, "cannot create the build sandbox: %s", err);
+    return 0; /* failed, as a build does */
+  }
+  t->sb = sb;
+  mp_log("building template %s (%s) in %s: %d operation(s)", t->id,
+         t->environment, sb->id,
+         cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t->definition,
+                                                             "operations")));
+  mastra__timer_start(&t->step, 0);
+  return 0;
+}
+
+int mp_template_request(mp_server *srv, const char *project,
+                        const char *environment, const cJSON *definition,
+                        const cJSON *build_envs, mp_template **out, char *err,
+                        size_t errlen) {
+  char id[MP_TEMPLATE_ID_MAX], key[MP_TEMPLATE_KEY_MAX], family[MAX_FAMILY + 1];
+  mp_template *t;
+  int rc;
+  *out = NULL;
+  if (!srv->driver->templates) {
+    snprintf(err, errlen, "the %s driver does not run templates: start"
+             " mastra-platform with --driver namespaces", srv->driver->name);
+    return -2;
+  }
+  if (build_envs != NULL && !cJSON_IsNull(build_envs)
+      && mp_env_check(build_envs, "templateBuildEnvs", err, errlen) < 0)
+    return -2;
+  rc = check_definition(definition, project, environment, id, key, family, err, errlen);
+  if (rc < 0) return rc;
+  t = by_key(srv, key);
+  if (t != NULL) {
+    if (family[0] && strcmp(family, t->family) != 0)
+      snprintf(t->family, sizeof t->family, "%s", family);
+    *out = t;
+    return 0;
+  }
+  t = template_new(srv, project, environment, id, key, family, definition);
+  if (t == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  if (cJSON_IsObject(build_envs)) t->build_envs = cJSON_Duplicate(build_envs, 1);
+  if (start_build(t, err, errlen) < 0) {
+    unlink_template(srv, t);
+    template_free(t);
+    return -1;
+  }
+  *out = t;
+  return 0;
+}
+
+int mp_template_retry(mp_server *srv, mp_template *t, char *err,
+                      size_t errlen) {
+  (void)srv;
+  if (t->status != MP_TEMPLATE_FAILED) {
+    snprintf(err, errlen, "template %s is %s, not failed", t->id,
+             status_word(t->status));
+    return -1;
+  }
+  return start_build(t, err, errlen);
+}
+
+int mp_template_remove(mp_server *srv, mp_template *t, char *err,
+                       size_t errlen) {
+  char dir[4400];
+  size_t n = mp_template_users(srv, t);
+  if (n > 0) {
+    snprintf(err, errlen, "template %s is used by %zu live sandbox(es)", t->id, n);
+    return -1;
+  }
+  if (t->status == MP_TEMPLATE_BUILDING)
+    mp_log("template %s (%s): its build is cancelled", t->id, t->environment);
+  drop_build_sandbox(t);
+  unlink_template(srv, t);
+  path_of(t, "", dir, sizeof dir);
+  mp_trash(srv, dir);
+  template_free(t);
+  return 0;
+}
+
+void mp_template_free_all(mp_server *srv) {
+  while (srv->templates != NULL) {
+    mp_template *t = srv->templates;
+    srv->templates = t->next;
+    t->sb = NULL; /* the sandboxes are freed by their owner */
+    t->proc = NULL;
+    template_free(t);
+  }
+}
+
+/* }====== */
+
+/* {====== startup ====== */
+
+static void load_one(mp_server *srv, const char *key) {
+  char path[4400], *text = NULL, layer[4400];
+  size_t len;
+  cJSON *def = NULL, *st = NULL;
+  const cJSON *v, *pv, *ev;
+  mp_template *t;
+  char id[MP_TEMPLATE_ID_MAX], k2[MP_TEMPLATE_KEY_MAX], family[MAX_FAMILY + 1],
+      err[1024];
+  snprintf(path, sizeof path, "%s/templates/%s/definition.json", srv->data_dir, key);
+  if (mastra__read_file(path, &text, &len) == 0) def = cJSON_Parse(text);
+  free(text);
+  text = NULL;
+  snprintf(path, sizeof path, "%s/templates/%s/state.json", srv->data_dir, key);
+  if (mastra__read_file(path, &text, &len) == 0) st = cJSON_Parse(text);
+  free(text);
+  pv = cJSON_GetObjectItemCaseSensitive(st, "projectId");
+  ev = cJSON_GetObjectItemCaseSensitive(st, "environmentId");
+  if (def == NULL || !cJSON_IsString(pv) || !cJSON_IsString(ev)
+      || check_definition(def, pv->valuestring, ev->valuestring, id, k2, family,
+                          err, sizeof err) < 0
+      || strcmp(k2, key) != 0) {
+    mp_log("templates/%s is not a template: removed", key);
+    snprintf(path, sizeof path, "%s/templates/%s", srv->data_dir, key);
+    mp_trash(srv, path);
+    goto done;
+  }
+  t = template_new(srv, pv->valuestring, ev->valuestring, id, key, family, def);
+  if (t == NULL) goto done;
+  settle_runtime(t);
+  v = cJSON_GetObjectItemCaseSensitive(st, "createdMs");
+  t->created_ms = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+  v = cJSON_GetObjectItemCaseSensitive(st, "builtMs");
+  t->built_ms = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+  v = cJSON_GetObjectItemCaseSensitive(st, "sizeBytes");
+  t->size_bytes = cJSON_IsNumber(v) ? (unsigned long long)v->valuedouble : 0;
+  v = cJSON_GetObjectItemCaseSensitive(st, "status");
+  path_of(t, "layer", layer, sizeof layer);
+  if (cJSON_IsString(v) && strcmp(v->valuestring, "ready") == 0
+      && access(layer, F_OK) == 0) {
+    t->status = MP_TEMPLATE_READY;
+  } else {
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(st, "error");
+    t->status = MP_TEMPLATE_FAILED;
+    remove_half_layer(t);
+    if (cJSON_IsString(v) && strcmp(v->valuestring, "failed") == 0 && cJSON_IsString(e))
+      snprintf(t->error, sizeof t->error, "%s", e->valuestring);
+    else {
+      mastra__remove_tree(layer);
+      snprintf(t->error, sizeof t->error, "the build did not finish: the server"
+               " stopped during it (retry it, or request the template again after"
+               " removing it)");
+      save_state(t);
+    }
+  }
+done:
+  cJSON_Delete(def);
+  cJSON_Delete(st);
+}
+
+void mp_template_load(mp_server *srv) {
+  char path[4400];
+  DIR *d;
+  struct dirent *e;
+  mp_sandbox *sb, *next;
+  /* the build sandboxes of a previous instance: their builds are over */
+  for (sb = srv->sandboxes; sb != NULL; sb = next) {
+    next = sb->next;
+    if (!sb->destroyed_ms && strcmp(sb->project, MP_TEMPLATE_BUILD_PROJECT) == 0) {
+      mp_log("destroying %s, the build sandbox of a previous start", sb->id);
+      mp_sandbox_destroy(srv, sb, NULL);
+    }
+  }
+  snprintf(path, sizeof path, "%s/templates", srv->data_dir);
+  d = opendir(path);
+  if (d == NULL) return;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    if (strlen(e->d_name) != 32
+        || strspn(e->d_name, "0123456789abcdef") != 32)
+      continue;
+    load_one(srv, e->d_name);
+  }
+  closedir(d);
+}
+
+/* }====== */
