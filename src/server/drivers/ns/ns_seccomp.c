@@ -158,7 +158,7 @@ int mp_ns_seccomp_write(const char *path, const mp_ns_seccomp_opts *o,
   rc = -1;
   if (add_rules(ctx, o, err, errlen) < 0) goto out;
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
     snprintf(err, errlen, "the syscall filter: %s: %s", tmp, strerror(errno));
     goto out;
