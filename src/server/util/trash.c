@@ -74,7 +74,7 @@ static int rm_child(mp_server *srv, const char *command, const char *path) {
   if (run == NULL) return -1;
   snprintf(var, sizeof var, "MP_TRASH=%s", path);
   envp[0] = var;
-  envp[1] = "PATH=" MP_DEFAULT_PATH;
+  envp[1] = "PATH=/usr/local/bin:/usr/bin:/bin"; /* util/ is below sandbox/env.h */
   envp[2] = NULL;
   memset(&opts, 0, sizeof opts);
   opts.command = command;
