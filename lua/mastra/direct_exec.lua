@@ -145,7 +145,10 @@ function direct_exec.run(spec)
       end
     end
     if exited then break end
-    if state == "closed" then
+    -- read again: a callback that yielded let the socket close meanwhile
+    -- (its wake-up went by while this task waited elsewhere), and every
+    -- message queued before the close has been taken above
+    if ws:state() == "closed" then
       local code, reason, _, why, _, name = ws:closeInfo()
       if code then
         res.closeCode = code
