@@ -125,9 +125,11 @@ function direct_exec.run(spec)
         ws:send("\2" .. chunk, "binary")
       end
     end
+    local took = false
     while true do
       local msg, kind = ws:receive()
       if msg == nil then break end
+      took = true
       if kind == "binary" then
         if #msg > 1 then
           local tag = msg:byte(1)
@@ -169,10 +171,16 @@ function direct_exec.run(spec)
       deadline = math.huge -- the handshake is done: no deadline any more
       timer:close()
     end
-    if stdin_key then
-      task.wait(ws:id(), timer:id(), stdin_key)
-    else
-      task.wait(ws:id(), timer:id())
+    -- wait only after a turn that took no message: the callbacks of one
+    -- that did may have yielded, and what woke meanwhile (room for stdin
+    -- in the send queue, the stdin source's key) went by while this task
+    -- waited elsewhere; the next turn looks at all of it again
+    if not took then
+      if stdin_key then
+        task.wait(ws:id(), timer:id(), stdin_key)
+      else
+        task.wait(ws:id(), timer:id())
+      end
     end
   end
   flush(out)
