@@ -137,9 +137,11 @@ function direct_exec.run(spec)
         ws:send("\2" .. chunk, "binary")
       end
     end
+    local took = false
     while true do
       local msg, kind = ws:receive()
       if msg == nil then break end
+      took = true
       if kind == "binary" then
         if #msg > 1 then
           local tag = msg:byte(1)
@@ -161,7 +163,10 @@ function direct_exec.run(spec)
       end
     end
     if exited then break end
-    if state == "closed" then
+    -- read again: a callback that yielded let the socket close meanwhile
+    -- (its wake-up went by while this task waited elsewhere), and every
+    -- message queued before the close has been taken above
+    if ws:state() == "closed" then
       local code, reason, _, why, _, name = ws:closeInfo()
       if code then
         res.closeCode = code
@@ -182,10 +187,16 @@ function direct_exec.run(spec)
       deadline = math.huge -- the handshake is done: no deadline any more
       timer:close()
     end
-    if stdin_key then
-      task.wait(ws:id(), timer:id(), stdin_key, control or timer:id())
-    else
-      task.wait(ws:id(), timer:id(), control or timer:id())
+    -- wait only after a turn that took no message: the callbacks of one
+    -- that did may have yielded, and what woke meanwhile (room for stdin
+    -- in the send queue, the stdin source's key, a detach's control) went
+    -- by while this task waited elsewhere; the next turn looks at all of it
+    if not took then
+      if stdin_key then
+        task.wait(ws:id(), timer:id(), stdin_key, control or timer:id())
+      else
+        task.wait(ws:id(), timer:id(), control or timer:id())
+      end
     end
   end
   flush(out)

@@ -110,7 +110,10 @@ function process.pump(h)
       if h._onStderr then h._onStderr(err) end
     end
     if done then break end
-    if out == nil and err == nil then task.wait(proc:id()) end
+    -- only after a read that found nothing: a callback that yielded let
+    -- output (up to the pipe's pause) or the exit come meanwhile, and its
+    -- wake-up went by while this task waited elsewhere
+    if not out and not err then task.wait(proc:id()) end
   end
   local code, signal, timedOut, killed = proc:result()
   h.signal = signal

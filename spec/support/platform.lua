@@ -130,7 +130,8 @@ end
 -- through setpriv; the scratch directory is chowned to it, a dataDir given
 -- is the caller's to chown), cgroup (a cgroup directory the server starts
 -- in), base (false: not the base CTest chose: the server's own, in its data
--- directory).
+-- directory), preload (a shared library the server runs with, through
+-- LD_PRELOAD: spec/support/preempt.c).
 function platform.start(opts)
   opts = opts or {}
   local bin = opts.bin or platform.binary()
@@ -159,6 +160,13 @@ function platform.start(opts)
     end
   end
   for _, a in ipairs(opts.args or {}) do words[#words + 1] = a end
+  if opts.preload then
+    -- under ASan the runtime must stay first (MASTRA_TEST_PRELOAD)
+    local asan = os.getenv("MASTRA_TEST_PRELOAD")
+    local list = (asan and asan ~= "") and (asan .. ":" .. opts.preload) or opts.preload
+    table.insert(words, 1, "env")
+    table.insert(words, 2, "LD_PRELOAD=" .. list)
+  end
   if opts.user then
     assert(math.type(opts.user) == "integer", "platform.start: user must be a uid")
     local r = sb:executeCommand("chown", { tostring(opts.user) .. ":" .. tostring(opts.user),

@@ -556,10 +556,25 @@ static void rearm(ws_session *s) {
   }
 }
 
+/* Whether forward() or flush_close() would do something now: output
+** waits (the command's, or its exit) and the queue is below WS_SEND_HIGH,
+** or our close waits and the queue is empty. Each time it holds, the next
+** forward() or flush_close() moves it all (or fails the session), so the
+** loop in pump() ends. While it does not hold and output waits, the queue
+** holds WS_SEND_HIGH bytes or more: wslay wants to write, rearm() asks for
+** EPOLLOUT, and the socket's drain brings us back here. */
+static int can_move(ws_session *s) {
+  mastra__proc *p = s->proc;
+  if (s->failed || s->ended) return 0;
+  if (s->close_pending) return wslay_event_get_queued_msg_count(s->ctx) == 0;
+  if (p == NULL || s->closing) return 0;
+  return (p->out.len > 0 || p->err.len > 0 || p->done)
+         && wslay_event_get_queued_msg_length(s->ctx) < WS_SEND_HIGH;
+}
+
 /* Read what the client sent (if readable), move output into frames, send
 ** what the socket takes, and set the watcher's interest. */
 static void pump(ws_session *s, int readable) {
-  int i;
   if (s->failed || s->ended) return;
   if (readable && wslay_event_want_read(s->ctx)) {
     if (wslay_event_recv(s->ctx) != 0) {
@@ -574,9 +589,11 @@ static void pump(ws_session *s, int readable) {
       release_proc(s);
     }
   }
-  /* twice: output held back by a full queue may fit after a send, and a
-  ** close that waited for the queue to drain may go */
-  for (i = 0; i < 2; i++) {
+  /* until nothing can move: a send that drains the queue below
+  ** WS_SEND_HIGH (or empties it) frees the output forward() held back (or
+  ** the close that waited), and no EPOLLOUT would ever come for an empty
+  ** queue to move it later */
+  do {
     forward(s);
     flush_close(s);
     if (s->failed) return;
@@ -584,7 +601,7 @@ static void pump(ws_session *s, int readable) {
       fail(s);
       return;
     }
-  }
+  } while (can_move(s));
   rearm(s);
 }
 
