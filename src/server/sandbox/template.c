@@ -531,6 +531,7 @@ static void build_fail(mp_template *t, const char *fmt, ...) {
 }
 
 static void tail_add(mp_template *t, const char *data, size_t n) {
+  if (n == 0) return; /* an empty read: data may be NULL */
   if (t->log != NULL) fwrite(data, 1, n, t->log);
   if (n >= TAIL_MAX) {
     memcpy(t->tail, data + n - TAIL_MAX, TAIL_MAX);
