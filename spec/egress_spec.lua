@@ -37,8 +37,11 @@ local RESERVED = {
   ("100.127.%d.77"):format(N), ("169.254.%d.77"):format(N),
 }
 
+-- host commands run without the sanitizers' preload (the busted of the
+-- sanitizers' build has LD_PRELOAD=libasan): pgrep with it preloaded hung
+-- in a futex reading a killed server's processes
 local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
+  local p = io.popen("unset LD_PRELOAD; " .. cmd .. " 2>&1")
   local out = p:read("a")
   local ok = p:close()
   return out, ok
@@ -80,7 +83,7 @@ function inet.start()
     must(("ip route add %s/32 via %s dev %s"):format(a, FAKE, VETH))
   end
   -- its stdin is our pipe: it exits when we close it (or the spec dies)
-  inet.proc = assert(io.popen(("exec ip netns exec %s python3 %s %s %s/cert.pem"
+  inet.proc = assert(io.popen(("unset LD_PRELOAD; exec ip netns exec %s python3 %s %s %s/cert.pem"
     .. " %s/key.pem > %s/log 2>&1"):format(NS, "spec/support/fake_internet.py", FAKE,
     inet.dir, inet.dir, inet.dir), "w"))
   for _ = 1, 100 do
