@@ -54,4 +54,24 @@ describe("the namespaces driver's program", function()
     h:kill()
     sb:destroy()
   end)
+  it("a first command through the relay with a missing cwd raises, as on a running one",
+    function()
+      if not is_root() then
+        pending("the namespaces driver's relay is root's here")
+        return
+      end
+      srv = platform.start{ args = { "--driver", "namespaces", "--warm-pool", "0" } }
+      local key = "cwd-" .. math.random(1, 1e9)
+      local sb = srv:startSandbox{ id = key }
+      assert.are.equal(0, sb:executeCommand("true").exitCode)
+      sb:destroy()
+      -- restored: its init starts at this command, which mastra-ns-init
+      -- runs and whose chdir it reports ("...: ENOENT")
+      sb = srv:startSandbox{ id = key }
+      local ok, err = pcall(sb.executeCommand, sb, "pwd", nil, { cwd = "/no/such/dir" })
+      assert.is_false(ok)
+      assert.is_true(require("mastra").errors.DirectoryNotFoundError:is(err), tostring(err))
+      assert.are.equal("ENOENT", err.code)
+      sb:destroy()
+    end)
 end)

@@ -549,6 +549,11 @@ local CWD_ERRORS = {
   ["Permission denied"] = { errors.PermissionError, "EACCES",
     "cannot be entered (permission denied)" },
 }
+-- mastra-ns-init names the errno (the server's own check says strerror's
+-- text): the first command of a sandbox whose init is still starting
+CWD_ERRORS.ENOENT = CWD_ERRORS["No such file or directory"]
+CWD_ERRORS.ENOTDIR = CWD_ERRORS["Not a directory"]
+CWD_ERRORS.EACCES = CWD_ERRORS["Permission denied"]
 
 function missing_cwd(full, cwd, stderr)
   local seen, why = (stderr or ""):match("^[%w%-]*:? ?cannot run in directory '(.-)': ([^\n]+)\n?$")
