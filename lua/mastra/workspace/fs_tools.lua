@@ -5,6 +5,7 @@
 -- checked, and returns the text for the model; failures are raised (see
 -- result.lua). `fs_tools.defs` lists the tools with their parameters.
 local core = require "mastra.core"
+local common = require "mastra.common"
 local errors = require "mastra.errors"
 local fs_common = require "mastra.fs_common"
 local glob = require "mastra.workspace.glob"
@@ -44,25 +45,8 @@ local function iso_time(v)
   return tostring(v)
 end
 
--- read_file's encoding "base64" (mastra.core binds no base64: the C one in
--- src/core/hash.c serves the WebSocket handshake)
-local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
-local function base64(s)
-  local out = {}
-  for i = 1, #s, 3 do
-    local a, b, c = s:byte(i, i + 2)
-    local n = (a << 16) | ((b or 0) << 8) | (c or 0)
-    local q = {}
-    for k = 1, 4 do
-      local d = (n >> (6 * (4 - k))) & 63
-      q[k] = B64:sub(d + 1, d + 1)
-    end
-    if not b then q[3], q[4] = "=", "=" elseif not c then q[4] = "=" end
-    out[#out + 1] = table.concat(q)
-  end
-  return table.concat(out)
-end
+-- read_file's encoding "base64"
+local base64 = common.base64
 
 local function hex(s)
   return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end))
