@@ -89,12 +89,25 @@ describe("the namespaces driver's warm pool", function()
     return platform.start{ args = args }
   end
 
-  -- the pool of srv holds n members whose keepers run
+  -- the inspector's word on the pool of srv: {size, ready, warming}
+  local function warm_pool(srv)
+    local r = srv:curl("GET", srv.info.inspector .. "api/health")
+    assert.are.equal(200, r.status, r.body)
+    return r.json.warmPool
+  end
+
+  -- the pool of srv holds n members whose keepers run and which a create
+  -- can take (the server says they are ready: a member still starting is
+  -- passed over, and a create takes the oldest ready one)
   local function wait_pool(srv, n)
     local pool = srv.dataDir .. "/pool"
+    local last
     assert.is_true(util.wait_until(function()
-      return #ls(pool) == n and count(children_with(srv, pool .. "/")) == n
-    end, 10000), "pool: " .. table.concat(ls(pool), " ") .. "; log: " .. srv.stderrTail)
+      last = warm_pool(srv)
+      return last.ready == n and #ls(pool) == n
+        and count(children_with(srv, pool .. "/")) == n
+    end, 10000), "pool: " .. table.concat(ls(pool), " ") .. "; ready "
+      .. tostring(last and last.ready) .. "; log: " .. srv.stderrTail)
     return ls(pool)
   end
 
@@ -104,6 +117,7 @@ describe("the namespaces driver's warm pool", function()
       local ok, err = pcall(function()
         local pool = srv.dataDir .. "/pool"
         local members = wait_pool(srv, 2)
+        assert.are.same({ size = 2, ready = 2, warming = 0 }, warm_pool(srv))
         local oldest = members[1]
         assert.are_not.equal("", cgroups(srv.dataDir, "pool-" .. oldest))
         local a = srv:startSandbox()

@@ -155,6 +155,7 @@ static enum MHD_Result health(mp_server *srv, struct MHD_Connection *conn) {
   cJSON_AddNumberToObject(o, "checkpointRetentionUnusedDays",
                           mp_checkpoint_unused_days(srv));
   cJSON_AddNumberToObject(o, "defaultIdleMinutes", srv->default_idle_min);
+  if (srv->driver->health != NULL) srv->driver->health(srv, o);
   return mp_send_json(conn, 200, o);
 }
 

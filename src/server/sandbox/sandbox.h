@@ -122,6 +122,9 @@ struct mp_driver {
   ** the newest `entries` of its log too); 0, or -1 when the driver has no
   ** egress for it */
   int (*egress)(mp_sandbox *sb, cJSON *o, int entries);
+  /* optional: what the driver adds to the inspector's health (the warm
+  ** pool of the namespaces driver) */
+  void (*health)(const mp_server *srv, cJSON *o);
 };
 
 #define MP_CHECKPOINT_BASE_MAX 80

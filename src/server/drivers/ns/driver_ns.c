@@ -747,6 +747,11 @@ static void ns_finish(mp_server *srv) {
   mp_ns_host_finish(srv);
 }
 
+static void ns_health(const mp_server *srv, cJSON *o) {
+  (void)srv;
+  mp_ns_pool_health(o);
+}
+
 const mp_driver mp_ns_driver = {
     .name = "namespaces",
     .flags = mp_ns_flags,
@@ -772,6 +777,7 @@ const mp_driver mp_ns_driver = {
     .no_run_files = 1,
     .kill_strays = ns_kill_strays,
     .egress = mp_ns_net_json,
+    .health = ns_health,
 };
 
 /* }====== */

@@ -104,6 +104,20 @@ void mp_ns_pool_ready(ns_box *b) {
   pool.failures = 0;
 }
 
+void mp_ns_pool_health(cJSON *o) {
+  const ns_box *b;
+  int ready = 0, warming = 0;
+  cJSON *w = cJSON_AddObjectToObject(o, "warmPool");
+  if (w == NULL) return;
+  for (b = pool.first; b != NULL; b = b->pool_next) {
+    if (b->ready) ready++;
+    else warming++;
+  }
+  cJSON_AddNumberToObject(w, "size", pool.size);
+  cJSON_AddNumberToObject(w, "ready", ready);
+  cJSON_AddNumberToObject(w, "warming", warming);
+}
+
 void mp_ns_pool_failed(ns_box *b, const char *why) {
   mp_log("a warm sandbox failed: %s", why);
   count_failure();

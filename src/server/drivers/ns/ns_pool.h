@@ -6,6 +6,8 @@
 #ifndef MP_NS_POOL_H
 #define MP_NS_POOL_H
 
+#include <cjson/cJSON.h>
+
 #include "drivers/ns/ns_box.h"
 
 /* its size (--warm-pool; 0: none), DATA_DIR/pool and the driver's box
@@ -20,6 +22,9 @@ void mp_ns_pool_finish(void);
 /* a fresh ISOLATED sb takes a member that said "W": 0 (sb's box is it, its
 ** keeper named); -1 when there is none or it cannot be renamed */
 int mp_ns_pool_take(mp_server *srv, mp_sandbox *sb);
+/* the inspector's health: o.warmPool = {size, ready, warming}, members
+** that said "W" and members whose keepers are still on their way */
+void mp_ns_pool_health(cJSON *o);
 /* a member's keeper said "W" */
 void mp_ns_pool_ready(ns_box *b);
 /* a member failed (why: its keeper's message): logged, dropped, replaced
