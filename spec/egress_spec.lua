@@ -316,6 +316,72 @@ describe("egress (namespaces driver)", function()
       assert(ok, err)
     end)
 
+    it("narrows the policy with a sandbox's own rules, set once at its start; a restart"
+      .. " keeps them", function()
+      if why then return pending(why) end
+      local dir = platform.tmpdir()
+      local args = { "--driver", "namespaces", "--egress-dns", FAKE }
+      local p = platform.start{ args = args, dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+      local ok, err = pcall(function()
+        local rules = { allow = { "*.test", fake(4) }, deny = { "deny.test", fake(4) .. "/32" } }
+        local sb = p:startSandbox{ egress = rules }
+        local other = p:startSandbox() -- the server's policy alone
+        local function check(box)
+          local code, out = fetch(box, "http://web.test/own")           -- allowed by name
+          assert.are.equal(0, code, out)
+          assert.are.equal("fake-internet web.test /own\n", out)
+          code, out = fetch(box, "http://" .. fake(3) .. "/")          -- not in its list
+          assert.are_not.equal(0, code, out)
+          code, out = fetch(box, "http://" .. fake(4) .. "/")          -- allowed, then denied
+          assert.are_not.equal(0, code, out)
+          code, out = fetch(box, "--resolve deny.test:80:" .. FAKE .. " http://deny.test/")
+          assert.are_not.equal(0, code, out)
+          assert.are_not.equal(0, run(box, "getent hosts deny.test").exitCode) -- REFUSED
+        end
+        check(sb)
+        local code, out = fetch(other, "http://" .. fake(3) .. "/")    -- its neighbour: open
+        assert.are.equal(0, code, out)
+        local reasons = {}
+        for _, e in ipairs(egress_of(p, sb).entries) do
+          if not e.allowed then
+            reasons[#reasons + 1] = (e.name or e.address) .. ": " .. e.reason
+          end
+        end
+        local text = table.concat(reasons, "\n")
+        assert.matches(fake(3):gsub("%.", "%%.") .. ": not in the sandbox's egress allow list",
+          text)
+        assert.matches(fake(4):gsub("%.", "%%.") .. ": denied by the sandbox's egress rules", text)
+        -- the sandbox says them; a second PUT is refused (no widening later)
+        local path = "/v1/railway/projects/proj/sandbox/" .. sb.sandboxId
+        local info = p:curl("GET", path)
+        assert.are.same(rules, info.json.egressRules)
+        local again = p:curl("PUT", path .. "/egress", { body = '{"allow": ["*"]}' })
+        assert.are.equal(409, again.status, again.body)
+        assert.matches("set once", again.json.error.message)
+        -- a restart keeps them: the record has them, the new keeper takes them
+        local id = sb.sandboxId
+        p:stop()
+        p = platform.start{ args = args, dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+        local back = mastra.PlatformSandbox.new(p:sandboxOptions{ sandboxId = id })
+        back:start()
+        check(back)
+        back:destroy()
+        -- bad rules: the error names the rule, and the start leaves no sandbox
+        local live = #(p:curl("GET", p.info.inspector .. "api/sandboxes?project=proj"
+          .. "&environment=env").json.sandboxes or {})
+        local bad = mastra.PlatformSandbox.new(p:sandboxOptions{
+          egress = { deny = { "1.2.3.4/99" } } })
+        local sok, serr = pcall(bad.start, bad)
+        assert.is_false(sok)
+        assert.matches("1%.2%.3%.4/99", tostring(serr))
+        assert.are.equal(live, #(p:curl("GET", p.info.inspector .. "api/sandboxes?project=proj"
+          .. "&environment=env").json.sandboxes or {}))
+      end)
+      p:close()
+      platform.rm_rf(dir)
+      assert(ok, err)
+    end)
+
     it("bounds a fork of many connections", function()
       if why then return pending(why) end
       local sb = root:startSandbox()
@@ -428,5 +494,39 @@ describe("egress (namespaces driver)", function()
       if inet.why_user then inet.why = inet.why_user end
       return user
     end)
+  end)
+end)
+
+-- needs no root: the process driver has no egress, so no egress rules
+describe("egress rules on a platform without them", function()
+  it("fail the start, say why, and leave no sandbox; bad options fail at new", function()
+    local p = platform.start{ driver = "process" }
+    local ok, err = pcall(function()
+      local lease = p:json("POST", "/v1/railway/projects/proj/sandbox",
+        { environmentId = "env" })
+      local l = p:json("POST", "/v1/railway/projects/proj/sandbox/" .. lease.json.id
+        .. "/exec-lease", {})
+      for _, c in ipairs(l.json.capabilities) do assert.are_not.equal("egressRules", c) end
+      local put = p:curl("PUT", "/v1/railway/projects/proj/sandbox/" .. lease.json.id
+        .. "/egress", { body = '{"deny": ["198.18.0.1"]}' })
+      assert.are.equal(404, put.status, put.body)
+      assert.matches("process driver has no egress rules", put.json.error.message)
+      local sb = mastra.PlatformSandbox.new(p:sandboxOptions{ egress = { deny = { "x.test" } } })
+      local sok, serr = pcall(sb.start, sb)
+      assert.is_false(sok)
+      assert.matches('does not advertise "egressRules"', tostring(serr))
+      local list = p:curl("GET", p.info.inspector .. "api/sandboxes?project=proj&environment=env")
+      assert.are.equal(1, #list.json.sandboxes) -- the raw one above, not the failed start's
+      assert.are.equal(204, p:json("DELETE", "/v1/railway/projects/proj/sandbox/"
+        .. lease.json.id).status)
+      for _, bad in ipairs{ { allw = {} }, {}, { deny = { "a b" } }, { allow = "x.test" },
+        { deny = { 7 } } } do
+        local nok, nerr = pcall(mastra.PlatformSandbox.new, p:sandboxOptions{ egress = bad })
+        assert.is_false(nok)
+        assert.matches("egress", tostring(nerr))
+      end
+    end)
+    p:close()
+    assert(ok, err)
   end)
 end)

@@ -41,7 +41,11 @@ describe("stdin on the local platform", function()
     local sb <close> = new_platform_sandbox(srv)
     sb:start()
     local lease = srv:lease("/v1/railway/projects/proj", sb.sandboxId)
-    assert.are.same({ "stdin", "keepRunning" }, lease.capabilities)
+    -- and egressRules where the driver has egress (docs/platform.md)
+    local driver = srv:curl("GET", "/v1/railway/projects/proj/sandbox/" .. sb.sandboxId)
+      .json.driver
+    assert.are.same(driver == "namespaces" and { "stdin", "keepRunning", "egressRules" }
+      or { "stdin", "keepRunning" }, lease.capabilities)
     assert.is_true(sb:supportsStdin())
   end)
 

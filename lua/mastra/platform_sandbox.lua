@@ -19,6 +19,7 @@ local process = require "mastra.process"
 local platform_process = require "mastra.platform_process"
 local platform_exec = require "mastra.platform_exec"
 local Template = require "mastra.template"
+local egress = require "mastra.platform_egress"
 
 local PlatformSandbox = { __name = "mastra.PlatformSandbox" }
 
@@ -89,6 +90,7 @@ local NEW_OPTS = {
   proxyUrl = options.string,
   template = function(v) return Template.is(v), "a mastra.Template" end,
   templateTimeout = options.ms,
+  egress = egress.check,
 }
 
 local CLONE_OPTS = {
@@ -284,7 +286,9 @@ local function do_start(self)
       self._sandboxId = nil
       self._lease = nil
     end
-    return create(self)
+    local made = create(self)
+    if self._opts.egress then egress.start(self, made) end
+    return made
   end)
   if not ok then
     self.status = "error"

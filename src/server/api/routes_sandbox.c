@@ -31,6 +31,21 @@ static void add_provider_id(cJSON *o, const mp_sandbox *sb) {
   cJSON_AddStringToObject(o, "providerResourceId", prid);
 }
 
+/* o[key] = the comma-separated rules of list, as a JSON list */
+static void add_rule_list(cJSON *o, const char *key, const char *list) {
+  cJSON *a = cJSON_AddArrayToObject(o, key);
+  char rule[512];
+  while (a != NULL && *list) {
+    size_t n = strcspn(list, ",");
+    if (n > 0 && n < sizeof rule) {
+      memcpy(rule, list, n);
+      rule[n] = '\0';
+      cJSON_AddItemToArray(a, cJSON_CreateString(rule));
+    }
+    list += n + (list[n] == ',');
+  }
+}
+
 static cJSON *sandbox_json(const mp_sandbox *sb) {
   char ts[32];
   cJSON *o = cJSON_CreateObject();
@@ -58,6 +73,13 @@ static cJSON *sandbox_json(const mp_sandbox *sb) {
   else
     cJSON_AddNullToObject(o, "restoredCheckpointName");
   cJSON_AddBoolToObject(o, "checkpointDeleted", sb->checkpoint_deleted);
+  if (sb->egress_rules) { /* ours: its own rules, PUT /sandbox/{id}/egress */
+    cJSON *rules = cJSON_AddObjectToObject(o, "egressRules");
+    if (rules != NULL) {
+      if (sb->egress_allow_given) add_rule_list(rules, "allow", sb->egress_allow);
+      add_rule_list(rules, "deny", sb->egress_deny);
+    }
+  }
   /* ours: the counts of its outbound connections (the namespaces driver) */
   if (sb->srv->driver->egress != NULL) {
     cJSON *e = cJSON_CreateObject();
@@ -79,6 +101,88 @@ static enum MHD_Result egress_log(struct MHD_Connection *conn, mp_sandbox *sb) {
   cJSON_AddStringToObject(o, "sandboxId", sb->id);
   sb->srv->driver->egress(sb, o, 1 << 20);
   return mp_send_json(conn, 200, o);
+}
+
+/* The rules of body[key] (a list of strings, each one rule) joined with
+** commas into out: 1 (given), 0 (absent), -1 and why */
+static int rule_list(const cJSON *body, const char *key, char *out, size_t n,
+                     char *why, size_t wn) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, key), *e;
+  size_t len = 0;
+  out[0] = '\0';
+  if (v == NULL) return 0;
+  if (!cJSON_IsArray(v)) {
+    snprintf(why, wn, "field '%s' must be a list of rules (CIDRs a.b.c.d/n,"
+             " addresses, domain names, *.names)", key);
+    return -1;
+  }
+  cJSON_ArrayForEach(e, v) {
+    size_t el = cJSON_IsString(e) ? strlen(e->valuestring) : 0;
+    if (el == 0 || strcspn(e->valuestring, ", \t\r\n") != el) {
+      snprintf(why, wn, "field '%s' holds %s: each item is one rule (a CIDR"
+               " a.b.c.d/n, an address, a domain name or *.name)", key,
+               cJSON_IsString(e) ? "an empty item or one with a space or a"
+               " comma" : "an item that is not a string");
+      return -1;
+    }
+    if (len + el + 2 > n) {
+      snprintf(why, wn, "field '%s' has more than %zu bytes of rules", key, n - 2);
+      return -1;
+    }
+    if (len > 0) out[len++] = ',';
+    memcpy(out + len, e->valuestring, el + 1);
+    len += el;
+  }
+  return 1;
+}
+
+/* PUT /sandbox/{id}/egress (ours; the lease lists "egressRules"): the
+** sandbox's own allow and deny rules, which narrow the server's policy.
+** Set once: a second PUT is a 409, so no rule can be widened later. */
+static enum MHD_Result egress_rules(mp_server *srv, struct MHD_Connection *conn,
+                                    mp_sandbox *sb, mp_request *r) {
+  char allow[sizeof sb->egress_allow], deny[sizeof sb->egress_deny];
+  char why[600] = "", err[400];
+  int has_allow = 0, has_deny = 0;
+  const cJSON *item;
+  cJSON *body;
+  if (srv->driver->egress_narrow == NULL)
+    return mp_send_error(conn, 404, "not_found", "the %s driver has no egress rules: its"
+                         " sandboxes reach what the host reaches (docs/platform.md,"
+                         " \"Drivers\")", srv->driver->name);
+  if (sb->destroyed_ms)
+    return mp_send_error(conn, 410, "sandbox_destroyed", "sandbox %s was destroyed", sb->id);
+  if (sb->destroying)
+    return mp_send_error(conn, 409, "conflict", "sandbox %s is being destroyed", sb->id);
+  if (sb->egress_rules)
+    return mp_send_error(conn, 409, "conflict", "the egress rules of sandbox %s are set"
+                         " already: a sandbox's rules are set once, at its start (create"
+                         " another sandbox for other rules)", sb->id);
+  body = mp_request_json(conn, r, 1);
+  if (body == NULL) return MHD_YES;
+  cJSON_ArrayForEach(item, body) {
+    if (strcmp(item->string, "allow") != 0 && strcmp(item->string, "deny") != 0) {
+      snprintf(why, sizeof why, "unknown field '%.64s': the body is {\"allow\": [rules],"
+               " \"deny\": [rules]}", item->string);
+      break;
+    }
+  }
+  if (why[0] == '\0'
+      && ((has_allow = rule_list(body, "allow", allow, sizeof allow, why, sizeof why)) < 0
+          || (has_deny = rule_list(body, "deny", deny, sizeof deny, why, sizeof why)) < 0))
+    has_allow = has_deny = 0;
+  else if (why[0] == '\0' && !has_allow && !has_deny)
+    snprintf(why, sizeof why, "give 'allow', 'deny' or both: lists of rules");
+  cJSON_Delete(body);
+  if (why[0] != '\0') return mp_send_error(conn, 400, "invalid_request", "%s", why);
+  if (srv->driver->egress_narrow(sb, has_allow ? allow : NULL, has_deny ? deny : NULL,
+                                 err, sizeof err) < 0)
+    return mp_send_error(conn, 400, "invalid_request", "egress rule: %s", err);
+  mp_record_save(srv, sb);
+  mp_log("sandbox %s: its egress rules: allow %s; deny %s", sb->id,
+         has_allow ? (allow[0] ? allow : "nothing") : "what the server allows",
+         has_deny ? deny : "nothing more");
+  return mp_send_json(conn, 200, sandbox_json(sb));
 }
 
 /* {====== waiting for tar ====== */
@@ -366,6 +470,8 @@ static enum MHD_Result lease(mp_server *srv, struct MHD_Connection *conn,
     if (caps != NULL) {
       cJSON_AddItemToArray(caps, cJSON_CreateString("stdin"));
       cJSON_AddItemToArray(caps, cJSON_CreateString("keepRunning"));
+      if (srv->driver->egress_narrow != NULL)
+        cJSON_AddItemToArray(caps, cJSON_CreateString("egressRules"));
     }
   }
   return mp_send_json(conn, 200, o);
@@ -488,6 +594,8 @@ enum MHD_Result mp_routes_sandbox(mp_server *srv, struct MHD_Connection *conn,
     return mp_exec_legacy(srv, conn, sb, r);
   } else if (nseg == 3 && strcmp(seg[2], "egress") == 0 && strcmp(method, "GET") == 0) {
     return egress_log(conn, sb);
+  } else if (nseg == 3 && strcmp(seg[2], "egress") == 0 && strcmp(method, "PUT") == 0) {
+    return egress_rules(srv, conn, sb, r);
   }
   return mp_send_error(conn, 404, "not_found",
                        "no route for %s /sandbox/%.64s%s%.32s", method, seg[1],

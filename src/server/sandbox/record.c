@@ -40,6 +40,11 @@ static cJSON *record_json(const mp_sandbox *sb) {
   if (sb->restoring) cJSON_AddTrueToObject(o, "restoring");
   if (sb->template_key[0] != '\0') /* template.c */
     cJSON_AddStringToObject(o, "template", sb->template_key);
+  if (sb->egress_rules) { /* PUT /sandbox/{id}/egress; allow absent: none */
+    if (sb->egress_allow_given)
+      cJSON_AddStringToObject(o, "egressAllow", sb->egress_allow);
+    cJSON_AddStringToObject(o, "egressDeny", sb->egress_deny);
+  }
   return o;
 }
 
@@ -144,6 +149,10 @@ int mp_record_read(mp_sandbox *sb, const cJSON *o, char *err, size_t errlen) {
                     "restoredFrom", err, errlen) < 0
       || copy_field(sb->checkpoint_base, sizeof sb->checkpoint_base, o,
                     "checkpointBase", err, errlen) < 0
+      || copy_field(sb->egress_allow, sizeof sb->egress_allow, o,
+                    "egressAllow", err, errlen) < 0
+      || copy_field(sb->egress_deny, sizeof sb->egress_deny, o, "egressDeny",
+                    err, errlen) < 0
       || num_field(o, MP_CREATE_IDLE, 525600, &idle, err, errlen) < 0
       || num_field(o, "createdMs", ms_max, &created, err, errlen) < 0
       || num_field(o, "destroyedMs", ms_max, &destroyed, err, errlen) < 0
@@ -182,6 +191,8 @@ int mp_record_read(mp_sandbox *sb, const cJSON *o, char *err, size_t errlen) {
   sb->destroyed_ms = (int64_t)destroyed;
   sb->last_exec_ms = (int64_t)last;
   sb->restored = sb->restored_from[0] != '\0';
+  sb->egress_allow_given = cJSON_HasObjectItem(o, "egressAllow");
+  sb->egress_rules = sb->egress_allow_given || cJSON_HasObjectItem(o, "egressDeny");
   {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "template");
     if (cJSON_IsString(t) && strlen(t->valuestring) < sizeof sb->template_key

@@ -122,6 +122,13 @@ struct mp_driver {
   ** the newest `entries` of its log too); 0, or -1 when the driver has no
   ** egress for it */
   int (*egress)(mp_sandbox *sb, cJSON *o, int entries);
+  /* optional: sb's own egress rules, within the server's policy (allow
+  ** NULL: no allow list; "" an empty one, which allows nothing): checked,
+  ** kept in sb and applied to its live egress; 0, or -1 and why (a bad
+  ** rule). NULL: the driver has no egress, and the lease does not list
+  ** "egressRules" */
+  int (*egress_narrow)(mp_sandbox *sb, const char *allow, const char *deny,
+                       char *err, size_t errlen);
   /* optional: what the driver adds to the inspector's health (the warm
   ** pool of the namespaces driver) */
   void (*health)(const mp_server *srv, cJSON *o);
@@ -139,7 +146,11 @@ struct mp_sandbox {
   char environment[MP_NAME_MAX];
   char recovery_key[MP_NAME_MAX]; /* the caller's `id`; "" if none */
   char network[16];               /* ISOLATED | PRIVATE */
-  char egress_allow[512], egress_deny[512]; /* its own egress rules ("": none) */
+  /* its own egress rules (PUT /sandbox/{id}/egress, set once): comma-
+  ** separated; egress_allow_given: an allow list was given ("" allows
+  ** nothing); egress_rules: they are set */
+  char egress_allow[512], egress_deny[512];
+  int egress_allow_given, egress_rules;
   double idle_timeout_min;        /* the caller's; 0: the server's default */
   cJSON *env;                     /* creation env: object of strings */
   int64_t created_ms, destroyed_ms, last_exec_ms;

@@ -777,6 +777,7 @@ const mp_driver mp_ns_driver = {
     .no_run_files = 1,
     .kill_strays = ns_kill_strays,
     .egress = mp_ns_net_json,
+    .egress_narrow = mp_ns_net_narrow,
     .health = ns_health,
 };
 

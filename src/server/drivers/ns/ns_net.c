@@ -14,6 +14,7 @@
 #include "drivers/ns/init/ns_init.h" /* MP_NS_ARG_NONE */
 #include "net/egress.h"
 #include "net/egress_log.h"
+#include "net/egress_rules.h"
 #include "util/log.h"
 
 const char *mp_ns_net_resolv(void) {
@@ -34,12 +35,39 @@ void mp_ns_net_name(mp_sandbox *sb, ns_box *b) {
   if (b->egress == NULL || sb == NULL) return;
   egress_log_path(sb, path, sizeof path);
   mp_egress_box_name(b->egress, sb->id, path);
-  if (sb->egress_allow[0] || sb->egress_deny[0]) {
+  if (sb->egress_rules) {
     char err[300];
-    if (mp_egress_box_narrow(b->egress, sb->egress_allow[0] ? sb->egress_allow : NULL,
+    if (mp_egress_box_narrow(b->egress, sb->egress_allow_given ? sb->egress_allow : NULL,
                              sb->egress_deny[0] ? sb->egress_deny : NULL, err, sizeof err) < 0)
       mp_log("sandbox %s: its egress rules: %s", sb->id, err);
   }
+}
+
+int mp_ns_net_narrow(mp_sandbox *sb, const char *allow, const char *deny, char *err,
+                     size_t errlen) {
+  ns_box *b = sb->driver_data;
+  mp_egress_rules check;
+  int bad;
+  memset(&check, 0, sizeof check);
+  bad = (allow != NULL && mp_egress_rules_add(&check, allow, err, errlen) < 0)
+        || (deny != NULL && mp_egress_rules_add(&check, deny, err, errlen) < 0);
+  mp_egress_rules_free(&check);
+  if (bad) return -1;
+  if (strlen(allow ? allow : "") >= sizeof sb->egress_allow
+      || strlen(deny ? deny : "") >= sizeof sb->egress_deny) {
+    snprintf(err, errlen, "the rules are longer than %zu bytes a list",
+             sizeof sb->egress_allow - 1);
+    return -1;
+  }
+  snprintf(sb->egress_allow, sizeof sb->egress_allow, "%s", allow ? allow : "");
+  snprintf(sb->egress_deny, sizeof sb->egress_deny, "%s", deny ? deny : "");
+  sb->egress_allow_given = allow != NULL;
+  sb->egress_rules = 1;
+  /* a live box named already: now (a box named later takes them then) */
+  if (b != NULL && b->egress != NULL && mp_ns_host.egress != NULL
+      && mp_egress_box_narrow(b->egress, allow, deny, err, errlen) < 0)
+    return -1;
+  return 0;
 }
 
 int mp_ns_net_join(mp_sandbox *sb, ns_box *b, int netns_fd, int peer_nl, char *err,

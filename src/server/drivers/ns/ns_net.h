@@ -28,6 +28,9 @@ void mp_ns_net_name(mp_sandbox *sb, ns_box *b);
 /* leaves whatever b joined (sb NULL: a warm box) */
 void mp_ns_net_leave(mp_sandbox *sb, ns_box *b);
 
+/* the driver's `egress_narrow` (sandbox.h) */
+int mp_ns_net_narrow(mp_sandbox *sb, const char *allow, const char *deny, char *err,
+                     size_t errlen);
 /* the driver's `egress` (sandbox.h): its counts and log */
 int mp_ns_net_json(mp_sandbox *sb, cJSON *o, int entries);
 
