@@ -236,6 +236,58 @@ describe("the inspector's views", function()
     assert.are.same({}, r.json.sandboxes)
   end)
 
+  it("shows the outbound connections of the live sandboxes, newest first", function()
+    local c = create(srv, { environmentId = "egress-view", id = "eg-key" })
+    assert.are.equal(201, c.status)
+    local id = c.json.id
+    local function egress()
+      local r = api("GET", "egress", { project = "proj", environment = "egress-view" })
+      assert.are.equal(200, r.status, r.body)
+      return r.json
+    end
+    if c.json.driver ~= "namespaces" then
+      local e = egress()
+      assert.is_false(e.available)
+      assert.are.same({}, e.connections)
+      srv:json("DELETE", rails("/sandbox/" .. id))
+      return
+    end
+    -- two refused connections (a private range, then the metadata address):
+    -- refused at once, logged, nothing leaves the machine
+    local ok, err = pcall(function()
+      for _, dst in ipairs{ "10.254.1.1", "169.254.169.254" } do
+        local r = srv:json("POST", rails("/sandbox/" .. id .. "/exec"),
+          { command = "curl -sS -m 5 http://" .. dst .. "/" })
+        assert.are_not.equal(0, r.json.exitCode, r.body)
+      end
+      local e
+      assert.is_true(platform.waitUntil(function()
+        e = egress()
+        return #e.connections >= 2
+      end, 10000), "connections: " .. platform.encode(e and e.connections))
+      assert.is_true(e.available)
+      local newest, older = e.connections[1], e.connections[2]
+      assert.are.equal("169.254.169.254", newest.address)
+      assert.are.equal("10.254.1.1", older.address)
+      for _, x in ipairs{ newest, older } do
+        assert.are.equal(id, x.sandboxId)
+        assert.are.equal("eg-key", x.recoveryKey)
+        assert.are.equal(80, x.port)
+        assert.is_false(x.allowed)
+        assert.is_string(x.reason)
+      end
+      assert.is_true(newest.time >= older.time)
+      assert.are.equal(1, #e.sandboxes)
+      assert.are.equal(id, e.sandboxes[1].id)
+      assert.is_true(e.sandboxes[1].refused >= 2)
+      -- another environment sees none of them
+      assert.are.same({}, api("GET", "egress", { project = "proj", environment = "env" })
+        .json.connections)
+    end)
+    srv:json("DELETE", rails("/sandbox/" .. id))
+    assert(ok, err)
+  end)
+
   it("records a create that failed, and retries it", function()
     -- the sandboxes' directory becomes a file: prepare fails
     local dir = srv.dataDir .. "/sandboxes"

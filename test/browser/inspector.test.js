@@ -230,6 +230,29 @@ async function main() {
       assert.match(sandboxes, /inspector-demo/);
     });
 
+    await step("sees a refused connection in Egress (the namespaces driver)", async () => {
+      const health = await (await fetch(base + "api/health", { headers: bearer })).json();
+      if (health.driver !== "namespaces") {
+        log("the " + health.driver + " driver has no egress log: this step is skipped");
+        return;
+      }
+      const list = await (await fetch(base + "api/sandboxes?project=local&environment=local",
+        { headers: bearer })).json();
+      const id = list.sandboxes.find((s) => s.recoveryKey === "inspector-demo").id;
+      // a private range: refused by the proxy, logged, nothing leaves the machine
+      const r = await fetch(info.url + "/v1/railway/projects/local/sandbox/" + id + "/exec", {
+        method: "POST", headers: Object.assign({ "Content-Type": "application/json" }, bearer),
+        body: JSON.stringify({ command: "curl -sS -m 5 http://10.254.1.1/ || true" }) });
+      assert.equal(r.status, 200);
+      const row = page.locator("#egress-table tbody tr[data-allowed='false']").first();
+      await row.waitFor();
+      const text = (await row.innerText()).replace(/\s+/g, " ");
+      assert.match(text, /10\.254\.1\.1:80/);
+      assert.match(text, /refused: private \(10\/8\)/);
+      assert.match(text, /inspector-demo/);
+      assert.match(await page.locator("#health-list").innerText(), /Warm pool\s+\d+ of \d+ ready/);
+    });
+
     await step("a request with the cookie but without the CSRF header changes nothing", async () => {
       const status = await page.evaluate(async (url) =>
         (await fetch(url, { method: "POST", body: "x" })).status, objectUrl("nocsrf.txt"));

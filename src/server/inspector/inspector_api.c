@@ -362,6 +362,83 @@ static enum MHD_Result sandboxes(mp_server *srv, struct MHD_Connection *conn,
   return mp_send_json(conn, 200, o);
 }
 
+/* {====== egress ====== */
+
+#define EGRESS_PER_SANDBOX 64 /* the newest entries of each sandbox */
+#define EGRESS_SHOWN 200      /* of them, the newest of all */
+
+/* newest first; ties by sandbox, then by the order in its log (kept by
+** the index that egress() set: the sort does not depend on qsort's) */
+static int entry_newer(const void *pa, const void *pb) {
+  const cJSON *a = *(const cJSON *const *)pa, *b = *(const cJSON *const *)pb;
+  const char *ta = cJSON_GetStringValue(cJSON_GetObjectItem(a, "time"));
+  const char *tb = cJSON_GetStringValue(cJSON_GetObjectItem(b, "time"));
+  int c = strcmp(tb ? tb : "", ta ? ta : "");
+  if (c == 0)
+    c = strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "sandboxId")),
+               cJSON_GetStringValue(cJSON_GetObjectItem(b, "sandboxId")));
+  if (c == 0)
+    c = (int)(cJSON_GetNumberValue(cJSON_GetObjectItem(b, "seq"))
+              - cJSON_GetNumberValue(cJSON_GetObjectItem(a, "seq")));
+  return c;
+}
+
+/* GET /api/egress: the newest outbound connections of the environment's
+** live sandboxes, and each one's counts */
+static enum MHD_Result egress(mp_server *srv, struct MHD_Connection *conn,
+                              const args *a) {
+  cJSON *o, *list, *counts, **all = NULL;
+  size_t n = 0, cap = 0, i;
+  mp_sandbox *sb;
+  if (a->project == NULL || a->environment == NULL)
+    return missing(conn, "project, environment");
+  o = cJSON_CreateObject();
+  cJSON_AddBoolToObject(o, "available", srv->driver->egress != NULL);
+  counts = cJSON_AddArrayToObject(o, "sandboxes");
+  for (sb = srv->sandboxes; srv->driver->egress != NULL && sb != NULL; sb = sb->next) {
+    cJSON *e, *entries, *item;
+    int seq = 0;
+    if (sb->destroyed_ms || strcmp(sb->project, a->project) != 0
+        || strcmp(sb->environment, a->environment) != 0)
+      continue;
+    e = cJSON_CreateObject();
+    if (srv->driver->egress(sb, e, EGRESS_PER_SANDBOX) < 0) {
+      cJSON_Delete(e);
+      continue;
+    }
+    entries = cJSON_DetachItemFromObject(e, "entries");
+    while (entries != NULL && (item = cJSON_DetachItemFromArray(entries, 0)) != NULL) {
+      if (n == cap) {
+        cJSON **grown = realloc(all, (cap = cap ? cap * 2 : 64) * sizeof *all);
+        if (grown == NULL) {
+          cJSON_Delete(item);
+          break;
+        }
+        all = grown;
+      }
+      cJSON_AddStringToObject(item, "sandboxId", sb->id);
+      cJSON_AddStringToObject(item, "recoveryKey", sb->recovery_key);
+      cJSON_AddNumberToObject(item, "seq", seq++);
+      all[n++] = item;
+    }
+    cJSON_Delete(entries);
+    cJSON_AddStringToObject(e, "id", sb->id);
+    cJSON_AddStringToObject(e, "recoveryKey", sb->recovery_key);
+    cJSON_AddItemToArray(counts, e);
+  }
+  if (n > 0) qsort(all, n, sizeof *all, entry_newer);
+  list = cJSON_AddArrayToObject(o, "connections");
+  for (i = 0; i < n; i++) {
+    cJSON_DeleteItemFromObject(all[i], "seq");
+    if (i < EGRESS_SHOWN && list != NULL) cJSON_AddItemToArray(list, all[i]);
+    else cJSON_Delete(all[i]);
+  }
+  free(all);
+  return mp_send_json(conn, 200, o);
+}
+
+/* }====== */
+
 static enum MHD_Result sandbox_destroy(mp_server *srv,
                                        struct MHD_Connection *conn,
                                        const args *a) {
@@ -452,6 +529,8 @@ enum MHD_Result mp_inspector_api(mp_server *srv, struct MHD_Connection *conn,
     out = object_delete(srv, conn, &a);
   else if (get && strcmp(url, "/api/sandboxes") == 0)
     out = sandboxes(srv, conn, &a);
+  else if (get && strcmp(url, "/api/egress") == 0)
+    out = egress(srv, conn, &a);
   else if (del && strcmp(url, "/api/sandbox") == 0)
     out = sandbox_destroy(srv, conn, &a);
   else if (get && strcmp(url, "/api/sessions") == 0)

@@ -117,6 +117,9 @@ async function loadHealth() {
     ["Checkpoint retention", days(h.checkpointRetentionDays) + " after the last use"],
     ["Checkpoint retention, never asked for", days(h.checkpointRetentionUnusedDays)
       + " (no create restored it, no explicit capture or id)"]];
+  if (h.warmPool)
+    items.push(["Warm pool", h.warmPool.ready + " of " + h.warmPool.size + " ready"
+      + (h.warmPool.warming ? ", " + h.warmPool.warming + " starting" : "")]);
   $("health-list").replaceChildren(...items.map(([k, v]) =>
     el("div", {}, el("dt", {}, k), el("dd", {}, v))));
 }
@@ -209,6 +212,21 @@ async function loadSessions() {
     "No commands have run here yet.", 5);
 }
 
+async function loadEgress() {
+  const r = await api("/api/egress?" + envQuery());
+  fill("egress-table", r.connections.map((c) => el("tr", { "data-allowed": String(c.allowed) },
+    el("td", {}, when(Date.parse(c.time))),
+    el("td", { className: "mono" }, (c.name && c.name !== c.address ? c.name + " " : "")
+      + c.address + ":" + c.port),
+    el("td", {}, c.protocol),
+    el("td", { className: "num" }, size(c.bytesOut) + " / " + size(c.bytesIn)),
+    el("td", {}, c.allowed ? el("span", { className: "ok" }, "allowed")
+      : el("span", { className: "bad" }, "refused: " + (c.reason || ""))),
+    el("td", { className: "mono" }, c.sandboxId,
+      c.recoveryKey ? el("span", { className: "muted" }, " (" + c.recoveryKey + ")") : ""))),
+    r.available ? "No outbound connections yet." : "This driver has no egress log.", 6);
+}
+
 async function loadSandboxes() {
   const r = await api("/api/sandboxes?" + envQuery());
   fill("sandbox-table", r.sandboxes.map((s) => el("tr", {},
@@ -261,7 +279,7 @@ let slowTick = 0;
 async function refresh(all) {
   if (!state.project) return;
   try {
-    await Promise.all([loadHealth(), loadSessions(), loadSandboxes()]);
+    await Promise.all([loadHealth(), loadSessions(), loadEgress(), loadSandboxes()]);
     if (all || slowTick++ % 3 === 0) {
       await loadBuckets();
       await Promise.all([loadObjects(), loadCheckpoints(), loadFailures()]);
