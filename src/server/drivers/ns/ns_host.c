@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "drivers/ns/base.h"
@@ -128,6 +129,28 @@ static int ns_base(const mp_server *srv, char out[PATH_MAX], char *err,
 ** driver cannot run here after all) */
 static void default_dns(void);
 
+/* Keepers and inits ask for oom_score_adj -1000 (ns_init.c), so that the
+** kernel's OOM killer takes a sandbox's commands before the processes that
+** hold it; where the server lacks CAP_SYS_RESOURCE (without root) the
+** kernel refuses, each keeper would fail alone and in silence, so a child
+** tries once here and the server says it once. */
+static void oom_probe(void) {
+  int status = 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    _exit(fd < 0 ? errno : write(fd, "-1000", 5) == 5 ? 0 : errno);
+  }
+  if (pid < 0) return;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    mp_log("the sandboxes' keepers and inits cannot have oom_score_adj -1000 (%s;"
+           " it needs CAP_SYS_RESOURCE): under memory pressure the kernel may kill"
+           " them as readily as a sandbox's commands",
+           strerror(WEXITSTATUS(status)));
+}
+
 int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
   char dir[4200], base[PATH_MAX];
   int egress = mp_ns_opts.egress, rc = ns_base(srv, base, err, errlen);
@@ -145,6 +168,7 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
     if (mp_ns_seccomp_write(mp_ns_host.filter, &so, err, errlen) < 0) return -2;
   }
   mp_ns_host.unpriv = geteuid() != 0;
+  oom_probe();
   mp_ns_host.own_pidns = -1;
   if (!mp_ns_host.unpriv)
     mp_ns_host.own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
