@@ -80,6 +80,14 @@ describe("the namespaces driver", function()
     local r = run(b, "grep -rl --devices=skip " .. mastra.quote(srv.token)
       .. " /etc /root /home /workspace /tmp /var /run /opt 2>/dev/null | head -3")
     assert.are.equal("", r.stdout)
+    -- its mountinfo names no path of the data directory (the overlays name
+    -- their layers relative to the sandbox's directory) but the sources of
+    -- the read-only files on /etc (resolv.conf, a PRIVATE network's hosts)
+    local mi = run(b, "cat /proc/self/mountinfo")
+    assert.matches("lowerdir=lower%-base", mi.stdout)
+    for line in mi.stdout:gmatch("[^\n]+") do
+      if line:find(srv.dataDir, 1, true) then assert.matches(" /etc/[%w.]+ ro,", line) end
+    end
     a:destroy()
     b:destroy()
   end)

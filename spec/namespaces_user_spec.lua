@@ -305,6 +305,14 @@ describe("the namespaces driver without root", function()
     -- the server runs as the same uid, but the sandbox cannot name it
     assert.are_not.equal(0, run(b, "kill -0 " .. srv.pid).exitCode)
     assert.is_true(srv:running())
+    -- its mountinfo names no path of the data directory (the overlays name
+    -- their layers relative to the sandbox's directory) but the sources of
+    -- the read-only files on /etc (resolv.conf, a PRIVATE network's hosts)
+    local mi = run(b, "cat /proc/self/mountinfo")
+    assert.matches("lowerdir=lower%-base", mi.stdout)
+    for line in mi.stdout:gmatch("[^\n]+") do
+      if line:find(srv.dataDir, 1, true) then assert.matches(" /etc/[%w.]+ ro,", line) end
+    end
     a:destroy()
     b:destroy()
   end)

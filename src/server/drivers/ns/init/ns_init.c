@@ -200,33 +200,36 @@ static int usr_dirs(const char *base, const char *root) {
   return 1;
 }
 
-static void mount_usr(const char *base, const char *usr, const char *root,
-                      const char *tpl, const char *merged) {
+static void mount_usr(const char *base, const char *usr, const char *tpl,
+                      const char *merged) {
   char opts[13000], path[4400], tusr[4500] = "";
   if (tpl[0] != '\0') {
     snprintf(tusr, sizeof tusr, "%s/usr", tpl);
     if (access(tusr, F_OK) == 0) strcat(tusr, ":");
     else tusr[0] = '\0';
   }
-  snprintf(opts, sizeof opts, "lowerdir=%s%s/usr:%s,upperdir=%s/upper/usr,"
-           "workdir=%s/work-usr%s", tusr, base, usr, root, root,
-           unpriv ? ",userxattr" : "");
+  snprintf(opts, sizeof opts, "lowerdir=%s%s/usr:%s,upperdir=upper/usr,"
+           "workdir=work-usr%s", tusr, base, usr, unpriv ? ",userxattr" : "");
   snprintf(path, sizeof path, "%s/usr", merged);
   mount_or_die("mount /usr", "overlay", path, "overlay", MS_NOSUID, opts);
 }
 
-/* With root, where the server handed an id map (MP_NS_IDMAP_FD): the base
-** and /usr mounted idmapped on root/lower-base and root/lower-usr (in this
-** mount namespace only), the overlays' lower layers; else base and /usr */
-static void idmapped_lowers(const char *base, const char *root, int host_usr,
-                            char *lower, char *usr, size_t n) {
-  snprintf(lower, n, "%s", base);
+/* The overlays' lower layers, named relative to the sandbox's directory
+** (the cwd: mount_root): the base on lower-base (in this mount namespace
+** only), idmapped where the server handed an id map (MP_NS_IDMAP_FD, with
+** root), else bound; and /usr idmapped on lower-usr, else /usr itself */
+static void idmapped_lowers(const char *base, int host_usr, char *lower,
+                            char *usr, size_t n) {
+  snprintf(lower, n, "lower-base");
   snprintf(usr, n, "/usr");
-  if (unpriv || !mp_ns_is_userns(MP_NS_IDMAP_FD)) return;
-  snprintf(lower, n, "%s/lower-base", root);
-  snprintf(usr, n, "%s/lower-usr", root);
-  if ((mkdir(lower, 0700) < 0 && errno != EEXIST)
-      || (host_usr && mkdir(usr, 0700) < 0 && errno != EEXIST))
+  if (mkdir(lower, 0700) < 0 && errno != EEXIST)
+    die("mkdir the lower layers' mount points");
+  if (unpriv || !mp_ns_is_userns(MP_NS_IDMAP_FD)) {
+    mount_or_die("bind the base", base, lower, NULL, MS_BIND | MS_REC, NULL);
+    return;
+  }
+  snprintf(usr, n, "lower-usr");
+  if (host_usr && mkdir(usr, 0700) < 0 && errno != EEXIST)
     die("mkdir the lower layers' mount points");
   /* the base's path, which the operator gave or the server made: the one
   ** host path a failure names */
@@ -258,20 +261,23 @@ static void mount_root(const char *base, const char *root, const char *hosts,
                        const char *resolv, char *merged, size_t n) {
   char opts[13000], lower[4400], usr[4400], tpl[4400];
   int host_usr = usr_dirs(base, root);
+  /* the overlays name their layers relative to root: a sandbox sees their
+  ** options in its mountinfo, and the host's paths are none of its
+  ** business */
+  if (chdir(root) < 0) die("chdir to the sandbox's directory");
   /* a template's layer, between the base and the sandbox's own */
-  snprintf(tpl, sizeof tpl, "%s/" MP_NS_TEMPLATE_LINK, root);
+  snprintf(tpl, sizeof tpl, "%s", MP_NS_TEMPLATE_LINK);
   if (access(tpl, F_OK) < 0) tpl[0] = '\0';
   snprintf(merged, n, "%s/merged", root);
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     die("make the mounts private");
-  idmapped_lowers(base, root, host_usr, lower, usr, sizeof lower);
+  idmapped_lowers(base, host_usr, lower, usr, sizeof lower);
   /* without root, overlayfs keeps its xattrs in user.overlay.* */
-  snprintf(opts, sizeof opts,
-           "lowerdir=%s%s%s,upperdir=%s/upper,workdir=%s/work%s", tpl,
-           tpl[0] ? ":" : "", lower, root, root, unpriv ? ",userxattr" : "");
+  snprintf(opts, sizeof opts, "lowerdir=%s%s%s,upperdir=upper,workdir=work%s",
+           tpl, tpl[0] ? ":" : "", lower, unpriv ? ",userxattr" : "");
   if (mount("overlay", merged, "overlay", MS_NOSUID, opts) < 0)
     die("mount / (an overlay of the base %s)", base);
-  if (host_usr) mount_usr(lower, usr, root, tpl, merged);
+  if (host_usr) mount_usr(lower, usr, tpl, merged);
   make_dir(merged, "tmp", 01777);
   make_dir(merged, "dev", 0755);
   make_dir(merged, "proc", 0555);
