@@ -452,6 +452,36 @@ describe("checkpoints: a capture that fails", function()
     run(srv, sb, "rm big.bin")
     destroy(srv, sb)
   end)
+
+  it("a DELETE of the checkpoint during a failing capture lets the destroys go on", function()
+    if not srv then return pending(why) end
+    -- the three requests wait in the stopped server's backlog, so that it
+    -- takes them in one go: the first DELETE's capture (bound to fail on
+    -- the full disk) is still running when the checkpoint's DELETE and a
+    -- second DELETE of the sandbox come
+    local sb = create(srv, { id = "k-race", environmentId = "env" })
+    run(srv, sb, "head -c 3000000 /dev/urandom > big.bin")
+    local url, auth = srv.url .. P .. "/sandbox/" .. sb.id, "Authorization: Bearer " .. srv.token
+    local out = platform.tmpdir()
+    local function req(extra, path, name)
+      return ("curl -s -o /dev/null -w '%%{http_code}' -X DELETE -H %s %s %s > %s &")
+        :format(mastra.quote(auth), extra, mastra.quote(path), mastra.quote(out .. "/" .. name))
+    end
+    local r = srv:sh(("kill -STOP %d; %s sleep 0.2; %s sleep 0.2; %s sleep 0.2; kill -CONT %d;"
+      .. " wait; cd %s && cat first ckpt second"):format(srv.pid, req("", url, "first"),
+      req("-H 'Content-Type: application/json' -d '{\"id\":\"k-race\"}'", url .. "/checkpoint",
+        "ckpt"), req("", url, "second"), srv.pid, mastra.quote(out)))
+    platform.rm_rf(out)
+    -- the capture failed, but the checkpoint is deleted: both DELETEs 204
+    local first, ckpt, second = r.stdout:match("^(%d%d%d)(%d%d%d)(%d%d%d)$")
+    assert.are.same({ "204", "204" }, { first, second }, r.stdout .. "\n" .. srv.stderrTail)
+    assert.truthy(ckpt == "204" or ckpt == "404", r.stdout)
+    assert.are_not.equal(null, srv:curl("GET", P .. "/sandbox/" .. sb.id).json.destroyedAt)
+    -- and no checkpoint came of it
+    local again = create(srv, { id = "k-race", environmentId = "env" })
+    assert.are.equal(false, again.restoredFromCheckpoint)
+    destroy(srv, again)
+  end)
 end)
 
 describe("checkpoints through PlatformSandbox", function()

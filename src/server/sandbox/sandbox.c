@@ -471,6 +471,16 @@ static void on_destroy_captured(mp_waiter *w, mp_sandbox *sb, int rc,
   (void)w;
   (void)name;
   sb->destroying = 0;
+  /* a DELETE of its checkpoint came while that capture ran (a DELETE that
+  ** came after it waits here too): the failure no longer matters, since a
+  ** sandbox whose checkpoint is deleted goes without one, as the message
+  ** below tells the caller to do */
+  if (rc < 0 && sb->checkpoint_deleted) {
+    mp_log("capturing the checkpoint of %s failed (%s), but its checkpoint was"
+           " deleted meanwhile: destroyed without one", sb->id,
+           message ? message : "unknown error");
+    rc = 0;
+  }
   if (rc < 0) {
     /* the sandbox stays, tree and all: a failed capture never passes for
     ** a success, and the older checkpoint is still the key's */
