@@ -13,6 +13,7 @@
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local mastra = require "mastra"
 local client = require "mastra.platform_client"
+local lib = require "lib"
 
 local here = arg[0]:match("(.*/)") or "./"
 local bin = arg[1] or (here .. "../build/mastra-platform")
@@ -25,12 +26,7 @@ local NS, NS2 = "mpbench-" .. N, "mpbench2-" .. N
 local VETH = "mpbv" .. N
 local HOSTIP, TESTIP = ("198.18.%d.1"):format(N), ("198.18.%d.2"):format(N)
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  p:close()
-  return out
-end
+local function sh(cmd) return lib.sh(cmd, true) end
 
 if bin:sub(1, 1) ~= "/" then bin = sh("pwd"):gsub("%s+$", "") .. "/" .. bin end
 local dir = sh("mktemp -d " .. mastra.quote(tmp .. "/mastra-egress-bench.XXXXXX")):gsub("%s+$", "")
@@ -94,33 +90,12 @@ local function rss_kb(pid)
   return tonumber(sh("grep VmRSS /proc/" .. pid .. "/status"):match("(%d+)")) or 0
 end
 
-local function pct(xs, p)
-  local s = {}
-  for i, x in ipairs(xs) do s[i] = x end
-  table.sort(s)
-  return s[math.max(1, math.ceil(#s * p))]
-end
+local pct = lib.pct
 
 local function serve(name, extra)
-  local data = dir .. "/data-" .. name
-  local out = {}
-  local server = host.processes:spawn("exec " .. mastra.quote(bin) .. " serve --listen 127.0.0.1:0"
-    .. " --driver namespaces --base " .. mastra.quote(base) .. extra
-    .. " --data-dir " .. mastra.quote(data) .. " --default-idle-minutes 0"
-    .. " 2>" .. mastra.quote(dir .. "/platform-" .. name .. ".log"),
-    { onStdout = function(s) out[#out + 1] = s end })
-  local line
-  for _ = 1, 400 do
-    line = table.concat(out):match("^([^\n]*)\n")
-    if line or server.exitCode then break end
-    mastra.sleep(50)
-  end
-  assert(line, "mastra-platform did not start")
-  local s = { name = name, server = server, first = {} }
-  s.url = line:match('"url":"([^"]+)"')
-  s.pid = tonumber(line:match('"pid":(%d+)'))
-  s.token = sh("cat " .. mastra.quote(data .. "/token")):gsub("%s+$", "")
-  s.cfg = client.resolve({ accessToken = s.token, proxyUrl = s.url, projectId = "bench" }, "bench")
+  local s = lib.serve(host, { bin = bin, base = base, data = dir .. "/data-" .. name,
+    log = dir .. "/platform-" .. name .. ".log", extra = extra })
+  s.name, s.first = name, {}
   function s.create()
     return client.request(s.cfg, "POST", "/sandbox", { json = { environmentId = "bench" } }).json.id
   end

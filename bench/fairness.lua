@@ -16,6 +16,7 @@
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local mastra = require "mastra"
 local client = require "mastra.platform_client"
+local lib = require "lib"
 
 local here = arg[0]:match("(.*/)") or "./"
 local bin = arg[1] or (here .. "../build/mastra-platform")
@@ -23,19 +24,7 @@ local given_base = arg[2] ~= "" and arg[2] or nil
 local n = tonumber(arg[3] or "200")
 local tmp = os.getenv("MASTRA_BENCH_TMPDIR") or "/var/tmp"
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  return out
-end
-
-local function pct(xs, p)
-  local s = {}
-  for i, x in ipairs(xs) do s[i] = x end
-  table.sort(s)
-  return s[math.max(1, math.ceil(#s * p))]
-end
+local sh, pct = lib.sh, lib.pct
 
 if bin:sub(1, 1) ~= "/" then bin = sh("pwd"):gsub("%s+$", "") .. "/" .. bin end
 local dir = sh("mktemp -d " .. mastra.quote(tmp .. "/mastra-fair-bench.XXXXXX")):gsub("%s+$", "")
@@ -60,23 +49,9 @@ local host <close> = mastra.LocalSandbox.new{ workingDirectory = dir .. "/wd", t
 host:start()
 
 local ok, err = pcall(function()
-  local data = dir .. "/data"
-  local out = {}
-  host.processes:spawn("exec " .. mastra.quote(bin) .. " serve --listen 127.0.0.1:0"
-    .. " --driver namespaces --base " .. mastra.quote(base) .. " --data-dir "
-    .. mastra.quote(data) .. " --default-idle-minutes 0 --egress off"
-    .. " 2>" .. mastra.quote(dir .. "/platform.log"),
-    { onStdout = function(s) out[#out + 1] = s end })
-  local line
-  for _ = 1, 400 do
-    line = table.concat(out):match("^([^\n]*)\n")
-    if line then break end
-    mastra.sleep(50)
-  end
-  assert(line, "mastra-platform did not start: "
-    .. sh("cat " .. mastra.quote(dir .. "/platform.log")))
-  local cfg = client.resolve({ accessToken = sh("cat " .. mastra.quote(data .. "/token"))
-    :gsub("%s+$", ""), proxyUrl = line:match('"url":"([^"]+)"'), projectId = "bench" }, "bench")
+  local srv = lib.serve(host, { bin = bin, base = base, data = dir .. "/data",
+    log = dir .. "/platform.log", extra = " --egress off" })
+  local cfg = srv.cfg
   local function create()
     return client.request(cfg, "POST", "/sandbox", { json = { environmentId = "bench" } }).json.id
   end

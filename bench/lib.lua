@@ -9,6 +9,51 @@ lib.now = mastra.now
 
 local out
 
+--- The output of shell text cmd (its stdout; stderr too with both).
+function lib.sh(cmd, both)
+  local p = assert(io.popen(both and (cmd .. " 2>&1") or cmd))
+  local text = p:read("a")
+  p:close()
+  return text
+end
+
+--- The p-quantile (0 < p <= 1) of the numbers xs (nearest rank).
+function lib.pct(xs, p)
+  local s = {}
+  for i, x in ipairs(xs) do s[i] = x end
+  table.sort(s)
+  return s[math.max(1, math.ceil(#s * p))]
+end
+
+--- A mastra-platform of the namespaces driver (or opts.driver) started as
+-- a background process of LocalSandbox host: opts.bin, opts.base, opts.data
+-- (its data directory), opts.log (its stderr), opts.extra (more flags,
+-- each with a leading space). Returns {server, url, pid, token, cfg} (cfg:
+-- a client config of project "bench"), or raises with its log.
+function lib.serve(host, opts)
+  local client = require "mastra.platform_client"
+  local said = {}
+  local server = host.processes:spawn("exec " .. mastra.quote(opts.bin)
+    .. " serve --listen 127.0.0.1:0 --driver " .. (opts.driver or "namespaces")
+    .. " --base " .. mastra.quote(opts.base) .. (opts.extra or "")
+    .. " --data-dir " .. mastra.quote(opts.data) .. " --default-idle-minutes 0"
+    .. " 2>" .. mastra.quote(opts.log),
+    { onStdout = function(s) said[#said + 1] = s end })
+  local line
+  for _ = 1, 400 do
+    line = table.concat(said):match("^([^\n]*)\n")
+    if line or server.exitCode then break end
+    mastra.sleep(50)
+  end
+  assert(line, "mastra-platform did not start: " .. lib.sh("cat " .. mastra.quote(opts.log)))
+  local s = { server = server, url = line:match('"url":"([^"]+)"'),
+    pid = tonumber(line:match('"pid":(%d+)')),
+    token = lib.sh("cat " .. mastra.quote(opts.data .. "/token")):gsub("%s+$", "") }
+  s.cfg = client.resolve({ accessToken = s.token, proxyUrl = s.url, projectId = "bench" },
+    "bench")
+  return s
+end
+
 --- Open the samples file named by `path` (appended to).
 function lib.open(path)
   out = assert(io.open(path, "a"))

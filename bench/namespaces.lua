@@ -27,6 +27,7 @@
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local mastra = require "mastra"
 local client = require "mastra.platform_client"
+local lib = require "lib"
 
 local here = arg[0]:match("(.*/)") or "./"
 local bin = arg[1] or (here .. "../build/mastra-platform")
@@ -35,12 +36,7 @@ local n = tonumber(arg[3] or "100")
 local tmp = os.getenv("MASTRA_BENCH_TMPDIR") or "/var/tmp"
 local FLEET, FLEET_C, FLEET_ROUNDS = 100, 16, 3
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  return out
-end
+local sh = lib.sh
 
 local function load_avg()
   return (sh("cat /proc/loadavg"):match("^(%S+ %S+ %S+)"))
@@ -58,12 +54,7 @@ if not given_base then
   sh(mastra.quote(bin) .. " base build --minimal --base " .. mastra.quote(base) .. " 2>&1")
 end
 
-local function pct(xs, p)
-  local s = {}
-  for i, x in ipairs(xs) do s[i] = x end
-  table.sort(s)
-  return s[math.max(1, math.ceil(#s * p))]
-end
+local pct = lib.pct
 
 local function rss_kb(pid)
   local s = sh("grep VmRSS /proc/" .. pid .. "/status 2>/dev/null")
@@ -76,28 +67,9 @@ host:start()
 -- a server named name with `driver` (and extra flags): its url, pid,
 -- client config and helpers
 local function serve(name, driver, extra, other_bin)
-  local data = dir .. "/data-" .. name
-  local out = {}
-  local server = host.processes:spawn("exec " .. mastra.quote(other_bin or bin)
-    .. " serve --listen 127.0.0.1:0"
-    .. " --driver " .. driver .. " --base " .. mastra.quote(base) .. (extra or "")
-    .. " --data-dir " .. mastra.quote(data) .. " --default-idle-minutes 0"
-    .. " 2>" .. mastra.quote(dir .. "/platform-" .. name .. ".log"),
-    { onStdout = function(s) out[#out + 1] = s end })
-  local line
-  for _ = 1, 400 do
-    line = table.concat(out):match("^([^\n]*)\n")
-    if line or server.exitCode then break end
-    mastra.sleep(50)
-  end
-  assert(line, "mastra-platform did not start: "
-    .. sh("cat " .. mastra.quote(dir .. "/platform-" .. name .. ".log")))
-  local s = { driver = name, server = server }
-  s.url = line:match('"url":"([^"]+)"')
-  s.pid = tonumber(line:match('"pid":(%d+)'))
-  s.token = sh("cat " .. mastra.quote(data .. "/token")):gsub("%s+$", "")
-  s.cfg = client.resolve({ accessToken = s.token, proxyUrl = s.url, projectId = "bench" },
-    "bench")
+  local s = lib.serve(host, { bin = other_bin or bin, base = base, driver = driver,
+    data = dir .. "/data-" .. name, log = dir .. "/platform-" .. name .. ".log", extra = extra })
+  s.driver = name
   function s.create()
     return client.request(s.cfg, "POST", "/sandbox",
       { json = { environmentId = "bench" } }).json.id
