@@ -295,7 +295,7 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
   argv[MP_NS_INIT_RESOLV] = (char *)mp_ns_net_resolv();
   argv[MP_NS_INIT_FILTER] = mp_ns_host.filter;
   for (i = 0; i < mp_nscg_count(); i++) {
-    mp_nscg_procs(b->id, i, cgp[i], sizeof cgp[i]);
+    mp_nscg_join_file(b->id, i, cgp[i], sizeof cgp[i]);
     argv[MP_NS_INIT_CGROUPS + i] = cgp[i];
   }
   argv[MP_NS_INIT_CGROUPS + i] = NULL;
@@ -580,7 +580,7 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   argv[MP_NS_EXEC_FILTER] = mp_ns_host.filter;
   n = MP_NS_EXEC_CGROUPS;
   for (i = 0; i < mp_nscg_count(); i++) {
-    mp_nscg_procs(sb->id, i, cgp[i], sizeof cgp[i]);
+    mp_nscg_join_file(sb->id, i, cgp[i], sizeof cgp[i]);
     argv[n++] = cgp[i];
   }
   argv[n++] = MP_NS_ARG_END;

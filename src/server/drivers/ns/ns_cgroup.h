@@ -21,8 +21,9 @@ void mp_nscg_setup(const char *data_dir, long long pids_max,
                    char *limits, size_t limits_len);
 /* the hierarchies in use (0: no cgroups) */
 int mp_nscg_count(void);
-/* the cgroup.procs file of sandbox id in hierarchy i */
-void mp_nscg_procs(const char *id, int i, char *out, size_t n);
+/* the file of sandbox id in hierarchy i that a single-threaded process
+** writes "0" to in order to join it (v1 `tasks`, v2 cgroup.procs) */
+void mp_nscg_join_file(const char *id, int i, char *out, size_t n);
 /* make sandbox id's cgroups and write its limits: 0, or -1 and err */
 int mp_nscg_make(const char *id, char *err, size_t errlen);
 /* rename sandbox from's cgroups to sandbox to's (a warm sandbox taken by

@@ -52,7 +52,7 @@ int mp_ns_enter_spawn(mastra__loop *loop, const char *helper, int init_fd,
   argv[MP_NS_ENTER_FILTER] = (char *)filter;
   n = MP_NS_ENTER_CGROUPS;
   for (i = 0; i < mp_nscg_count(); i++) {
-    mp_nscg_procs(id, i, cgp[i], sizeof cgp[i]);
+    mp_nscg_join_file(id, i, cgp[i], sizeof cgp[i]);
     argv[n++] = cgp[i];
   }
   argv[n++] = MP_NS_ARG_END;
