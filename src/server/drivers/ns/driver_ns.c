@@ -82,7 +82,9 @@
 #include "drivers/ns/ns_net.h"
 #include "drivers/ns/ns_pool.h"
 #include "drivers/ns/init/ns_sys.h"
+#include "drivers/ns/ns_uids.h"
 #include "drivers/ns/ns_user.h"
+#include "sandbox/record.h"
 #include "sandbox/orphans.h"
 #include "util/trash.h"
 #include "util.h"
@@ -106,6 +108,14 @@ static void sleep_ms(long ms) {
 
 static void box_done_if_detached(ns_box *b);
 static void box_detach(ns_box *b);
+static void put_uids(ns_box *b);
+
+/* a destroyed sandbox's host uids, free again once its keeper is reaped
+** and its cgroups are removed (every process of it is gone); its record
+** keeps saying which they were */
+static void put_uids_if_gone(ns_box *b) {
+  if (b->torn_down && b->keeper_fd < 0 && !b->cg_made) put_uids(b);
+}
 
 /* the cgroups of a destroyed sandbox, once its processes are gone */
 static void on_rmdir_retry(mastra__timer *t) {
@@ -117,9 +127,12 @@ static void on_rmdir_retry(mastra__timer *t) {
     return;
   } else {
     mp_log("sandbox %s: its cgroups are still busy; the next start removes"
-           " them", b->id);
+           " them (its host uids %u.. are not given to another sandbox)",
+           b->id, b->uid_base);
     b->cg_made = 0;
+    b->uid_kept = 1;
   }
+  put_uids_if_gone(b);
   box_done_if_detached(b);
 }
 
@@ -169,6 +182,7 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
     box_done_if_detached(b);
     return;
   }
+  put_uids_if_gone(b);
   if (!sb->destroyed_ms && !sb->destroying)
     mp_log("sandbox %s: its init exited; the next command starts a new one",
            sb->id);
@@ -268,10 +282,19 @@ static void on_ready(mastra__io *io, uint32_t revents) {
 static int start_keeper(mp_server *srv, ns_box *b, const char *name,
                         const char *root, const char *hosts, char *err,
                         size_t errlen) {
-  char spid[24], sready[8], cgp[MP_NSCG_MAX][4500];
+  char spid[24], sready[8], suids[16], cgp[MP_NSCG_MAX][4500];
   char *argv[MP_NS_INIT_CGROUPS + 1 + MP_NSCG_MAX];
   posix_spawn_file_actions_t fa;
   int sv[2], i, rc;
+  if (b->uid_base == 0) {
+    b->uid_base = mp_ns_uids_take(b->sb != NULL ? b->sb->uid_base : 0);
+    if (b->uid_base == 0) {
+      snprintf(err, errlen, "no free host uid range: the server has %u, one"
+               " a sandbox (--sandbox-uid-ranges)", mp_ns_uids_count());
+      return -1;
+    }
+  }
+  if (b->sb != NULL) b->sb->uid_base = b->uid_base; /* its record's */
   if (!b->cg_made) {
     if (mp_nscg_make(b->id, err, errlen) < 0) return -1;
     b->cg_made = 1;
@@ -294,6 +317,8 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
   /* with egress: "N" for ISOLATED too */
   argv[MP_NS_INIT_RESOLV] = (char *)mp_ns_net_resolv();
   argv[MP_NS_INIT_FILTER] = mp_ns_host.filter;
+  snprintf(suids, sizeof suids, "%u", b->uid_base);
+  argv[MP_NS_INIT_UIDS] = mp_ns_host.unpriv ? (char *)MP_NS_ARG_NONE : suids;
   for (i = 0; i < mp_nscg_count(); i++) {
     mp_nscg_procs(b->id, i, cgp[i], sizeof cgp[i]);
     argv[MP_NS_INIT_CGROUPS + i] = cgp[i];
@@ -545,12 +570,15 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   char cwd[4200], spid[24], cgp[MP_NSCG_MAX][4500];
   char *argv[MP_NS_EXEC_CGROUPS + 3 + MP_NSCG_MAX], **wrapped;
   mastra__proc_opts opts;
+  unsigned uids = sb->uid_base;
   int i, n, rc;
   if (b == NULL) {
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
   }
   if (start_init(srv, sb, err, errlen) < 0) return -EIO;
+  /* a loaded or restored sandbox's first keeper: its record says its uids */
+  if (sb->uid_base != uids) mp_record_save(srv, sb);
   if (spec->cwd == NULL || spec->cwd[0] == '\0')
     snprintf(cwd, sizeof cwd, "/workspace");
   else if (spec->cwd[0] == '/')
@@ -602,6 +630,8 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
     stop_init(b);
     net_leave(sb, b);
     cg_remove_later(b);
+    b->torn_down = 1;
+    put_uids_if_gone(b); /* none started */
   }
   /* a template's build keeps its layer (sandbox/template.c) */
   if (sb->keep_layer != NULL && rename(sb->dir, sb->keep_layer) < 0)
@@ -636,15 +666,24 @@ static void box_finish_now(ns_box *b) {
   b->cg_made = 0;
 }
 
+/* b is freed: its host uids are free again, unless its processes may
+** outlive it (mp_ns_box_ops.put_uids) */
+static void put_uids(ns_box *b) {
+  if (!b->uid_kept) mp_ns_uids_put(b->uid_base);
+  b->uid_base = 0;
+}
+
 static void box_free(mastra__handle *h) {
   ns_box *b = (ns_box *)h;
   mastra__timer_stop(&b->rmdir_timer);
   mastra__io_stop(&b->keeper_io);
+  put_uids(b);
   free(b);
 }
 
 static void box_shutdown(mastra__handle *h) {
   box_finish_now((ns_box *)h);
+  put_uids((ns_box *)h);
   free(h);
 }
 
@@ -665,6 +704,7 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
   b->sb = NULL;
   if (mastra__loop_closed(b->loop)) {
     box_finish_now(b);
+    put_uids(b);
     free(b);
     return;
   }
@@ -726,6 +766,7 @@ static const mp_ns_box_ops box_ops = {
     .start_keeper = start_keeper,
     .detach = box_detach,
     .finish_now = box_finish_now,
+    .put_uids = put_uids,
 };
 
 

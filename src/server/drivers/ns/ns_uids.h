@@ -1,0 +1,33 @@
+/*
+** The host uid ranges of the `namespaces` driver's sandboxes (ns_uids.c;
+** docs/platform.md, "Host uids"): each sandbox's ids 0..MP_NS_UID_COUNT-1
+** are host ids base.., one range a sandbox, from the ranges the server owns
+** (--sandbox-uid-ranges FIRST:COUNT), so that what the kernel keeps per uid
+** (keyrings, inotify's and every other per-user budget) is the sandbox's
+** own. Where the ranges cannot be told apart (without root, or without
+** idmapped mounts), every sandbox has the one range MP_NS_UID_BASE.
+*/
+#ifndef MP_NS_UIDS_H
+#define MP_NS_UIDS_H
+
+/* count ranges from host uid first (shared: every take answers
+** MP_NS_UID_BASE, and nothing is counted) */
+void mp_ns_uids_setup(unsigned first, unsigned count, int shared);
+
+/* 1 if each sandbox has a range of its own */
+int mp_ns_uids_own(void);
+
+/* A free range's base: want (a sandbox's recorded one) if it is free, else
+** the next free one after the last taken (a range freed is taken again as
+** late as possible); 0 when none is free. */
+unsigned mp_ns_uids_take(unsigned want);
+
+/* base's range is free again (0: nothing): its sandbox is gone, every
+** process of it reaped */
+void mp_ns_uids_put(unsigned base);
+
+/* the ranges owned, and those taken */
+unsigned mp_ns_uids_count(void);
+unsigned mp_ns_uids_taken(void);
+
+#endif
