@@ -94,8 +94,16 @@ describe("a host uid range per sandbox", function()
       assert.are.equal(0, r.exitCode, r.stderr)
       local serial = trim(r.stdout)
       assert.matches("^%d+$", serial)
+      -- every permission for its owner's uid (possessor and user: all), as a
+      -- program that trusts its own uid would leave it
+      r = a:executeCommand("keyctl setperm " .. serial .. " 0x3f3f0000")
+      assert.are.equal(0, r.exitCode, r.stderr)
       assert.are.equal("s3cret", trim(a:executeCommand("keyctl pipe " .. serial).stdout))
-      -- B reads, changes, unlinks none of it, and does not find it
+      -- B reads, changes, revokes none of it, does not see it, and does not
+      -- find it
+      assert.are_not.equal(0, b:executeCommand("keyctl describe " .. serial).exitCode)
+      assert.are_not.equal(0,
+        b:executeCommand("keyctl setperm " .. serial .. " 0x3f3f3f3f").exitCode)
       local read = b:executeCommand("keyctl pipe " .. serial)
       assert.are_not.equal(0, read.exitCode)
       assert.is_nil(read.stdout:find("s3cret", 1, true))
@@ -142,6 +150,29 @@ time.sleep(60)
         .. " fd = l.inotify_init(); print(fd >= 0, ctypes.get_errno())"
       assert.are.equal("True 0", trim(b:executeCommand("python3 -c " .. mastra.quote(one)).stdout))
       assert.matches("^False 24", trim(a:executeCommand("python3 -c " .. mastra.quote(one)).stdout))
+      a:destroy()
+      b:destroy()
+    end)
+
+    it("runs a template's sandboxes in ranges of their own, with its layer's owners",
+      function()
+      if skip_if_shared(srv) then return end
+      local t = mastra.Template.new():runCmd("mkdir -p /opt/t && echo one > /opt/t/f"
+        .. " && chown 1000:1001 /opt/t/f && chmod 640 /opt/t/f")
+      local built = t:build(srv:sandboxOptions())
+      assert.are.equal("ready", built.status, srv.stderrTail)
+      local a = srv:startSandbox{ template = t }
+      local b = srv:startSandbox{ template = t }
+      assert.are_not.equal(host_uid(a), host_uid(b))
+      for _, sb in ipairs{ a, b } do
+        local r = sb:executeCommand("stat -c '%u:%g %a' /opt/t/f && echo two >> /opt/t/f"
+          .. " && stat -c '%u:%g' /opt/t/f && cat /opt/t/f")
+        assert.are.equal(0, r.exitCode, r.stderr)
+        assert.are.equal("1000:1001 640\n1000:1001\none\ntwo\n", r.stdout)
+        -- the copy-up is in its own layer, with the layers' ids on the host
+        local up = srv.dataDir .. "/sandboxes/" .. sb.sandboxId .. "/upper/opt/t/f"
+        assert.are.equal("101000:101001", trim(sh("stat -c %u:%g " .. mastra.quote(up))))
+      end
       a:destroy()
       b:destroy()
     end)
