@@ -4,9 +4,9 @@
 ** A sandbox is <data>/sandboxes/<id>/{upper,work,merged}: its upper layer
 ** over the base (base.c), mounted as an overlay inside the sandbox's own
 ** mount namespace by its init (ns_init.c), which also owns its pid, uts,
-** ipc and net namespaces and a user namespace where root is host uid
-** MP_NS_UID_BASE (without root: the server's uid, ns_user.c; with root,
-** the base's files are idmapped to it, ns_idmap.c). The init starts when
+** ipc and net namespaces and a user namespace where root is the first of
+** its host uid range (ns_uids.h; without root the server's uid, ns_user.c;
+** its layers idmapped to it, ns_idmap.c, ns_init.c). The init starts when
 ** the sandbox is created (or, for a restored one and after a restart, at
 ** its first command), without waiting: the server watches its ready
 ** socket on the loop.
@@ -98,8 +98,6 @@ _Static_assert(MP_NS_READY_FD == 3, "MP_NS_READY_FD is proc.c's fd3");
 #define RMDIR_RETRY_MS 50
 #define RMDIR_TRIES 200
 
-
-
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
@@ -108,14 +106,6 @@ static void sleep_ms(long ms) {
 
 static void box_done_if_detached(ns_box *b);
 static void box_detach(ns_box *b);
-static void put_uids(ns_box *b);
-
-/* a destroyed sandbox's host uids, free again once its keeper is reaped
-** and its cgroups are removed (every process of it is gone); its record
-** keeps saying which they were */
-static void put_uids_if_gone(ns_box *b) {
-  if (b->torn_down && b->keeper_fd < 0 && !b->cg_made) put_uids(b);
-}
 
 /* the cgroups of a destroyed sandbox, once its processes are gone */
 static void on_rmdir_retry(mastra__timer *t) {
@@ -132,7 +122,7 @@ static void on_rmdir_retry(mastra__timer *t) {
     b->cg_made = 0;
     b->uid_kept = 1;
   }
-  put_uids_if_gone(b);
+  mp_ns_uids_put_if_gone(b);
   box_done_if_detached(b);
 }
 
@@ -182,7 +172,7 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
     box_done_if_detached(b);
     return;
   }
-  put_uids_if_gone(b);
+  mp_ns_uids_put_if_gone(b);
   if (!sb->destroyed_ms && !sb->destroying)
     mp_log("sandbox %s: its init exited; the next command starts a new one",
            sb->id);
@@ -286,15 +276,7 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
   char *argv[MP_NS_INIT_CGROUPS + 1 + MP_NSCG_MAX];
   posix_spawn_file_actions_t fa;
   int sv[2], i, rc;
-  if (b->uid_base == 0) {
-    b->uid_base = mp_ns_uids_take(b->sb != NULL ? b->sb->uid_base : 0);
-    if (b->uid_base == 0) {
-      snprintf(err, errlen, "no free host uid range: the server has %u, one"
-               " a sandbox (--sandbox-uid-ranges)", mp_ns_uids_count());
-      return -1;
-    }
-  }
-  if (b->sb != NULL) b->sb->uid_base = b->uid_base; /* its record's */
+  if (mp_ns_uids_take_box(b, err, errlen) < 0) return -1;
   if (!b->cg_made) {
     if (mp_nscg_make(b->id, err, errlen) < 0) return -1;
     b->cg_made = 1;
@@ -631,7 +613,7 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
     net_leave(sb, b);
     cg_remove_later(b);
     b->torn_down = 1;
-    put_uids_if_gone(b); /* none started */
+    mp_ns_uids_put_if_gone(b); /* none started */
   }
   /* a template's build keeps its layer (sandbox/template.c) */
   if (sb->keep_layer != NULL && rename(sb->dir, sb->keep_layer) < 0)
@@ -666,24 +648,17 @@ static void box_finish_now(ns_box *b) {
   b->cg_made = 0;
 }
 
-/* b is freed: its host uids are free again, unless its processes may
-** outlive it (mp_ns_box_ops.put_uids) */
-static void put_uids(ns_box *b) {
-  if (!b->uid_kept) mp_ns_uids_put(b->uid_base);
-  b->uid_base = 0;
-}
-
 static void box_free(mastra__handle *h) {
   ns_box *b = (ns_box *)h;
   mastra__timer_stop(&b->rmdir_timer);
   mastra__io_stop(&b->keeper_io);
-  put_uids(b);
+  mp_ns_uids_put_box(b);
   free(b);
 }
 
 static void box_shutdown(mastra__handle *h) {
   box_finish_now((ns_box *)h);
-  put_uids((ns_box *)h);
+  mp_ns_uids_put_box((ns_box *)h);
   free(h);
 }
 
@@ -704,7 +679,7 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
   b->sb = NULL;
   if (mastra__loop_closed(b->loop)) {
     box_finish_now(b);
-    put_uids(b);
+    mp_ns_uids_put_box(b);
     free(b);
     return;
   }
@@ -766,7 +741,7 @@ static const mp_ns_box_ops box_ops = {
     .start_keeper = start_keeper,
     .detach = box_detach,
     .finish_now = box_finish_now,
-    .put_uids = put_uids,
+    .put_uids = mp_ns_uids_put_box,
 };
 
 

@@ -1,10 +1,13 @@
 /*
-** The host uid ranges of the sandboxes (ns_uids.h): a bitmap of the
-** ranges the server owns, on the loop's thread alone.
+** The host uid ranges of the sandboxes (ns_uids.h): a byte a range the
+** server owns, on the loop's thread alone, and the ranges of the boxes.
 */
 #include "drivers/ns/ns_uids.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+
+#include "drivers/ns/ns_box.h"
 
 #include "drivers/ns/init/ns_init.h" /* MP_NS_UID_BASE, MP_NS_UID_COUNT */
 
@@ -67,4 +70,26 @@ void mp_ns_uids_put(unsigned base) {
   if (i >= uids.count || !uids.used[i]) return;
   uids.used[i] = 0;
   uids.taken--;
+}
+
+int mp_ns_uids_take_box(ns_box *b, char *err, size_t errlen) {
+  if (b->uid_base == 0) {
+    b->uid_base = mp_ns_uids_take(b->sb != NULL ? b->sb->uid_base : 0);
+    if (b->uid_base == 0) {
+      snprintf(err, errlen, "no free host uid range: the server has %u, one"
+               " a sandbox (--sandbox-uid-ranges)", uids.count);
+      return -1;
+    }
+  }
+  if (b->sb != NULL) b->sb->uid_base = b->uid_base;
+  return 0;
+}
+
+void mp_ns_uids_put_box(ns_box *b) {
+  if (!b->uid_kept) mp_ns_uids_put(b->uid_base);
+  b->uid_base = 0;
+}
+
+void mp_ns_uids_put_if_gone(ns_box *b) {
+  if (b->torn_down && b->keeper_fd < 0 && !b->cg_made) mp_ns_uids_put_box(b);
 }

@@ -10,6 +10,8 @@
 #ifndef MP_NS_UIDS_H
 #define MP_NS_UIDS_H
 
+#include <stddef.h>
+
 /* count ranges from host uid first (shared: every take answers
 ** MP_NS_UID_BASE, and nothing is counted) */
 void mp_ns_uids_setup(unsigned first, unsigned count, int shared);
@@ -29,5 +31,23 @@ void mp_ns_uids_put(unsigned base);
 /* the ranges owned, and those taken */
 unsigned mp_ns_uids_count(void);
 unsigned mp_ns_uids_taken(void);
+
+/* {====== a box's range (ns_box.h) ====== */
+struct ns_box;
+
+/* b's range, taken at its first keeper (a recorded one if it is free), and
+** its sandbox's uid_base (its record's): 0, or -1 and err */
+int mp_ns_uids_take_box(struct ns_box *b, char *err, size_t errlen);
+
+/* b is freed: its range is free again, unless its processes may outlive
+** it (b->uid_kept) */
+void mp_ns_uids_put_box(struct ns_box *b);
+
+/* a destroyed sandbox's range, free again once its keeper is reaped and
+** its cgroups are removed (every process of it is gone); its record keeps
+** saying which it was */
+void mp_ns_uids_put_if_gone(struct ns_box *b);
+
+/* }====== */
 
 #endif

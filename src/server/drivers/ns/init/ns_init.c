@@ -11,7 +11,7 @@
 **     sandbox's upper layer, with a private /tmp, a minimal /dev and
 **     /dev/pts, /dev/shm), sets the hostname to the sandbox id, brings
 **     loopback up, forks the init, writes the init's uid and gid maps
-**     (0 -> MP_NS_UID_BASE, MP_NS_UID_COUNT ids), tells the server "R
+**     (0 -> UIDS, MP_NS_UID_COUNT ids: ns_init.h), tells the server "R
 **     <init pid>" on the ready socket, and waits for the init; a warm
 **     keeper (the server's pool) says "W" instead, and sets the hostname
 **     only once the server names its sandbox, "h <id>", then says "R";
@@ -22,8 +22,10 @@
 **     comes "R" (commands wait for it);
 **   the init (pid 1 of the sandbox's pid namespace): mounts /proc,
 **     pivot_roots into the overlay (the host's tree is unmounted from the
-**     sandbox's view), unshares a user namespace (whose maps the keeper
-**     writes), becomes non-dumpable and reaps orphans until it is killed.
+**     sandbox's view), becomes host uid UIDS and unshares a user namespace
+**     (whose maps the keeper writes; the namespace's owner is then the
+**     sandbox's uid), becomes non-dumpable and reaps orphans until it is
+**     killed.
 **
 ** Both have PR_SET_PDEATHSIG = SIGKILL: the keeper dies with the server,
 ** the init with the keeper, and every process of the sandbox with its
@@ -33,13 +35,15 @@
 **
 ** Commands join the namespaces from the server's side (driver_ns.c):
 ** mount, uts, ipc, net and pid as host root, then the user namespace,
-** where they are uid 0 (host uid MP_NS_UID_BASE).
+** where they are uid 0 (host uid UIDS).
 **
 ** The root's lower layers: the base, and for a base with
 ** MP_BASE_HOST_USR (base.h) a second overlay on /usr, the base's usr over
 ** the host's /usr. With root, where the server hands an id map's user
 ** namespace as descriptor MP_NS_IDMAP_FD (ns_idmap.c), they are idmapped
-** mounts: the host's root owns them inside too.
+** mounts: the host's root owns them inside too; and for UIDS other than
+** MP_NS_UID_BASE the sandbox's own layer and a template's are idmapped
+** too, from MP_NS_UID_BASE (their owners on disk) to UIDS.
 **
 ** Without root (the server is not root: ns_user.c), the keeper first
 ** joins the user namespace the server hands as MP_NS_IDMAP_FD, if any (the
