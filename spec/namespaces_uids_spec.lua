@@ -88,6 +88,10 @@ describe("a host uid range per sandbox", function()
 
     it("keeps one sandbox's keys out of another's reach", function()
       if skip_if_shared(srv) then return end
+      if select(3, os.execute("command -v keyctl > /dev/null")) ~= 0 then
+        pending("keyctl is missing here (keyutils: scripts/setup installs it)")
+        return
+      end
       local a = srv:startSandbox{ id = "keys-a" }
       local b = srv:startSandbox{ id = "keys-b" }
       local r = a:executeCommand("keyctl add user mastra-secret s3cret @u")
@@ -250,5 +254,19 @@ time.sleep(60)
       c:destroy()
       b:destroy()
     end)
+  end)
+
+  it("rejects a malformed --sandbox-uid-ranges, saying what it wants", function()
+    for _, v in ipairs{ "5:1", "100000", "100000:0", "4294900000:2", "x:1", "100000:-1" } do
+      local r = mastra.LocalSandbox.new{}
+      r:start()
+      local res = r:executeCommand(mastra.quote(platform.binary())
+        .. " serve --sandbox-uid-ranges " .. mastra.quote(v)
+        .. " --data-dir /nonexistent-mastra-dir")
+      r:destroy()
+      assert.are_not.equal(0, res.exitCode, v)
+      assert.matches("%-%-sandbox%-uid%-ranges wants FIRST:COUNT", res.stderr)
+      assert.is_truthy(res.stderr:find("(got '" .. v .. "')", 1, true), res.stderr)
+    end
   end)
 end)
