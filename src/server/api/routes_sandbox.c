@@ -374,6 +374,8 @@ static enum MHD_Result lease(mp_server *srv, struct MHD_Connection *conn,
 static enum MHD_Result answer_capture(struct MHD_Connection *conn,
                                       route_wait *st) {
   cJSON *o;
+  if (st->rc == MP_CHECKPOINT_NO_SPACE)
+    return mp_send_error(conn, 507, "insufficient_storage", "%s", st->message);
   if (st->rc < 0)
     return mp_send_error(conn, 500, "internal_error", "%s", st->message);
   o = cJSON_CreateObject();
@@ -437,6 +439,8 @@ static enum MHD_Result checkpoint(mp_server *srv, struct MHD_Connection *conn,
 
 static enum MHD_Result answer_destroy(struct MHD_Connection *conn,
                                       route_wait *st) {
+  if (st->rc == MP_CHECKPOINT_NO_SPACE)
+    return mp_send_error(conn, 507, "insufficient_storage", "%s", st->message);
   if (st->rc < 0)
     return mp_send_error(conn, 500, "internal_error", "%s", st->message);
   return mp_send_empty(conn, 204);

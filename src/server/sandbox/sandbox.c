@@ -479,9 +479,16 @@ static void on_destroy_captured(mp_waiter *w, mp_sandbox *sb, int rc,
              " DELETE its checkpoint first to destroy it without one",
              sb->id, message ? message : "unknown error");
     mp_log("%s", msg);
-    if (mp_sandbox_idle_minutes(sb->srv, sb) > 0 && sb->running == 0)
+    /* A tree that the data disk has no room for fails the same way each
+    ** minute, and would fill the disk each time: recorded once as a
+    ** failure, and the idle reaper tries again only after its next
+    ** commands (mp_sandbox_commands_ended re-arms it) */
+    if (rc == MP_CHECKPOINT_NO_SPACE)
+      mp_failure_record(sb->srv, sb->project, sb->environment, "checkpoint",
+                        sb->id, msg, NULL, NULL);
+    else if (mp_sandbox_idle_minutes(sb->srv, sb) > 0 && sb->running == 0)
       mastra__timer_start(&sb->idle_timer, REAP_RETRY_MS);
-    tell_waiters(sb, -1, NULL, msg);
+    tell_waiters(sb, rc == MP_CHECKPOINT_NO_SPACE ? rc : -1, NULL, msg);
     return;
   }
   teardown(sb->srv, sb);
