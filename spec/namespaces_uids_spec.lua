@@ -214,6 +214,52 @@ time.sleep(60)
     end)
   end)
 
+  describe("across a restart", function()
+    local dir, srv
+    local function serve()
+      return platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token",
+        args = { "--driver", "namespaces", "--warm-pool", "2" } }
+    end
+    setup(function()
+      dir = platform.tmpdir()
+      srv = serve()
+    end)
+    teardown(function()
+      if srv then srv:close() end
+      platform.rm_rf(dir)
+    end)
+
+    local function pool_ready(n)
+      platform.waitUntil(function()
+        local h = srv:curl("GET", srv.info.inspector .. "api/health")
+        return h.status == 200 and h.json.warmPool.ready == n
+      end, 20000)
+    end
+
+    it("gives a live sandbox its recorded range again, before the warm pool", function()
+      if skip_if_shared(srv) then return end
+      -- a member's range: the first that the new server's pool would take
+      pool_ready(2)
+      local sb = srv:startSandbox{ id = "restart-kept" }
+      local before = host_uid(sb)
+      assert.are.equal(100000, before)
+      local r = sb:executeCommand("echo kept > /workspace/f && chown 1000 /workspace/f")
+      assert.are.equal(0, r.exitCode, r.stderr)
+      local id = sb.sandboxId
+      srv:stop() -- the sandbox stays live in its record
+      srv = serve()
+      pool_ready(2)
+      local again = mastra.PlatformSandbox.new(srv:sandboxOptions{ id = "restart-kept" })
+      again:start()
+      assert.are.equal(id, again.sandboxId)
+      assert.are.equal(before, host_uid(again))
+      assert.are.equal(before, record(srv, id).hostUidBase)
+      assert.are.equal("kept 1000\n", again:executeCommand(
+        "printf '%s ' $(cat /workspace/f); stat -c %u /workspace/f").stdout)
+      again:destroy()
+    end)
+  end)
+
   describe("with two ranges", function()
     local srv
     setup(function()

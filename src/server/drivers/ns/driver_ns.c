@@ -185,7 +185,7 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
 ** with why) */
 static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
                          size_t len) {
-  char path[64], addr[32], err[600], answer[MP_NS_LINE_MAX];
+  char path[64], err[600], answer[MP_NS_LINE_MAX];
   int fd, rc = -1, got[2] = {-1, -1}, n;
   /* without root the line comes with the sandbox's network namespace and an
   ** rtnetlink socket made in it (net.h, mp_net_join_nl) */
@@ -196,7 +196,6 @@ static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
   }
   snprintf(path, sizeof path, "/proc/%ld/ns/net", atol(line + 2));
   fd = got[0] >= 0 ? got[0] : open(path, O_RDONLY | O_CLOEXEC);
-  (void)addr;
   if (fd < 0)
     snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
   else
@@ -470,12 +469,16 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
     snprintf(err, errlen, "out of memory");
     return -1;
   }
+  /* its recorded range before the pool takes it (a loaded record without
+  ** a free one tries again at its first command) */
+  if (!fresh && mp_ns_uids_take_box(sb->driver_data, err, errlen) < 0
+      && sb->restoring)
+    return -1;
   if (make_tree(sb->root, err, errlen) < 0) return -1;
   if (template_link(srv, sb, err, errlen) < 0) return -1;
   if (fresh && start_init(srv, sb, err, errlen) < 0) return -1;
   return 0;
 }
-
 
 /* A running sandbox's working directory that does not exist is the
 ** spawn's error, as with the process driver (resolved in the init's root,
@@ -700,7 +703,6 @@ static void box_detach(ns_box *b) {
   box_done_if_detached(b);
 }
 
-
 typedef struct stray_scan {
   const ns_box *b;
   int (*in_command)(void *data, long pgrp);
@@ -743,7 +745,6 @@ static const mp_ns_box_ops box_ops = {
     .finish_now = box_finish_now,
     .put_uids = mp_ns_uids_put_box,
 };
-
 
 static int ns_setup(mp_server *srv, char *err, size_t errlen) {
   int rc = mp_ns_host_setup(srv, err, errlen);
