@@ -52,7 +52,7 @@ end
 -- with root, where each sandbox has host uids of its own (docs/platform.md,
 -- "Host uids"), the keyring calls are the sandbox's own business; where the
 -- server says every sandbox has the same ones, they are denied
-local SHARED_UIDS = "every sandbox has the same host uids"
+local SHARED_UIDS = "every sandbox has the same host uid"
 local OWN_KEYRINGS = { keyctl = "ok", add_key = "ok", request_key = "ENOKEY" }
 local function denied_by(srv, over)
   local t = copy(DENIED, over)

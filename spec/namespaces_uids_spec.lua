@@ -20,7 +20,14 @@ local function sh(cmd)
   return out
 end
 
-local SHARED = "every sandbox has the same host uids"
+local SHARED = "every sandbox has the same host uid"
+
+-- a sandbox's record, as the server keeps it
+local function record(srv, id)
+  local text = util.read_file(srv.dataDir .. "/state/sandboxes/" .. id .. ".json")
+  assert.is_not_nil(text, "the record of " .. id)
+  return platform.decode(text)
+end
 
 describe("a host uid range per sandbox", function()
   if trim(sh("id -u")) ~= "0" then
@@ -39,11 +46,6 @@ describe("a host uid range per sandbox", function()
     return tonumber(outside)
   end
 
-  local function record(srv, id)
-    local text = util.read_file(srv.dataDir .. "/state/sandboxes/" .. id .. ".json")
-    assert.is_not_nil(text, "the record of " .. id)
-    return platform.decode(text)
-  end
 
   local function skip_if_shared(srv)
     if srv.stderrTail:find(SHARED, 1, true) then
@@ -314,5 +316,63 @@ time.sleep(60)
       assert.matches("%-%-sandbox%-uid%-ranges wants FIRST:COUNT", res.stderr)
       assert.is_truthy(res.stderr:find("(got '" .. v .. "')", 1, true), res.stderr)
     end
+  end)
+end)
+
+describe("host uids without root", function()
+  local UID = 47000 + (tonumber(tostring(os.time()):sub(-3)) or 0)
+  local reason
+  if trim(sh("id -u")) ~= "0" then
+    reason = "a server of another uid needs root to start: skipped"
+  else
+    local out = sh(("setpriv --reuid=%d --regid=%d --clear-groups unshare -Urnmp --fork"
+      .. " true && echo ok"):format(UID, UID))
+    if not out:find("ok\n$") then
+      reason = "no unprivileged user namespaces (" .. trim(out) .. "): skipped"
+    end
+  end
+  if reason then
+    pending(reason)
+    return
+  end
+
+  local scratch = platform.tmpdir()
+  local base = scratch .. "/base"
+  local srv
+  setup(function()
+    sh(("chown %d:%d %s"):format(UID, UID, mastra.quote(scratch)))
+    local out = sh(("setpriv --reuid=%d --regid=%d --clear-groups %s base build --minimal"
+      .. " --base %s && echo built"):format(UID, UID, mastra.quote(platform.binary()),
+      mastra.quote(base)))
+    assert(out:find("built\n$"), out)
+    srv = platform.start{ user = UID, base = false,
+      args = { "--driver", "namespaces", "--base", base, "--sandbox-uid-ranges", "300000:4" } }
+  end)
+  teardown(function()
+    if srv then srv:close() end
+    platform.rm_rf(scratch)
+  end)
+
+  it("gives every sandbox the server's uid, says so, and records it", function()
+    assert.is_truthy(srv.stderrTail:find("every sandbox has the same host uid ("
+      .. UID .. ", the server's)", 1, true), srv.stderrTail)
+    local a = srv:startSandbox()
+    local b = srv:startSandbox()
+    for _, sb in ipairs{ a, b } do
+      local r = sb:executeCommand("cat /proc/self/uid_map")
+      assert.are.equal(0, r.exitCode, r.stderr)
+      -- one id (the outside one is the server's, seen from the parent
+      -- namespace the server may have made for its networks)
+      assert.matches("^%s*0%s+%d+%s+1%s*$", r.stdout)
+      assert.are.equal(UID, record(srv, sb.sandboxId).hostUidBase)
+    end
+    -- as the host sees them: both inits are the server's uid
+    local owners = {}
+    for uid in sh("ps -eo uid=,args= | grep '[m]astra-init'"):gmatch("(%d+)%s") do
+      owners[tonumber(uid)] = (owners[tonumber(uid)] or 0) + 1
+    end
+    assert.is_true((owners[UID] or 0) >= 2)
+    a:destroy()
+    b:destroy()
   end)
 end)

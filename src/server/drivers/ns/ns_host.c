@@ -152,8 +152,12 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
       snprintf(why, sizeof why, "idmapped mounts do not work here");
     else
       own = mp_ns_idmap_layers_probe(srv->data_dir, why, sizeof why);
-    mp_ns_uids_setup(mp_ns_opts.uid_first, mp_ns_opts.uid_ranges, !own);
-    if (!own)
+    mp_ns_uids_setup(mp_ns_opts.uid_first, mp_ns_opts.uid_ranges, !own,
+                     mp_ns_host.unpriv ? (unsigned)geteuid() : MP_NS_UID_BASE);
+    if (!own && mp_ns_host.unpriv)
+      mp_log("every sandbox has the same host uid (%u, the server's): %s",
+             (unsigned)geteuid(), why);
+    else if (!own)
       mp_log("every sandbox has the same host uids (%u..%u): %s", MP_NS_UID_BASE,
              MP_NS_UID_BASE + MP_NS_UID_COUNT - 1, why);
   }

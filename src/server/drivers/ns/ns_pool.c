@@ -28,6 +28,7 @@
 
 #include "util/log.h"
 #include "drivers/ns/ns_cgroup.h"
+#include "drivers/ns/ns_uids.h"
 #include "drivers/ns/init/ns_init.h" /* MP_NS_TELL_NAME, MP_NS_ARG_NONE */
 #include "util/trash.h"
 #include "util.h"
@@ -200,7 +201,7 @@ int mp_ns_pool_take(mp_server *srv, mp_sandbox *sb) {
   snprintf(b->id, sizeof b->id, "%s", sb->id);
   b->sb = sb;
   sb->driver_data = b;
-  sb->uid_base = b->uid_base; /* taken when it was warmed */
+  sb->uid_base = mp_ns_uids_recorded(b->uid_base); /* taken when warmed */
   /* a line into a socket it reads: never blocks. A keeper gone already:
   ** the driver says so, and the first command starts a new one */
   n = snprintf(line, sizeof line, "%c %s\n", MP_NS_TELL_NAME, sb->id);

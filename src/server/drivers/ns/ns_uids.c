@@ -14,16 +14,19 @@
 static struct {
   unsigned first, count, taken, next;
   int shared;
+  unsigned shared_uid;
   unsigned char *used; /* one byte a range */
-} uids = {MP_NS_UID_BASE, 1, 0, 0, 1, NULL};
+} uids = {MP_NS_UID_BASE, 1, 0, 0, 1, MP_NS_UID_BASE, NULL};
 
-void mp_ns_uids_setup(unsigned first, unsigned count, int shared) {
+void mp_ns_uids_setup(unsigned first, unsigned count, int shared,
+                      unsigned shared_uid) {
   free(uids.used);
   uids.used = NULL;
   uids.first = first;
   uids.count = count;
   uids.taken = uids.next = 0;
   uids.shared = shared || count == 0;
+  uids.shared_uid = shared_uid;
   if (!uids.shared) {
     uids.used = calloc(count, 1);
     if (uids.used == NULL) uids.shared = 1; /* as without idmapped mounts */
@@ -72,6 +75,10 @@ void mp_ns_uids_put(unsigned base) {
   uids.taken--;
 }
 
+unsigned mp_ns_uids_recorded(unsigned base) {
+  return uids.shared ? uids.shared_uid : base;
+}
+
 int mp_ns_uids_take_box(ns_box *b, char *err, size_t errlen) {
   if (b->uid_base == 0) {
     b->uid_base = mp_ns_uids_take(b->sb != NULL ? b->sb->uid_base : 0);
@@ -81,7 +88,7 @@ int mp_ns_uids_take_box(ns_box *b, char *err, size_t errlen) {
       return -1;
     }
   }
-  if (b->sb != NULL) b->sb->uid_base = b->uid_base;
+  if (b->sb != NULL) b->sb->uid_base = mp_ns_uids_recorded(b->uid_base);
   return 0;
 }
 

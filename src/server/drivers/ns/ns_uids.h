@@ -13,8 +13,11 @@
 #include <stddef.h>
 
 /* count ranges from host uid first (shared: every take answers
-** MP_NS_UID_BASE, and nothing is counted) */
-void mp_ns_uids_setup(unsigned first, unsigned count, int shared);
+** MP_NS_UID_BASE, nothing is counted, and a sandbox's record says
+** shared_uid, the host uid of every sandbox's root: MP_NS_UID_BASE with
+** root, the server's own without) */
+void mp_ns_uids_setup(unsigned first, unsigned count, int shared,
+                      unsigned shared_uid);
 
 /* 1 if each sandbox has a range of its own */
 int mp_ns_uids_own(void);
@@ -27,6 +30,9 @@ unsigned mp_ns_uids_take(unsigned want);
 /* base's range is free again (0: nothing): its sandbox is gone, every
 ** process of it reaped */
 void mp_ns_uids_put(unsigned base);
+
+/* what a sandbox of range base records as the host uid of its root */
+unsigned mp_ns_uids_recorded(unsigned base);
 
 /* the ranges owned, and those taken */
 unsigned mp_ns_uids_count(void);
