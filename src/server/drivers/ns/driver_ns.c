@@ -469,8 +469,7 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  /* its recorded range before the pool takes it (a loaded record without
-  ** a free one tries again at its first command) */
+  /* its recorded range before the pool takes it (a loaded one: or later) */
   if (!fresh && mp_ns_uids_take_box(sb->driver_data, err, errlen) < 0
       && sb->restoring)
     return -1;
@@ -555,14 +554,13 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   char cwd[4200], spid[24], cgp[MP_NSCG_MAX][4500];
   char *argv[MP_NS_EXEC_CGROUPS + 3 + MP_NSCG_MAX], **wrapped;
   mastra__proc_opts opts;
-  unsigned uids = sb->uid_base;
+  unsigned uids = sb->uid_base; /* its record's: saved when it changes */
   int i, n, rc;
   if (b == NULL) {
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
   }
   if (start_init(srv, sb, err, errlen) < 0) return -EIO;
-  /* a loaded or restored sandbox's first keeper: its record says its uids */
   if (sb->uid_base != uids) mp_record_save(srv, sb);
   if (spec->cwd == NULL || spec->cwd[0] == '\0')
     snprintf(cwd, sizeof cwd, "/workspace");
