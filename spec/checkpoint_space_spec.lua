@@ -2,8 +2,9 @@
 -- "Checkpoints"): a sparse file is stored sparse and restored so, and a
 -- tree that the data disk has no room for fails its capture once, before
 -- tar writes anything, answers 507, is recorded as a failure, keeps the
--- sandbox, and the idle reaper does not try it again each minute. The
--- small disk is a tmpfs of 96 MiB mounted for the test (root only).
+-- sandbox, and the idle reaper does not try it again each minute; a create
+-- and a restore on a full disk answer 507. The small disk is a tmpfs of 96
+-- MiB mounted for the test (root only).
 local mastra = require "mastra"
 local platform = require "spec.support.platform"
 local util = require "spec.support.util"
@@ -128,6 +129,36 @@ describe("a capture the data disk has no room for", function()
     -- with room again (its file gone), a destroy captures and ends it
     run(srv, sb, "rm /workspace/full")
     r = srv:curl("DELETE", P .. "/sandbox/" .. sb.id)
+    assert.are.equal(204, r.status, r.body)
+  end)
+
+  it("answers 507 to a create and to a restore on a full disk", function()
+    local sb = create(srv, { id = "full-restore", environmentId = "env" })
+    run(srv, sb, "head -c 8388608 /dev/urandom > /workspace/data")
+    local r = srv:curl("DELETE", P .. "/sandbox/" .. sb.id)
+    assert.are.equal(204, r.status, r.body)
+    -- the trash emptied first (it frees the destroyed trees' room later)
+    assert.is_true(util.wait_until(function()
+      return sh("ls -A " .. mastra.quote(srv.dataDir .. "/trash") .. " 2>/dev/null") == ""
+    end, 10000, 100))
+    local fill = mastra.quote(disk .. "/filler")
+    sh("dd if=/dev/zero of=" .. fill .. " bs=1M")
+    -- a create: its record cannot be written
+    r = srv:json("POST", P .. "/sandbox", { environmentId = "env" })
+    assert.are.equal(507, r.status, r.body)
+    assert.are.equal("insufficient_storage", r.json.error.type)
+    -- room for a record, not for the 8 MiB its checkpoint restores
+    assert(select(2, sh("truncate -s -1M " .. fill)))
+    r = srv:json("POST", P .. "/sandbox", { id = "full-restore", environmentId = "env" })
+    assert.are.equal(507, r.status, r.body)
+    assert.are.equal("insufficient_storage", r.json.error.type)
+    assert.matches("restoring its checkpoint failed", r.json.error.message)
+    -- with room again, the restore brings it all back
+    os.remove(disk .. "/filler")
+    local again = create(srv, { id = "full-restore", environmentId = "env" })
+    assert.are.equal(true, again.restoredFromCheckpoint)
+    assert.are.equal("8388608\n", run(srv, again, "stat -c %s /workspace/data"))
+    r = srv:curl("DELETE", P .. "/sandbox/" .. again.id)
     assert.are.equal(204, r.status, r.body)
   end)
 end)

@@ -408,10 +408,12 @@ static void tar_notify(mastra__proc *p, void *data) {
     return;
   }
   /* CAPTURE_NO_ROOM: the measure said it cannot fit; tar's own ENOSPC,
-  ** EDQUOT (the archive's write, or a restore's) the same */
+  ** EDQUOT (the archive's write, or a restore's; a restore's short write,
+  ** "Wrote only N of M bytes", is a full disk too) the same */
   run->no_space = code == CAPTURE_NO_ROOM
                   || strstr(run->err, "No space left on device") != NULL
-                  || strstr(run->err, "Disk quota exceeded") != NULL;
+                  || strstr(run->err, "Disk quota exceeded") != NULL
+                  || (run->restore && strstr(run->err, ": Wrote only ") != NULL);
   if (code == CAPTURE_NO_ROOM && !run->restore) {
     char what[700];
     snprintf(what, sizeof what, "the data disk has no room for the"

@@ -429,10 +429,14 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   }
   sb->restoring = restore == 0; /* the driver's prepare looks */
   if (srv->driver->prepare(srv, sb, err, errlen) < 0) {
+    /* its tree could not be made for the disk's room (or its inodes) */
+    int full = errno == ENOSPC || errno == EDQUOT
+               || strstr(err, strerror(ENOSPC)) != NULL
+               || strstr(err, strerror(EDQUOT)) != NULL;
     mp_failure_record_create(srv, "create", spec->recovery_key, spec, err,
                              retry_create);
     sandbox_discard(sb);
-    return -1;
+    return full ? -3 : -1;
   }
   /* no record, no sandbox: one the platform cannot write down would be
   ** forgotten by its next start, tree and all */
