@@ -80,6 +80,13 @@ describe("a host uid range per sandbox", function()
       assert.are.equal(0, (ub - 100000) % 65536)
       assert.are.equal(ua, record(srv, a.sandboxId).hostUidBase)
       assert.are.equal(ub, record(srv, b.sandboxId).hostUidBase)
+      -- the inspector's health counts them (two sandboxes, the pool's member)
+      local h = srv:curl("GET", srv.info.inspector .. "api/health")
+      assert.are.equal(200, h.status, h.body)
+      assert.are.same({ own = true, first = 100000, ranges = 1024 },
+        { own = h.json.hostUids.own, first = h.json.hostUids.first,
+          ranges = h.json.hostUids.ranges })
+      assert.is_true(h.json.hostUids.taken >= 2, h.body)
       -- the inits (pid 1 of each) run as their sandbox's root, as the host sees them
       local owners = sh("ps -eo uid=,args= | grep '[m]astra-init'")
       assert.matches("%f[%d]" .. ua .. "%f[%D]", owners)
@@ -356,6 +363,10 @@ describe("host uids without root", function()
   it("gives every sandbox the server's uid, says so, and records it", function()
     assert.is_truthy(srv.stderrTail:find("every sandbox has the same host uid ("
       .. UID .. ", the server's)", 1, true), srv.stderrTail)
+    local h = srv:curl("GET", srv.info.inspector .. "api/health")
+    assert.are.equal(200, h.status, h.body)
+    assert.are.equal(false, h.json.hostUids.own)
+    assert.are.equal(UID, h.json.hostUids.first)
     local a = srv:startSandbox()
     local b = srv:startSandbox()
     for _, sb in ipairs{ a, b } do

@@ -765,6 +765,7 @@ static void ns_finish(mp_server *srv) {
 static void ns_health(const mp_server *srv, cJSON *o) {
   (void)srv;
   mp_ns_pool_health(o);
+  mp_ns_uids_health(o);
 }
 
 const mp_driver mp_ns_driver = {

@@ -41,7 +41,14 @@ int mp_ns_uids_own(void) { return !uids.shared; }
 
 unsigned mp_ns_uids_count(void) { return uids.count; }
 
-unsigned mp_ns_uids_taken(void) { return uids.taken; }
+void mp_ns_uids_health(cJSON *o) {
+  cJSON *h = cJSON_AddObjectToObject(o, "hostUids");
+  if (h == NULL) return;
+  cJSON_AddBoolToObject(h, "own", !uids.shared);
+  cJSON_AddNumberToObject(h, "first", uids.shared ? uids.shared_uid : uids.first);
+  cJSON_AddNumberToObject(h, "ranges", uids.count);
+  cJSON_AddNumberToObject(h, "taken", uids.taken);
+}
 
 static unsigned base_of(unsigned i) { return uids.first + i * MP_NS_UID_COUNT; }
 

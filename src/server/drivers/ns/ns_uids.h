@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 /* count ranges from host uid first (shared: every take answers
 ** MP_NS_UID_BASE, nothing is counted, and a sandbox's record says
 ** shared_uid, the host uid of every sandbox's root: MP_NS_UID_BASE with
@@ -34,9 +36,11 @@ void mp_ns_uids_put(unsigned base);
 /* what a sandbox of range base records as the host uid of its root */
 unsigned mp_ns_uids_recorded(unsigned base);
 
-/* the ranges owned, and those taken */
+/* the ranges owned */
 unsigned mp_ns_uids_count(void);
-unsigned mp_ns_uids_taken(void);
+
+/* into the inspector's health: hostUids {own, first, ranges, taken} */
+void mp_ns_uids_health(cJSON *o);
 
 /* {====== a box's range (ns_box.h) ====== */
 struct ns_box;
