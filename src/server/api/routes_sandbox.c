@@ -277,6 +277,11 @@ static enum MHD_Result answer_create(struct MHD_Connection *conn,
                                      route_wait *st) {
   mp_sandbox *sb = st->sb;
   cJSON *o;
+  if (st->rc == MP_CHECKPOINT_NO_SPACE)
+    return mp_send_error(conn, 507, "insufficient_storage", "cannot create"
+                         " the sandbox: restoring its checkpoint failed: %s"
+                         " (the platform's disk is full: free space under its"
+                         " data directory)", st->message);
   if (st->rc < 0)
     return mp_send_error(conn, 500, "internal_error", "cannot create the"
                          " sandbox: restoring its checkpoint failed: %s",
@@ -480,6 +485,8 @@ static enum MHD_Result lease(mp_server *srv, struct MHD_Connection *conn,
 static enum MHD_Result answer_capture(struct MHD_Connection *conn,
                                       route_wait *st) {
   cJSON *o;
+  if (st->rc == MP_CHECKPOINT_NO_SPACE)
+    return mp_send_error(conn, 507, "insufficient_storage", "%s", st->message);
   if (st->rc < 0)
     return mp_send_error(conn, 500, "internal_error", "%s", st->message);
   o = cJSON_CreateObject();
@@ -543,6 +550,8 @@ static enum MHD_Result checkpoint(mp_server *srv, struct MHD_Connection *conn,
 
 static enum MHD_Result answer_destroy(struct MHD_Connection *conn,
                                       route_wait *st) {
+  if (st->rc == MP_CHECKPOINT_NO_SPACE)
+    return mp_send_error(conn, 507, "insufficient_storage", "%s", st->message);
   if (st->rc < 0)
     return mp_send_error(conn, 500, "internal_error", "%s", st->message);
   return mp_send_empty(conn, 204);

@@ -43,6 +43,7 @@ struct mp_tar_run {
   int restore, explicit_request;
   int install;             /* the archive becomes the key's checkpoint */
   int empty;               /* an empty tree: the key's checkpoint goes */
+  int no_space;            /* it failed for the data disk's room */
   unsigned gen;            /* sb->checkpoint_gen when it started */
   char seed[MP_CHECKPOINT_NAME_MAX]; /* the named copy it makes, or "" */
   mp_waiter *served;       /* the waiters this run answers */
@@ -323,7 +324,7 @@ static void fail(struct mp_tar_run *run, const char *fmt, const char *arg) {
          : "capturing the checkpoint of", run->sb->id, msg);
   if (!run->restore && run->path[0] != '\0') mp_trash(run->sb->srv, run->path);
   if (run->seed[0] != '\0') mp_ckpt_remove(run->sb->srv, 1, run->seed);
-  complete(run, -1, NULL, msg);
+  complete(run, run->no_space ? MP_CHECKPOINT_NO_SPACE : -1, NULL, msg);
 }
 
 /* The child finished a capture: the archive is the key's checkpoint (when
@@ -360,6 +361,9 @@ static void capture_done(mp_server *srv, struct mp_tar_run *run) {
   }
   complete(run, 0, seed[0] != '\0' ? seed : NULL, NULL);
 }
+
+/* the capture's exit status when the tree cannot fit (start_run) */
+#define CAPTURE_NO_ROOM 5
 
 static void tar_notify(mastra__proc *p, void *data) {
   struct mp_tar_run *run = data;
@@ -403,6 +407,20 @@ static void tar_notify(mastra__proc *p, void *data) {
     }
     return;
   }
+  /* CAPTURE_NO_ROOM: the measure said it cannot fit; tar's own ENOSPC,
+  ** EDQUOT (the archive's write, or a restore's; a restore's short write,
+  ** "Wrote only N of M bytes", is a full disk too) the same */
+  run->no_space = code == CAPTURE_NO_ROOM
+                  || strstr(run->err, "No space left on device") != NULL
+                  || strstr(run->err, "Disk quota exceeded") != NULL
+                  || (run->restore && strstr(run->err, ": Wrote only ") != NULL);
+  if (code == CAPTURE_NO_ROOM && !run->restore) {
+    char what[700];
+    snprintf(what, sizeof what, "the data disk has no room for the"
+             " checkpoint: %s", run->err);
+    fail(run, "%s", what);
+    return;
+  }
   {
     char what[700];
     snprintf(what, sizeof what, "%s (status %d)%s%s", code == 3
@@ -441,7 +459,8 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   char err[512], hex[25], name[MP_CHECKPOINT_NAME_MAX];
   char key[PATH_LEN], seed[PATH_LEN] = "";
   char qdir[2 * PATH_LEN], qtmp[2 * PATH_LEN], qkey[2 * PATH_LEN];
-  char qseed[2 * PATH_LEN], cmd[8 * PATH_LEN + 512];
+  char qseed[2 * PATH_LEN], qckpt[2 * PATH_LEN], ckpt[PATH_LEN];
+  char cmd[10 * PATH_LEN + 1024];
   int n;
   if (run == NULL) {
     mp_log("out of memory for a capture of %s", sb->id);
@@ -504,7 +523,9 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   if (sh_quote(qdir, sizeof qdir, sb->dir) < 0
       || sh_quote(qtmp, sizeof qtmp, run->path) < 0
       || sh_quote(qkey, sizeof qkey, key) < 0
-      || sh_quote(qseed, sizeof qseed, seed) < 0) {
+      || sh_quote(qseed, sizeof qseed, seed) < 0
+      || (snprintf(ckpt, sizeof ckpt, "%s/checkpoints", srv->data_dir),
+          sh_quote(qckpt, sizeof qckpt, ckpt)) < 0) {
     fail(run, "%s", "a path is too long");
     return;
   }
@@ -512,10 +533,24 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   ** link), and the rename over the key's checkpoint. The server's thread
   ** does none of it: ext4 writes back a file renamed over another one in
   ** rename(2), and freeing the replaced archive takes a while too. */
-  n = snprintf(cmd, sizeof cmd, "umask 077; tar %s -C %s -cf %s .; s=$?;"
+  /* First the room: the tree's blocks (du counts a sparse file's data
+  ** only, as tar --sparse stores it) and a margin (1% and 64 KiB: tar's
+  ** headers and padding, which du's whole blocks mostly cover) against
+  ** the data disk's free space, so that a tree that cannot fit fails
+  ** once, before tar fills the disk that every sandbox and the server
+  ** write to (CAPTURE_NO_ROOM) */
+  n = snprintf(cmd, sizeof cmd, "umask 077;"
+               " need=$(du -sk %s 2>/dev/null | cut -f1);"
+               " free=$(df -k --output=avail %s 2>/dev/null | tail -n 1 | tr -d ' ');"
+               " if [ -n \"$need\" ] && [ -n \"$free\" ]"
+               " && [ $((need + need / 100 + 64)) -gt \"$free\" ]; then"
+               " echo \"the tree holds $need KiB and the data disk has $free"
+               " KiB free\" >&2; exit %d; fi;"
+               " tar --sparse %s -C %s -cf %s .; s=$?;"
                " if [ $s -gt 1 ];"
                " then rm -f %s; exit $s; fi; sync %s || { rm -f %s; exit 2; };",
-               tar_flags(srv), qdir, qtmp, qtmp, qtmp, qtmp);
+               qdir, qckpt, CAPTURE_NO_ROOM, tar_flags(srv), qdir, qtmp, qtmp,
+               qtmp, qtmp);
   if (run->explicit_request)
     n += snprintf(cmd + n, sizeof cmd - (size_t)n, " ln %s %s || { rm -f %s;"
                   " exit 3; };", qtmp, qseed, qtmp);

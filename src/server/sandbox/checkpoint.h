@@ -40,7 +40,12 @@ void mp_checkpoint_restore(mp_server *srv, mp_sandbox *sb, const char *path,
 ** checkpoint was deleted, and an empty tree removes the checkpoint instead
 ** of archiving nothing. An explicit one also makes a named copy (the name
 ** w gets) and clears the deleted mark. A waiter already queued is left
-** where it is. */
+** where it is. A capture that the data disk has no room for fails with
+** rc MP_CHECKPOINT_NO_SPACE (its message says how much it needed): the
+** tree is measured first (du) and tar never starts when it cannot fit,
+** and a tar that hits ENOSPC or EDQUOT all the same fails so too. Sparse
+** files are stored sparse (tar --sparse) and restored so. */
+#define MP_CHECKPOINT_NO_SPACE (-2)
 void mp_checkpoint_capture(mp_server *srv, mp_sandbox *sb, mp_waiter *w);
 /* w's request went away: it is told nothing more */
 void mp_checkpoint_forget(mp_sandbox *sb, mp_waiter *w);

@@ -38,6 +38,8 @@ static cJSON *record_json(const mp_sandbox *sb) {
   if (sb->key_explicit) cJSON_AddTrueToObject(o, MP_CREATE_KEY_EXPLICIT);
   cJSON_AddStringToObject(o, "checkpointBase", sb->checkpoint_base);
   if (sb->restoring) cJSON_AddTrueToObject(o, "restoring");
+  if (sb->uid_base != 0) /* its driver's (ns_uids.h) */
+    cJSON_AddNumberToObject(o, "hostUidBase", (double)sb->uid_base);
   if (sb->template_key[0] != '\0') /* template.c */
     cJSON_AddStringToObject(o, "template", sb->template_key);
   if (sb->egress_rules) { /* PUT /sandbox/{id}/egress; allow absent: none */
@@ -198,6 +200,11 @@ int mp_record_read(mp_sandbox *sb, const cJSON *o, char *err, size_t errlen) {
     if (cJSON_IsString(t) && strlen(t->valuestring) < sizeof sb->template_key
         && strspn(t->valuestring, "0123456789abcdef") == strlen(t->valuestring))
       snprintf(sb->template_key, sizeof sb->template_key, "%s", t->valuestring);
+  }
+  {
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(o, "hostUidBase");
+    if (cJSON_IsNumber(u) && u->valuedouble >= 1 && u->valuedouble < 4294967295.0)
+      sb->uid_base = (unsigned)u->valuedouble;
   }
   sb->env = cJSON_IsObject(env) ? cJSON_Duplicate(env, 1)
                                 : cJSON_CreateObject();

@@ -429,10 +429,14 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   }
   sb->restoring = restore == 0; /* the driver's prepare looks */
   if (srv->driver->prepare(srv, sb, err, errlen) < 0) {
+    /* its tree could not be made for the disk's room (or its inodes) */
+    int full = errno == ENOSPC || errno == EDQUOT
+               || strstr(err, strerror(ENOSPC)) != NULL
+               || strstr(err, strerror(EDQUOT)) != NULL;
     mp_failure_record_create(srv, "create", spec->recovery_key, spec, err,
                              retry_create);
     sandbox_discard(sb);
-    return -1;
+    return full ? -3 : -1;
   }
   /* no record, no sandbox: one the platform cannot write down would be
   ** forgotten by its next start, tree and all */
@@ -489,9 +493,16 @@ static void on_destroy_captured(mp_waiter *w, mp_sandbox *sb, int rc,
              " DELETE its checkpoint first to destroy it without one",
              sb->id, message ? message : "unknown error");
     mp_log("%s", msg);
-    if (mp_sandbox_idle_minutes(sb->srv, sb) > 0 && sb->running == 0)
+    /* A tree that the data disk has no room for fails the same way each
+    ** minute, and would fill the disk each time: recorded once as a
+    ** failure, and the idle reaper tries again only after its next
+    ** commands (mp_sandbox_commands_ended re-arms it) */
+    if (rc == MP_CHECKPOINT_NO_SPACE)
+      mp_failure_record(sb->srv, sb->project, sb->environment, "checkpoint",
+                        sb->id, msg, NULL, NULL);
+    else if (mp_sandbox_idle_minutes(sb->srv, sb) > 0 && sb->running == 0)
       mastra__timer_start(&sb->idle_timer, REAP_RETRY_MS);
-    tell_waiters(sb, -1, NULL, msg);
+    tell_waiters(sb, rc == MP_CHECKPOINT_NO_SPACE ? rc : -1, NULL, msg);
     return;
   }
   teardown(sb->srv, sb);

@@ -188,6 +188,9 @@ struct mp_sandbox {
   ** teardown moves its layer (NULL: removed with its tree) */
   char template_key[MP_TEMPLATE_KEY_MAX];
   char *keep_layer;
+  /* the host uid of its root, set by its driver (the namespaces driver's
+  ** uid range, ns_uids.h) and kept in its record; 0: none */
+  unsigned uid_base;
   mp_server *srv;
 };
 

@@ -4,9 +4,9 @@
 ** A sandbox is <data>/sandboxes/<id>/{upper,work,merged}: its upper layer
 ** over the base (base.c), mounted as an overlay inside the sandbox's own
 ** mount namespace by its init (ns_init.c), which also owns its pid, uts,
-** ipc and net namespaces and a user namespace where root is host uid
-** MP_NS_UID_BASE (without root: the server's uid, ns_user.c; with root,
-** the base's files are idmapped to it, ns_idmap.c). The init starts when
+** ipc and net namespaces and a user namespace where root is the first of
+** its host uid range (ns_uids.h; without root the server's uid, ns_user.c;
+** its layers idmapped to it, ns_idmap.c, ns_init.c). The init starts when
 ** the sandbox is created (or, for a restored one and after a restart, at
 ** its first command), without waiting: the server watches its ready
 ** socket on the loop.
@@ -82,7 +82,9 @@
 #include "drivers/ns/ns_net.h"
 #include "drivers/ns/ns_pool.h"
 #include "drivers/ns/init/ns_sys.h"
+#include "drivers/ns/ns_uids.h"
 #include "drivers/ns/ns_user.h"
+#include "sandbox/record.h"
 #include "sandbox/orphans.h"
 #include "util/trash.h"
 #include "util.h"
@@ -95,8 +97,6 @@ _Static_assert(MP_NS_READY_FD == 3, "MP_NS_READY_FD is proc.c's fd3");
 ** gone: tried every RMDIR_RETRY_MS, this many times */
 #define RMDIR_RETRY_MS 50
 #define RMDIR_TRIES 200
-
-
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
@@ -117,9 +117,12 @@ static void on_rmdir_retry(mastra__timer *t) {
     return;
   } else {
     mp_log("sandbox %s: its cgroups are still busy; the next start removes"
-           " them", b->id);
+           " them (its host uids %u.. are not given to another sandbox)",
+           b->id, b->uid_base);
     b->cg_made = 0;
+    b->uid_kept = 1;
   }
+  mp_ns_uids_put_if_gone(b);
   box_done_if_detached(b);
 }
 
@@ -169,6 +172,7 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
     box_done_if_detached(b);
     return;
   }
+  mp_ns_uids_put_if_gone(b);
   if (!sb->destroyed_ms && !sb->destroying)
     mp_log("sandbox %s: its init exited; the next command starts a new one",
            sb->id);
@@ -181,7 +185,7 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
 ** with why) */
 static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
                          size_t len) {
-  char path[64], addr[32], err[600], answer[MP_NS_LINE_MAX];
+  char path[64], err[600], answer[MP_NS_LINE_MAX];
   int fd, rc = -1, got[2] = {-1, -1}, n;
   /* without root the line comes with the sandbox's network namespace and an
   ** rtnetlink socket made in it (net.h, mp_net_join_nl) */
@@ -192,7 +196,6 @@ static void join_network(mp_sandbox *sb, ns_box *b, const char *line,
   }
   snprintf(path, sizeof path, "/proc/%ld/ns/net", atol(line + 2));
   fd = got[0] >= 0 ? got[0] : open(path, O_RDONLY | O_CLOEXEC);
-  (void)addr;
   if (fd < 0)
     snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
   else
@@ -268,10 +271,11 @@ static void on_ready(mastra__io *io, uint32_t revents) {
 static int start_keeper(mp_server *srv, ns_box *b, const char *name,
                         const char *root, const char *hosts, char *err,
                         size_t errlen) {
-  char spid[24], sready[8], cgp[MP_NSCG_MAX][4500];
+  char spid[24], sready[8], suids[16], cgp[MP_NSCG_MAX][4500];
   char *argv[MP_NS_INIT_CGROUPS + 1 + MP_NSCG_MAX];
   posix_spawn_file_actions_t fa;
   int sv[2], i, rc;
+  if (mp_ns_uids_take_box(b, err, errlen) < 0) return -1;
   if (!b->cg_made) {
     if (mp_nscg_make(b->id, err, errlen) < 0) return -1;
     b->cg_made = 1;
@@ -294,6 +298,8 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
   /* with egress: "N" for ISOLATED too */
   argv[MP_NS_INIT_RESOLV] = (char *)mp_ns_net_resolv();
   argv[MP_NS_INIT_FILTER] = mp_ns_host.filter;
+  snprintf(suids, sizeof suids, "%u", b->uid_base);
+  argv[MP_NS_INIT_UIDS] = mp_ns_host.unpriv ? (char *)MP_NS_ARG_NONE : suids;
   for (i = 0; i < mp_nscg_count(); i++) {
     mp_nscg_join_file(b->id, i, cgp[i], sizeof cgp[i]);
     argv[MP_NS_INIT_CGROUPS + i] = cgp[i];
@@ -463,12 +469,15 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
     snprintf(err, errlen, "out of memory");
     return -1;
   }
+  /* its recorded range before the pool takes it (a loaded one: or later) */
+  if (!fresh && mp_ns_uids_take_box(sb->driver_data, err, errlen) < 0
+      && sb->restoring)
+    return -1;
   if (make_tree(sb->root, err, errlen) < 0) return -1;
   if (template_link(srv, sb, err, errlen) < 0) return -1;
   if (fresh && start_init(srv, sb, err, errlen) < 0) return -1;
   return 0;
 }
-
 
 /* A running sandbox's working directory that does not exist is the
 ** spawn's error, as with the process driver (resolved in the init's root,
@@ -545,12 +554,14 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   char cwd[4200], spid[24], cgp[MP_NSCG_MAX][4500];
   char *argv[MP_NS_EXEC_CGROUPS + 3 + MP_NSCG_MAX], **wrapped;
   mastra__proc_opts opts;
+  unsigned uids = sb->uid_base; /* its record's: saved when it changes */
   int i, n, rc;
   if (b == NULL) {
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
   }
   if (start_init(srv, sb, err, errlen) < 0) return -EIO;
+  if (sb->uid_base != uids) mp_record_save(srv, sb);
   if (spec->cwd == NULL || spec->cwd[0] == '\0')
     snprintf(cwd, sizeof cwd, "/workspace");
   else if (spec->cwd[0] == '/')
@@ -602,6 +613,8 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
     stop_init(b);
     net_leave(sb, b);
     cg_remove_later(b);
+    b->torn_down = 1;
+    mp_ns_uids_put_if_gone(b); /* none started */
   }
   /* a template's build keeps its layer (sandbox/template.c) */
   if (sb->keep_layer != NULL && rename(sb->dir, sb->keep_layer) < 0)
@@ -640,11 +653,13 @@ static void box_free(mastra__handle *h) {
   ns_box *b = (ns_box *)h;
   mastra__timer_stop(&b->rmdir_timer);
   mastra__io_stop(&b->keeper_io);
+  mp_ns_uids_put_box(b);
   free(b);
 }
 
 static void box_shutdown(mastra__handle *h) {
   box_finish_now((ns_box *)h);
+  mp_ns_uids_put_box((ns_box *)h);
   free(h);
 }
 
@@ -665,6 +680,7 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
   b->sb = NULL;
   if (mastra__loop_closed(b->loop)) {
     box_finish_now(b);
+    mp_ns_uids_put_box(b);
     free(b);
     return;
   }
@@ -684,7 +700,6 @@ static void box_detach(ns_box *b) {
   if (b->rmdir_timer.slot == 0) cg_remove_later(b);
   box_done_if_detached(b);
 }
-
 
 typedef struct stray_scan {
   const ns_box *b;
@@ -726,8 +741,8 @@ static const mp_ns_box_ops box_ops = {
     .start_keeper = start_keeper,
     .detach = box_detach,
     .finish_now = box_finish_now,
+    .put_uids = mp_ns_uids_put_box,
 };
-
 
 static int ns_setup(mp_server *srv, char *err, size_t errlen) {
   int rc = mp_ns_host_setup(srv, err, errlen);
@@ -750,6 +765,7 @@ static void ns_finish(mp_server *srv) {
 static void ns_health(const mp_server *srv, cJSON *o) {
   (void)srv;
   mp_ns_pool_health(o);
+  mp_ns_uids_health(o);
 }
 
 const mp_driver mp_ns_driver = {

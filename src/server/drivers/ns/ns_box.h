@@ -33,6 +33,13 @@ typedef struct ns_box {
   int joined;                  /* a member of its environment's network */
   struct mp_egress_box *egress; /* its part of the egress proxy (ns_net.c), or NULL */
   unsigned out_addr;           /* its link to the way out (ISOLATED), or 0 */
+  unsigned uid_base;           /* its host uid range (ns_uids.h), taken
+                               ** at its first keeper, put back when the
+                               ** box is freed; 0: none yet */
+  int uid_kept;                /* its processes may outlive it: the range
+                               ** is never put back */
+  int torn_down;               /* its sandbox was destroyed: the range is
+                               ** put back once its processes are gone */
   int warm;                    /* in the warm pool (ns_pool.c) */
   char *pool_root;             /* a warm box's DATA/pool/<n> */
   struct ns_box *pool_next;
@@ -63,6 +70,8 @@ typedef struct mp_ns_box_ops {
   /* the same, now, waiting at most ~2 s (the server's exit, the loop's
   ** close); b is not freed */
   void (*finish_now)(ns_box *b);
+  /* b is freed: its uid range is free again (unless b->uid_kept) */
+  void (*put_uids)(ns_box *b);
 } mp_ns_box_ops;
 
 #endif

@@ -19,6 +19,7 @@
 #include "drivers/ns/base.h"
 #include "drivers/ns/ns_cgroup.h"
 #include "drivers/ns/ns_idmap.h"
+#include "drivers/ns/ns_uids.h"
 #include "drivers/ns/ns_options.h"
 #include "drivers/ns/ns_seccomp.h"
 #include "drivers/ns/ns_user.h"
@@ -157,16 +158,6 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
   if (rc < 0) return rc;
   find_init();
   snprintf(mp_ns_host.base, sizeof mp_ns_host.base, "%s", base);
-  /* every sandbox process runs under it; one this server cannot build, no
-  ** sandbox */
-  {
-    mp_ns_seccomp_opts so;
-    so.nested_ns = mp_ns_opts.nested_ns;
-    so.io_uring = mp_ns_opts.io_uring;
-    snprintf(mp_ns_host.filter, sizeof mp_ns_host.filter,
-             "%s/" MP_NS_FILTER_FILE, srv->data_dir);
-    if (mp_ns_seccomp_write(mp_ns_host.filter, &so, err, errlen) < 0) return -2;
-  }
   mp_ns_host.unpriv = geteuid() != 0;
   oom_probe();
   mp_ns_host.own_pidns = -1;
@@ -174,6 +165,37 @@ int mp_ns_host_setup(mp_server *srv, char *err, size_t errlen) {
     mp_ns_host.own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
   mp_ns_host.idmap_fd = -1;
   if (!mp_ns_host.unpriv) mp_ns_host.idmap_fd = mp_ns_idmap_open(base);
+  /* a host uid range a sandbox where its layers can be idmapped (ns_uids.h) */
+  {
+    char why[700];
+    int own = 0;
+    if (mp_ns_host.unpriv)
+      snprintf(why, sizeof why, "without root a user namespace maps one id,"
+               " the server's own");
+    else if (mp_ns_host.idmap_fd < 0)
+      snprintf(why, sizeof why, "idmapped mounts do not work here");
+    else
+      own = mp_ns_idmap_layers_probe(srv->data_dir, why, sizeof why);
+    mp_ns_uids_setup(mp_ns_opts.uid_first, mp_ns_opts.uid_ranges, !own,
+                     mp_ns_host.unpriv ? (unsigned)geteuid() : MP_NS_UID_BASE);
+    if (!own && mp_ns_host.unpriv)
+      mp_log("every sandbox has the same host uid (%u, the server's): %s",
+             (unsigned)geteuid(), why);
+    else if (!own)
+      mp_log("every sandbox has the same host uids (%u..%u): %s", MP_NS_UID_BASE,
+             MP_NS_UID_BASE + MP_NS_UID_COUNT - 1, why);
+  }
+  /* every sandbox process runs under it; one this server cannot build, no
+  ** sandbox */
+  {
+    mp_ns_seccomp_opts so;
+    so.nested_ns = mp_ns_opts.nested_ns;
+    so.io_uring = mp_ns_opts.io_uring;
+    so.keyrings = mp_ns_uids_own();
+    snprintf(mp_ns_host.filter, sizeof mp_ns_host.filter,
+             "%s/" MP_NS_FILTER_FILE, srv->data_dir);
+    if (mp_ns_seccomp_write(mp_ns_host.filter, &so, err, errlen) < 0) return -2;
+  }
   mp_nscg_setup(srv->data_dir, mp_ns_opts.pids_max, mp_ns_opts.memory_max,
                 mp_ns_cpu_max(), mp_ns_host.unpriv, mp_ns_host.limits,
                 sizeof mp_ns_host.limits);

@@ -32,47 +32,12 @@
 #include "drivers/ns/ns_user.h"
 
 int mp_ns_idmap_userns(unsigned base, unsigned count, char *why, size_t n) {
-  int p[2], dir = -1, fd = -1, status;
-  char c = 0, path[64];
-  pid_t pid;
-  if (pipe2(p, O_CLOEXEC) < 0) {
-    snprintf(why, n, "pipe: %s", strerror(errno));
-    return -1;
-  }
-  pid = fork();
-  if (pid < 0) {
-    snprintf(why, n, "fork: %s", strerror(errno));
-    close(p[0]);
-    close(p[1]);
-    return -1;
-  }
-  if (pid == 0) {
-    /* unshare, say so, and wait for the parent (its end closes) */
-    close(p[0]);
-    if (unshare(CLONE_NEWUSER) < 0) _exit(1);
-    if (write(p[1], "u", 1) != 1) _exit(1);
-    pause();
-    _exit(0);
-  }
-  close(p[1]);
-  if (read(p[0], &c, 1) != 1) {
-    snprintf(why, n, "unshare(CLONE_NEWUSER) failed");
-    goto out;
-  }
-  snprintf(path, sizeof path, "/proc/%d", (int)pid);
-  dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0 || mp_ns_write_maps(dir, base, count) < 0) {
-    snprintf(why, n, "the id maps: %s", strerror(errno));
-    goto out;
-  }
-  fd = openat(dir, "ns/user", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) snprintf(why, n, "ns/user: %s", strerror(errno));
-out:
-  if (dir >= 0) close(dir);
-  close(p[0]);
-  kill(pid, SIGKILL);
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-    ;
+  char map[64];
+  int fd;
+  snprintf(map, sizeof map, "0 %u %u\n", base, count);
+  fd = mp_ns_userns_of(map);
+  if (fd < 0) snprintf(why, n, "a user namespace of the id map: %s",
+                       strerror(errno));
   return fd;
 }
 
@@ -100,6 +65,24 @@ int mp_ns_idmap_probe(int userns_fd, const char *dir, char *why, size_t n) {
   if (mp_ns_try(idmap_probe, &p, msg, sizeof msg)) return 1;
   snprintf(why, n, "an idmapped mount of %s: %s", dir, msg);
   return 0;
+}
+
+int mp_ns_idmap_layers_probe(const char *data_dir, char *why, size_t n) {
+  char map[96], msg[600];
+  int fd, ok;
+  /* a range that is not MP_NS_UID_BASE's, as the keeper's (ns_init.c) */
+  snprintf(map, sizeof map, "0 0 1\n%u %u %u\n", MP_NS_UID_BASE,
+           MP_NS_UID_BASE + MP_NS_UID_COUNT, MP_NS_UID_COUNT);
+  fd = mp_ns_userns_of(map);
+  if (fd < 0) {
+    snprintf(why, n, "a user namespace of the layers' id map: %s",
+             strerror(errno));
+    return 0;
+  }
+  ok = mp_ns_idmap_probe(fd, data_dir, msg, sizeof msg);
+  close(fd);
+  if (!ok) snprintf(why, n, "the sandboxes' layers cannot be idmapped: %s", msg);
+  return ok;
 }
 
 int mp_ns_idmap_open(const char *base) {

@@ -17,6 +17,10 @@ int mp_ns_idmap_userns(unsigned base, unsigned count, char *why, size_t n);
 ** namespace of its own. 1, or 0 and why. */
 int mp_ns_idmap_probe(int userns_fd, const char *dir, char *why, size_t n);
 
+/* Can the sandboxes' layers under data_dir be mounted idmapped from
+** MP_NS_UID_BASE to another range (ns_uids.h)? 1, or 0 and why. */
+int mp_ns_idmap_layers_probe(const char *data_dir, char *why, size_t n);
+
 /* At the server's start, with root: the user namespace of the sandboxes'
 ** id map, where the base and /usr can be mounted idmapped; else -1 after
 ** saying so in the log (their files are nobody's in the sandboxes) */

@@ -10,12 +10,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "drivers/ns/init/ns_init.h" /* MP_NS_UID_COUNT */
 #include "util/parse.h"
 
 mp_ns_options mp_ns_opts = {.pids_max = MP_DEFAULT_PIDS_MAX,
                             .memory_max = MP_DEFAULT_MEMORY_MAX,
                             .cpu_max = -1, .egress = 1,
-                            .warm_pool = MP_DEFAULT_WARM_POOL};
+                            .warm_pool = MP_DEFAULT_WARM_POOL,
+                            .uid_first = MP_DEFAULT_UID_FIRST,
+                            .uid_ranges = MP_DEFAULT_UID_RANGES};
 
 static int set_base(const char *v, char *err, size_t n) {
   (void)err, (void)n;
@@ -152,6 +155,31 @@ static int set_warm_pool(const char *v, char *err, size_t n) {
   return 0;
 }
 
+/* FIRST:COUNT: COUNT ranges of MP_NS_UID_COUNT host uids from FIRST, all
+** of them below 2^32 - 1 (the kernel's invalid uid) */
+static int set_uid_ranges(const char *v, char *err, size_t n) {
+  unsigned long long first, count;
+  char *end;
+  const char *colon = strchr(v, ':');
+  if (colon == NULL || colon == v || colon[1] == '\0') goto bad;
+  first = strtoull(v, &end, 10);
+  if (end != colon || v[0] == '-') goto bad;
+  count = strtoull(colon + 1, &end, 10);
+  if (*end != '\0' || colon[1] == '-') goto bad;
+  if (first < MP_NS_UID_COUNT || count < 1 || count > MP_UID_RANGES_MAX
+      || first + count * MP_NS_UID_COUNT > 0xffffffffull)
+    goto bad;
+  mp_ns_opts.uid_first = (unsigned)first;
+  mp_ns_opts.uid_ranges = (unsigned)count;
+  return 0;
+bad:
+  snprintf(err, n, "--sandbox-uid-ranges wants FIRST:COUNT, COUNT ranges of"
+           " 65536 host uids from uid FIRST (at least 65536; COUNT 1 to %u,"
+           " all below 4294967295), e.g. 100000:1024 (got '%s')",
+           MP_UID_RANGES_MAX, v);
+  return -1;
+}
+
 const mp_driver_flag mp_ns_flags[] = {
     {"--base", "DIR", "the sandboxes' base (namespaces; default DATA_DIR/base,\n"
      "built at the first start; env MASTRA_PLATFORM_BASE)", set_base},
@@ -177,6 +205,9 @@ const mp_driver_flag mp_ns_flags[] = {
      " default off)", set_nested_ns},
     {"--sandbox-io-uring", "on|off", "sandboxes may use io_uring (namespaces;"
      " default off)", set_io_uring},
+    {"--sandbox-uid-ranges", "FIRST:COUNT", "host uids of the sandboxes: COUNT"
+     " ranges of 65536 from\nuid FIRST, one a sandbox (namespaces, with root;"
+     " default\n100000:1024)", set_uid_ranges},
     {"--warm-pool", "N", "ISOLATED sandboxes kept started ahead, for a fast"
      " create\n(namespaces; default 2; 0: none)", set_warm_pool},
     {NULL, NULL, NULL, NULL},

@@ -13,6 +13,10 @@
 #define MP_DEFAULT_MEMORY_MAX (2LL << 30)
 #define MP_DEFAULT_WARM_POOL 2
 #define MP_WARM_POOL_MAX 64
+/* --sandbox-uid-ranges: host uids 100000.. in 1024 ranges of 65536 */
+#define MP_DEFAULT_UID_FIRST 100000u
+#define MP_DEFAULT_UID_RANGES 1024u
+#define MP_UID_RANGES_MAX 65535u
 
 typedef struct mp_ns_options {
   const char *base;     /* --base, else MASTRA_PLATFORM_BASE; NULL: DATA/base */
@@ -26,6 +30,8 @@ typedef struct mp_ns_options {
   int dns_given;        /* --egress-dns was given */
   int nested_ns;        /* --sandbox-nested-namespaces on (ns_seccomp.c) */
   int io_uring;         /* --sandbox-io-uring on (ns_seccomp.c) */
+  unsigned uid_first;   /* --sandbox-uid-ranges FIRST:COUNT (ns_uids.c) */
+  unsigned uid_ranges;
 } mp_ns_options;
 
 extern mp_ns_options mp_ns_opts;

@@ -28,6 +28,7 @@
 
 #include "util/log.h"
 #include "drivers/ns/ns_cgroup.h"
+#include "drivers/ns/ns_uids.h"
 #include "drivers/ns/init/ns_init.h" /* MP_NS_TELL_NAME, MP_NS_ARG_NONE */
 #include "util/trash.h"
 #include "util.h"
@@ -71,12 +72,14 @@ static void member_shutdown(mastra__handle *h) {
   unlink_member(b);
   free(b->pool_root); /* the directory goes at mp_ns_pool_finish */
   pool.ops->finish_now(b);
+  pool.ops->put_uids(b);
   free(b);
 }
 
 static void member_free(mastra__handle *h) {
   ns_box *b = (ns_box *)h;
   free(b->pool_root);
+  pool.ops->put_uids(b);
   free(b);
 }
 
@@ -198,6 +201,7 @@ int mp_ns_pool_take(mp_server *srv, mp_sandbox *sb) {
   snprintf(b->id, sizeof b->id, "%s", sb->id);
   b->sb = sb;
   sb->driver_data = b;
+  sb->uid_base = mp_ns_uids_recorded(b->uid_base); /* taken when warmed */
   /* a line into a socket it reads: never blocks. A keeper gone already:
   ** the driver says so, and the first command starts a new one */
   n = snprintf(line, sizeof line, "%c %s\n", MP_NS_TELL_NAME, sb->id);

@@ -12,9 +12,11 @@
 **   socket(AF_VSOCK), socketpair(AF_VSOCK): EAFNOSUPPORT. vsock is not
 **     namespaced: a sandbox would bind and connect in the host's (a VM's)
 **     port space.
-**   add_key, request_key, keyctl: the kernel's keyrings are keyed by uid,
-**     and every sandbox's root is the same host uid (100000; without root,
-**     the server's): one sandbox would read another's keys.
+**   add_key, request_key, keyctl, where every sandbox has the same host
+**     uids (ns_uids.h: without root, or without idmapped mounts; 100000, or
+**     the server's own): the kernel's keyrings are keyed by uid, and one
+**     sandbox would read another's keys. Allowed where each sandbox has a
+**     range of its own.
 **   bpf, userfaultfd, perf_event_open: kernel attack surface that no
 **     sandbox work needs (eBPF's verifier, userfaultfd's use in races,
 **     perf's counters of the host).
@@ -65,9 +67,13 @@
 
 /* the calls that answer EPERM whatever the flags */
 static const char *const denied[] = {
-    "add_key", "request_key", "keyctl", "bpf", "userfaultfd",
+    "bpf", "userfaultfd",
     "perf_event_open", "init_module", "finit_module", "delete_module",
     "kexec_load", "kexec_file_load", NULL};
+
+/* where every sandbox has the same host uids (ns_uids.h) */
+static const char *const keyring_calls[] = {
+    "add_key", "request_key", "keyctl", NULL};
 
 static const char *const io_uring_calls[] = {
     "io_uring_setup", "io_uring_enter", "io_uring_register", NULL};
@@ -105,6 +111,9 @@ static int add_rules(scmp_filter_ctx ctx, const mp_ns_seccomp_opts *o,
   int i, rc;
   for (i = 0; denied[i] != NULL; i++)
     if (deny(ctx, denied[i], EPERM, err, errlen) < 0) return -1;
+  if (!o->keyrings)
+    for (i = 0; keyring_calls[i] != NULL; i++)
+      if (deny(ctx, keyring_calls[i], EPERM, err, errlen) < 0) return -1;
   if (!o->io_uring)
     for (i = 0; io_uring_calls[i] != NULL; i++)
       if (deny(ctx, io_uring_calls[i], EPERM, err, errlen) < 0) return -1;

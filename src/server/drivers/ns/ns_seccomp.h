@@ -11,6 +11,8 @@
 typedef struct mp_ns_seccomp_opts {
   int nested_ns; /* --sandbox-nested-namespaces on: namespaces allowed */
   int io_uring;  /* --sandbox-io-uring on: io_uring allowed */
+  int keyrings;  /* each sandbox has host uids of its own (ns_uids.h):
+                 ** the keyring calls are allowed */
 } mp_ns_seccomp_opts;
 
 /* The filter as a classic BPF program (struct sock_filter[]) in the file

@@ -11,7 +11,7 @@
 **     sandbox's upper layer, with a private /tmp, a minimal /dev and
 **     /dev/pts, /dev/shm), sets the hostname to the sandbox id, brings
 **     loopback up, forks the init, writes the init's uid and gid maps
-**     (0 -> MP_NS_UID_BASE, MP_NS_UID_COUNT ids), tells the server "R
+**     (0 -> UIDS, MP_NS_UID_COUNT ids: ns_init.h), tells the server "R
 **     <init pid>" on the ready socket, and waits for the init; a warm
 **     keeper (the server's pool) says "W" instead, and sets the hostname
 **     only once the server names its sandbox, "h <id>", then says "R";
@@ -22,8 +22,10 @@
 **     comes "R" (commands wait for it);
 **   the init (pid 1 of the sandbox's pid namespace): mounts /proc,
 **     pivot_roots into the overlay (the host's tree is unmounted from the
-**     sandbox's view), unshares a user namespace (whose maps the keeper
-**     writes), becomes non-dumpable and reaps orphans until it is killed.
+**     sandbox's view), becomes host uid UIDS and unshares a user namespace
+**     (whose maps the keeper writes; the namespace's owner is then the
+**     sandbox's uid), becomes non-dumpable and reaps orphans until it is
+**     killed.
 **
 ** Both have PR_SET_PDEATHSIG = SIGKILL: the keeper dies with the server,
 ** the init with the keeper, and every process of the sandbox with its
@@ -33,13 +35,15 @@
 **
 ** Commands join the namespaces from the server's side (driver_ns.c):
 ** mount, uts, ipc, net and pid as host root, then the user namespace,
-** where they are uid 0 (host uid MP_NS_UID_BASE).
+** where they are uid 0 (host uid UIDS).
 **
 ** The root's lower layers: the base, and for a base with
 ** MP_BASE_HOST_USR (base.h) a second overlay on /usr, the base's usr over
 ** the host's /usr. With root, where the server hands an id map's user
 ** namespace as descriptor MP_NS_IDMAP_FD (ns_idmap.c), they are idmapped
-** mounts: the host's root owns them inside too.
+** mounts: the host's root owns them inside too; and for UIDS other than
+** MP_NS_UID_BASE the sandbox's own layer and a template's are idmapped
+** too, from MP_NS_UID_BASE (their owners on disk) to UIDS.
 **
 ** Without root (the server is not root: ns_user.c), the keeper first
 ** joins the user namespace the server hands as MP_NS_IDMAP_FD, if any (the
@@ -61,6 +65,7 @@
 #include "drivers/ns/init/ns_init.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
 #include <net/if.h>
@@ -83,6 +88,11 @@
 static int ready_fd = -1;
 /* the server is not root: the keeper's own user namespace (ns_user.c) */
 static int unpriv;
+/* with root: the host uid of the sandbox's root (MP_NS_INIT_UIDS), and
+** where idmapped mounts work and it is not MP_NS_UID_BASE, the user
+** namespaces of the base's id map and of the layers' (idmap_users) */
+static unsigned uids = MP_NS_UID_BASE;
+static int base_userns = -1, layers_userns = -1;
 /* without root, a PRIVATE sandbox's network namespace and an rtnetlink
 ** socket made in it, sent with "N" (the server cannot enter it: net.h) */
 static int net_fds[2] = {-1, -1};
@@ -200,44 +210,97 @@ static int usr_dirs(const char *base, const char *root) {
   return 1;
 }
 
-static void mount_usr(const char *base, const char *usr, const char *tpl,
-                      const char *merged) {
-  char opts[13000], path[4400], tusr[4500] = "";
+static void mount_usr(const char *base, const char *usr, const char *layers,
+                      const char *tpl, const char *merged) {
+  char opts[24000], path[4400], tusr[4500] = "";
   if (tpl[0] != '\0') {
     snprintf(tusr, sizeof tusr, "%s/usr", tpl);
     if (access(tusr, F_OK) == 0) strcat(tusr, ":");
     else tusr[0] = '\0';
   }
-  snprintf(opts, sizeof opts, "lowerdir=%s%s/usr:%s,upperdir=upper/usr,"
-           "workdir=work-usr%s", tusr, base, usr, unpriv ? ",userxattr" : "");
+  snprintf(opts, sizeof opts, "lowerdir=%s%s/usr:%s,upperdir=%supper/usr,"
+           "workdir=%swork-usr%s", tusr, base, usr, layers, layers,
+           unpriv ? ",userxattr" : "");
   snprintf(path, sizeof path, "%s/usr", merged);
   mount_or_die("mount /usr", "overlay", path, "overlay", MS_NOSUID, opts);
 }
 
-/* The overlays' lower layers, named relative to the sandbox's directory
-** (the cwd: mount_root): the base on lower-base (in this mount namespace
-** only), idmapped where the server handed an id map (MP_NS_IDMAP_FD, with
-** root), else bound; and /usr idmapped on lower-usr, else /usr itself */
+/* a user namespace of map's ids, or die naming what it is for */
+static int userns_or_die(const char *map, const char *what) {
+  int fd = mp_ns_userns_of(map);
+  if (fd < 0) die("the user namespace of %s", what);
+  return fd;
+}
+
+/* The id maps' user namespaces of idmapped_lowers, made before the pid
+** namespace is (mp_ns_userns_of forks: a child of ours after it would be
+** that namespace's pid 1, and its end the namespace's) */
+static void idmap_users(void) {
+  char map[96];
+  if (unpriv || uids == MP_NS_UID_BASE || !mp_ns_is_userns(MP_NS_IDMAP_FD))
+    return;
+  snprintf(map, sizeof map, "0 %u %u\n", uids, MP_NS_UID_COUNT);
+  base_userns = userns_or_die(map, "the base's id map");
+  snprintf(map, sizeof map, "0 0 1\n%u %u %u\n", MP_NS_UID_BASE, uids,
+           MP_NS_UID_COUNT);
+  layers_userns = userns_or_die(map, "the layers' id map");
+}
+
+/* mkdir name in the sandbox's directory (the cwd: mount_root; 0700) and
+** mount src there idmapped by userns: path, name */
+static void idmap_at(int userns, const char *src, const char *name, char *path,
+                     size_t n, const char *what) {
+  snprintf(path, n, "%s", name);
+  if (mkdir(path, 0700) < 0 && errno != EEXIST)
+    die("mkdir the mount point of %s", what);
+  if (mp_ns_idmap_mount(userns, src, path) < 0)
+    die("an idmapped mount of %s", what);
+}
+
+/* The overlays' layers, named relative to the sandbox's directory (the
+** cwd: mount_root), in this mount namespace only. With root, where the
+** server handed an id map (MP_NS_IDMAP_FD: idmapped mounts work here):
+** the base and /usr mounted idmapped (host 0 -> the sandbox's root, uids)
+** on lower-base and lower-usr, the overlays' lower layers; and when uids
+** is not MP_NS_UID_BASE (ns_init.h), the sandbox's own layers (the
+** directory itself: upper, work, work-usr) on layers/ (the prefix in
+** layers) and a template's layer on lower-template, idmapped from
+** MP_NS_UID_BASE to uids (and host 0, overlayfs's own work files, as
+** itself). Else: the base bound on lower-base, /usr and the layers as
+** they are. */
 static void idmapped_lowers(const char *base, int host_usr, char *lower,
-                            char *usr, size_t n) {
+                            char *usr, char *layers, char *tpl, size_t n) {
+  char what[4400];
+  int fd;
   snprintf(lower, n, "lower-base");
   snprintf(usr, n, "/usr");
-  if (mkdir(lower, 0700) < 0 && errno != EEXIST)
-    die("mkdir the lower layers' mount points");
+  layers[0] = '\0';
   if (unpriv || !mp_ns_is_userns(MP_NS_IDMAP_FD)) {
+    if (mkdir(lower, 0700) < 0 && errno != EEXIST)
+      die("mkdir the mount point of the base");
     mount_or_die("bind the base", base, lower, NULL, MS_BIND | MS_REC, NULL);
     return;
   }
-  snprintf(usr, n, "lower-usr");
-  if (host_usr && mkdir(usr, 0700) < 0 && errno != EEXIST)
-    die("mkdir the lower layers' mount points");
+  /* the map of MP_NS_UID_BASE, or of uids (idmap_users) */
+  fd = base_userns >= 0 ? base_userns : MP_NS_IDMAP_FD;
   /* the base's path, which the operator gave or the server made: the one
   ** host path a failure names */
-  if (mp_ns_idmap_mount(MP_NS_IDMAP_FD, base, lower) < 0)
-    die("an idmapped mount of the base %s", base);
-  if (host_usr && mp_ns_idmap_mount(MP_NS_IDMAP_FD, "/usr", usr) < 0)
-    die("an idmapped mount of the host's /usr");
+  snprintf(what, sizeof what, "the base %s", base);
+  idmap_at(fd, base, "lower-base", lower, n, what);
+  if (host_usr) idmap_at(fd, "/usr", "lower-usr", usr, n, "the host's /usr");
+  if (fd != MP_NS_IDMAP_FD) close(fd);
   close(MP_NS_IDMAP_FD);
+  if (layers_userns < 0) return;
+  fd = layers_userns;
+  if (tpl[0] != '\0') {
+    char src[4400];
+    snprintf(src, sizeof src, "%s", tpl);
+    idmap_at(fd, src, "lower-template", tpl, n, "the template's layer");
+  }
+  idmap_at(fd, ".", "layers", layers, n, "the sandbox's layer");
+  snprintf(layers, n, "layers/");
+  close(fd);
+  layers_userns = -1;
 }
 
 /* file, read-only at merged/etc/<leaf> (created there if missing) */
@@ -259,7 +322,7 @@ static void bind_etc(const char *merged, const char *leaf, const char *file) {
 /* the root's mounts below the overlay (all in the new mount namespace) */
 static void mount_root(const char *base, const char *root, const char *hosts,
                        const char *resolv, char *merged, size_t n) {
-  char opts[13000], lower[4400], usr[4400], tpl[4400];
+  char opts[24000], lower[4400], usr[4400], tpl[4400], layers[4400];
   int host_usr = usr_dirs(base, root);
   /* the overlays name their layers relative to root: a sandbox sees their
   ** options in its mountinfo, and the host's paths are none of its
@@ -271,13 +334,15 @@ static void mount_root(const char *base, const char *root, const char *hosts,
   snprintf(merged, n, "%s/merged", root);
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     die("make the mounts private");
-  idmapped_lowers(base, host_usr, lower, usr, sizeof lower);
+  idmapped_lowers(base, host_usr, lower, usr, layers, tpl, sizeof lower);
   /* without root, overlayfs keeps its xattrs in user.overlay.* */
-  snprintf(opts, sizeof opts, "lowerdir=%s%s%s,upperdir=upper,workdir=work%s",
-           tpl, tpl[0] ? ":" : "", lower, unpriv ? ",userxattr" : "");
+  snprintf(opts, sizeof opts,
+           "lowerdir=%s%s%s,upperdir=%supper,workdir=%swork%s", tpl,
+           tpl[0] ? ":" : "", lower, layers, layers,
+           unpriv ? ",userxattr" : "");
   if (mount("overlay", merged, "overlay", MS_NOSUID, opts) < 0)
     die("mount / (an overlay of the base %s)", base);
-  if (host_usr) mount_usr(lower, usr, tpl, merged);
+  if (host_usr) mount_usr(lower, usr, layers, tpl, merged);
   make_dir(merged, "tmp", 01777);
   make_dir(merged, "dev", 0755);
   make_dir(merged, "proc", 0555);
@@ -431,7 +496,19 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
   if (syscall(SYS_pivot_root, ".", ".") < 0) die("pivot_root");
   if (umount2(".", MNT_DETACH) < 0) die("unmount the host's tree");
   if (chdir("/") < 0) die("chdir /");
-  if (!unpriv && unshare(CLONE_NEWUSER) < 0) die("unshare the user namespace");
+  /* with root, the user namespace is made as the sandbox's root: the
+  ** kernel charges what a process counts per user (inotify instances and
+  ** watches, user namespaces...) to the namespace's owner too, which is
+  ** then this sandbox's uid, never host root's (ns_uids.h). The credential
+  ** change clears the parent-death signal: armed again, and a keeper gone
+  ** meanwhile ends the read of MP_NS_PIPE_MAPPED. */
+  if (!unpriv) {
+    if (setgroups(0, NULL) < 0 || setresgid(uids, uids, uids) < 0
+        || setresuid(uids, uids, uids) < 0)
+      die("become the sandbox's root (host uid %u)", uids);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) _exit(1);
+    if (unshare(CLONE_NEWUSER) < 0) die("unshare the user namespace");
+  }
   write_byte(to_keeper, MP_NS_PIPE_USERNS);
   if (!unpriv) read_byte(from_keeper, MP_NS_PIPE_MAPPED);
   /* the sandbox's syscall filter (ns_seccomp.c), once its namespaces are
@@ -491,6 +568,13 @@ int mp_ns_init_main(int argc, char **argv) {
   for (i = MP_NS_INIT_CGROUPS; i < argc; i++)
     if (mp_ns_write_text(argv[i], "0") < 0) die("join the cgroup %s", argv[i]);
   unpriv = geteuid() != 0;
+  if (!unpriv) {
+    char *end;
+    unsigned long u = strtoul(argv[MP_NS_INIT_UIDS], &end, 10);
+    if (*end != '\0' || u == 0 || u > 0xffffffffUL - MP_NS_UID_COUNT)
+      die_why("bad host uids '%s'", argv[MP_NS_INIT_UIDS]);
+    uids = (unsigned)u;
+  }
   if (unpriv) {
     /* the user namespace first: it owns the others; under the server's
     ** user namespace for PRIVATE networks when it hands one (net.h) */
@@ -506,6 +590,7 @@ int mp_ns_init_main(int argc, char **argv) {
     if (mp_ns_map_self(uid, gid) < 0)
       die("write the user namespace's id maps");
   }
+  idmap_users();
   if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC
               | CLONE_NEWNET) < 0)
     die("unshare the mount, pid, uts, ipc and net namespaces");
@@ -536,7 +621,7 @@ int mp_ns_init_main(int argc, char **argv) {
   write_byte(from_keeper[1], MP_NS_PIPE_GO);
   read_byte(to_keeper[0], MP_NS_PIPE_USERNS);
   if (!unpriv) {
-    if (mp_ns_write_maps(procdir, MP_NS_UID_BASE, MP_NS_UID_COUNT) < 0)
+    if (mp_ns_write_maps(procdir, uids, MP_NS_UID_COUNT) < 0)
       die("write the init's id maps");
     write_byte(from_keeper[1], MP_NS_PIPE_MAPPED);
   }

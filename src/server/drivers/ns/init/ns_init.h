@@ -29,8 +29,14 @@
 
 #include "drivers/ns/init/ns_sys.h" /* mp_ns_write_text */
 
-/* root in a sandbox is this host uid (and gid), and the sandbox's ids
-** 0..MP_NS_UID_COUNT-1 are host ids MP_NS_UID_BASE.. */
+/* The ids of the sandboxes' layers on the host: a file of uid k in a
+** sandbox (0..MP_NS_UID_COUNT-1) is owned by host uid MP_NS_UID_BASE + k
+** in its upper layer, a template's layer and a checkpoint, whatever the
+** sandbox. Each sandbox runs as a host uid range of its own (ns_uids.h:
+** root in it is host uid UIDS, the keeper's argument), and the keeper
+** mounts those layers idmapped from MP_NS_UID_BASE to UIDS when they
+** differ (without root, or without idmapped mounts, UIDS is
+** MP_NS_UID_BASE for every sandbox). */
 #define MP_NS_UID_BASE 100000
 #define MP_NS_UID_COUNT 65536
 
@@ -49,12 +55,14 @@
 #define MP_NS_ARG_END "--"
 
 /* `NAME __ns-init SERVER_PID ID BASE ROOT READY_FD HOSTS RESOLV FILTER
-** [CGROUP_PROCS...]`: indices in argv. ID: the hostname, or MP_NS_ARG_NONE
+** UIDS [CGROUP_PROCS...]`: indices in argv. ID: the hostname, or MP_NS_ARG_NONE
 ** (a warm keeper of the pool: it says MP_NS_SAY_WARM and waits for
 ** MP_NS_TELL_NAME); HOSTS: the environment's hosts file (PRIVATE), or
 ** none; RESOLV: the sandboxes' resolv.conf with egress (then ISOLATED
 ** sandboxes join too: their link to the way out), or none; FILTER: the
-** syscall filter's file; CGROUP_PROCS: the cgroup.procs files to join. */
+** syscall filter's file; UIDS: the host uid of the sandbox's root, the
+** first of its MP_NS_UID_COUNT ids (MP_NS_ARG_NONE without root);
+** CGROUP_PROCS: the cgroup.procs files to join. */
 enum {
   MP_NS_INIT_SERVER_PID = 2,
   MP_NS_INIT_ID,
@@ -64,6 +72,7 @@ enum {
   MP_NS_INIT_HOSTS,
   MP_NS_INIT_RESOLV,
   MP_NS_INIT_FILTER,
+  MP_NS_INIT_UIDS,
   MP_NS_INIT_CGROUPS /* the first, if any */
 };
 

@@ -18,7 +18,9 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int mp_ns_write_at(int dir, const char *name, const char *text) {
@@ -45,6 +47,51 @@ int mp_ns_write_maps(int procdir, unsigned base, unsigned count) {
   snprintf(map, sizeof map, "0 %u %u\n", base, count);
   if (mp_ns_write_at(procdir, "uid_map", map) < 0) return -1;
   return mp_ns_write_at(procdir, "gid_map", map);
+}
+
+int mp_ns_userns_of(const char *map) {
+  int p[2], dir = -1, fd = -1, e = 0, status;
+  char c = 0, path[64];
+  pid_t pid;
+  if (pipe2(p, O_CLOEXEC) < 0) return -1;
+  pid = fork();
+  if (pid < 0) {
+    e = errno;
+    close(p[0]);
+    close(p[1]);
+    errno = e;
+    return -1;
+  }
+  if (pid == 0) {
+    /* unshare, say so, and wait to be killed */
+    close(p[0]);
+    if (unshare(CLONE_NEWUSER) < 0) _exit(1);
+    if (write(p[1], "u", 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  close(p[1]);
+  if (read(p[0], &c, 1) != 1) {
+    e = EPERM; /* the child could not unshare */
+    goto out;
+  }
+  snprintf(path, sizeof path, "/proc/%d", (int)pid);
+  dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0 || mp_ns_write_at(dir, "uid_map", map) < 0
+      || mp_ns_write_at(dir, "gid_map", map) < 0) {
+    e = errno;
+    goto out;
+  }
+  fd = openat(dir, "ns/user", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) e = errno;
+out:
+  if (dir >= 0) close(dir);
+  close(p[0]);
+  kill(pid, SIGKILL);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  errno = e;
+  return fd;
 }
 
 int mp_ns_map_self(unsigned uid, unsigned gid) {

@@ -16,6 +16,12 @@ int mp_ns_write_text(const char *path, const char *text);
 ** ids 0..count-1 are host ids base... 0, or -1 with errno. */
 int mp_ns_write_maps(int procdir, unsigned base, unsigned count);
 
+/* A user namespace with the uid and gid map `map` (the text of a uid_map
+** file, "INSIDE OUTSIDE COUNT" lines), made by a child that is gone when
+** this returns (the descriptor keeps the namespace): its descriptor, or
+** -1 with errno. For the id map of an idmapped mount (ns_idmap.c). */
+int mp_ns_userns_of(const char *map);
+
 /* In a process that just unshared CLONE_NEWUSER: map root in it to the
 ** process's host uid and gid (outer ids, read before the unshare), one id
 ** each, with setgroups denied. 0, or -1 with errno. */
