@@ -14,6 +14,11 @@
 
 int mp_env_check(const cJSON *env, const char *field, char *why,
                  size_t n) {
+  return mp_env_check_max(env, field, MP_ENV_MAX_BYTES, why, n);
+}
+
+int mp_env_check_max(const cJSON *env, const char *field, size_t max_bytes,
+                     char *why, size_t n) {
   const cJSON *it;
   size_t names = 0, bytes = 0;
   if (env == NULL || cJSON_IsNull(env)) return 0;
@@ -34,9 +39,9 @@ int mp_env_check(const cJSON *env, const char *field, char *why,
       return -1;
     }
     bytes += strlen(it->string) + strlen(it->valuestring) + 2;
-    if (bytes > MP_ENV_MAX_BYTES) {
-      snprintf(why, n, "field '%s' is larger than %d bytes (NAME=value"
-               " strings, each with its NUL)", field, MP_ENV_MAX_BYTES);
+    if (bytes > max_bytes) {
+      snprintf(why, n, "field '%s' is larger than %zu bytes (NAME=value"
+               " strings, each with its NUL)", field, max_bytes);
       return -1;
     }
   }
