@@ -240,6 +240,33 @@ describe("Workspace:uploadDir on a platform without stdin", function()
   end)
 end)
 
+describe("Workspace:uploadDir through commands when the platform dies half-way", function()
+  it("raises, reports nothing as done and leaves no host tar running", function()
+    local srv = platform.start{ args = { "--exec-stdin", "off" } }
+    finally(function() srv:close() end)
+    local ws = platform_workspace(srv)
+    ws:init()
+    local src = tree .. "/src"
+    local t = mastra.spawn(function() return ws:uploadDir(src, "cut", { method = "auto" }) end)
+    -- the first parts are written: then the platform is killed
+    assert.is_true(platform.waitUntil(function()
+      local r = ws.sandbox:executeCommand("sh", { "-c", "ls -d .cut.mastra-tmp-*.parts/p-*" })
+      return r.exitCode == 0
+    end, 30000, 20))
+    srv:kill9()
+    local ok, err = pcall(t.wait, t)
+    assert.is_false(ok)
+    assert.is_true(mastra.errors.MastraError:is(err), tostring(err))
+    assert.are.equal(want, host_manifest(src))
+    -- the host side of the transfer (its tar -c) has ended with it
+    local p = assert(io.popen("ps -eo args"))
+    local ps = p:read("a")
+    p:close()
+    assert.is_nil(ps:find("tar -c -f - -C " .. src, 1, true), ps)
+    pcall(ws.destroy, ws) -- its sandbox died with the platform
+  end)
+end)
+
 describe("Workspace:uploadDir and downloadDir with a LocalSandbox", function()
   it("moves the tree both ways, through stdin and through commands", function()
     local dir, base = util.tmpdir()
