@@ -16,9 +16,9 @@
 -- * upload, where it does not (the hosted platform): the host tar's output
 --   goes out in parts, each the base64 (core.base64Encode) of the next
 --   bytes, carried in environment variables of one command that decodes
---   it into a part file (`printenv | base64 -d`: nothing in the sandbox
---   parses the text), AT_ONCE commands in flight; one command then feeds
---   the parts in order to `tar -x`.
+--   it into a part file (`base64 -d` of a here-document of the variables:
+--   nothing in the sandbox parses the text), AT_ONCE commands in flight;
+--   one command then feeds the parts in order to `tar -x`.
 -- * download: one `tar -c` in the sandbox, its output streamed into a
 --   `tar -x` on the host, in a temporary directory beside the target.
 --
@@ -328,15 +328,16 @@ local function send_parts(where, sb, h, P, remaining)
       local n, text = next_part()
       if n == nil then return end
       local name = q(("%s/p-%08d"):format(P, n))
-      local env, names = {}, {}
+      local env, refs = {}, {}
       for pos = 1, #text, ENV_PIECE do
-        local var = "MASTRA_PART_" .. (#names + 1)
+        local var = "MASTRA_PART_" .. (#refs + 1)
         env[var] = text:sub(pos, pos + ENV_PIECE - 1)
-        names[#names + 1] = var
+        refs[#refs + 1] = "${" .. var .. ":?}" -- a variable that is missing fails the part
       end
-      -- a variable that is missing fails base64 (a "*"), not just printenv
-      local cmd = ("{ printenv %s || echo '*'; } | base64 -d > %s")
-        :format(table.concat(names, " "), name)
+      -- a here-document: the shell expands the variables and base64 reads
+      -- them from a pipe (one program started, not printenv as well)
+      local cmd = ("exec base64 -d > %s <<MASTRA_PART_END\n%s\nMASTRA_PART_END\n")
+        :format(name, table.concat(refs))
       local r = sb:executeCommand(cmd, nil, { env = env, timeout = remaining() })
       if r.exitCode ~= 0 then failed(where, ("writing part %d of the archive"):format(n), r) end
     end
