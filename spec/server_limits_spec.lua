@@ -71,6 +71,14 @@ describe("mastra-platform limits", function()
     end)
 
     it("takes 960 KiB of env an exec, as its lease says, and refuses more", function()
+      -- 960 KiB under a stack limit of 8 MiB or more (execve takes a quarter of it)
+      local p = assert(io.popen("sh -c 'ulimit -s'"))
+      local stack = p:read("a"):gsub("%s+$", "")
+      p:close()
+      if stack ~= "unlimited" and tonumber(stack) < 8192 then
+        pending("the stack limit is " .. stack .. " KiB: the bound is smaller")
+        return
+      end
       srv = platform.start()
       local sb = create(srv)
       local lease = srv:lease(P, sb.id)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "util/index.h"
 
@@ -46,6 +47,19 @@ int mp_env_check_max(const cJSON *env, const char *field, size_t max_bytes,
     }
   }
   return 0;
+}
+
+size_t mp_exec_env_max(void) {
+  /* the command line, a creation env, the pointers and some slack */
+  const size_t beside = 128 * 1024 + MP_ENV_MAX_BYTES + 64 * 1024;
+  size_t max = MP_EXEC_ENV_MAX_BYTES;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    size_t room = (size_t)(rl.rlim_cur / 4);
+    room = room > beside ? room - beside : 0;
+    if (room < max) max = room;
+  }
+  return max < MP_ENV_MAX_BYTES ? MP_ENV_MAX_BYTES : max;
 }
 
 static char *env_string(const char *name, const char *value) {

@@ -20,7 +20,7 @@
 ** stdin moves bytes in it (uploadDir's part commands), and fewer, bigger
 ** commands cost less. With a creation env and a command line of 128 KiB
 ** the merge stays under execve's 2 MiB (a stack limit of 8 MiB). The
-** exec lease says this bound ("limits": {"execEnvBytes": N}); a client
+** exec lease says the bound ("limits": {"execEnvBytes": N}); a client
 ** message (1 MiB) holds it with its JSON. */
 #define MP_EXEC_ENV_MAX_BYTES (960 * 1024)
 /* Every command's environment has MP_MARKER_VAR=<sandbox id>: the
@@ -34,9 +34,16 @@
 ** MP_ENV_MAX_NAMES and MP_ENV_MAX_BYTES; else -1 and why says what is
 ** wrong. */
 int mp_env_check(const cJSON *env, const char *field, char *why, size_t n);
-/* The same within max_bytes (MP_EXEC_ENV_MAX_BYTES for an exec's). */
+/* The same within max_bytes (mp_exec_env_max() for an exec's). */
 int mp_env_check_max(const cJSON *env, const char *field, size_t max_bytes,
                      char *why, size_t n);
+
+/* The bound of an exec's env: MP_EXEC_ENV_MAX_BYTES, or less where the
+** server's stack limit (which its commands inherit) leaves execve less
+** than that beside a command line, a creation env and the pointers (it
+** takes a quarter of the stack limit); never less than
+** MP_ENV_MAX_BYTES, the bound before exec envs grew. */
+size_t mp_exec_env_max(void);
 
 /* Into e (empty): MP_MARKER_VAR=marker first (where a scan of
 ** /proc/PID/environ looks; no env replaces it), PATH, then base's names,
