@@ -284,6 +284,25 @@ describe("Workspace:uploadDir and downloadDir with a LocalSandbox", function()
     assert.are.equal(host_manifest(tree .. "/src/bin"), sandbox_manifest(sb, "bin-copy"))
   end)
 
+  it("says so when the sandbox's env leaves no room for a part, and leaves nothing", function()
+    local dir, base = util.tmpdir()
+    finally(function() util.rm_rf(dir, base) end)
+    -- 300,000 bytes of the sandbox's own env (merged into every exec): over
+    -- the 256 KiB an exec's env may hold where nothing says more
+    local env = { BIG1 = ("x"):rep(100000), BIG2 = ("y"):rep(100000), BIG3 = ("z"):rep(100000) }
+    local sb = mastra.LocalSandbox.new{ workingDirectory = dir .. "/sandbox", env = env }
+    local ws <close> = mastra.Workspace.new{ sandbox = sb }
+    ws:init()
+    local ok, err = pcall(ws.uploadDir, ws, tree .. "/src/bin", "roomless", { method = "commands" })
+    assert.is_false(ok)
+    assert.matches("Workspace:uploadDir: the sandbox's env leaves no room in an exec's env for the"
+      .. " archive's parts", tostring(err), 1, true)
+    assert.are.equal("", host_listing(dir .. "/sandbox"))
+    -- through stdin the env is no matter
+    ws:uploadDir(tree .. "/src/bin", "roomy")
+    assert.are.equal(host_manifest(tree .. "/src/bin"), sandbox_manifest(sb, "roomy"))
+  end)
+
   it("times out half-way and leaves nothing", function()
     local dir, base = util.tmpdir()
     local saved = transfer_dir.hostCreate
