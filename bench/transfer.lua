@@ -17,7 +17,8 @@
 -- sandbox) of a tree of FILES small files (default 2000, 1 to 4 KiB each)
 -- and of one MB file (default 100), through stdin and through the commands
 -- of a platform without stdin (method "commands", what "auto" takes there),
--- beside the limit: `tar -c | tar -x` through a pipe on the host. Every
+-- beside the limit: `tar -c | tar -x` through a pipe on the host, with the
+-- CPU seconds of each step (the client's, the server's: cpu_s). Every
 -- tree is checked (modes, links, sha256 of every file) after each step.
 -- MASTRA_BENCH_SERVE_ARGS adds flags to `mastra-platform serve` (e.g.
 -- "--driver process", or "--base DIR" for the namespaces driver).
@@ -90,6 +91,18 @@ local auth = "Authorization: Bearer " .. token
 local MANIFEST = [[cd -- "$1" && find . -mindepth 1 -printf '%y %m %p -> %l\n' | LC_ALL=C sort &&
 find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum]]
 
+-- CPU seconds (user + system, with the children it has waited for) of a
+-- process: the client's tar processes are its children; the process
+-- driver's commands are the server's (the namespaces driver's are its
+-- keepers' until the sandbox ends, so they are not counted there)
+local function cpu_s(pid)
+  local stat = lib.slurp("/proc/" .. pid .. "/stat"):match("%) (.*)$")
+  local f = {}
+  for x in stat:gmatch("%S+") do f[#f + 1] = x end -- from the state (a letter) on
+  -- utime stime cutime cstime, in ticks of 1/100 s
+  return (tonumber(f[12]) + tonumber(f[13]) + tonumber(f[14]) + tonumber(f[15])) / 100
+end
+
 local function manifest(sb, path)
   return lib.must(sb:executeCommand("sh", { "-c", MANIFEST, "sh", path })).stdout
 end
@@ -121,28 +134,34 @@ local function bench_dirs()
   }
   print(("directory transfers (the platform's driver: %s)"):format(sb:getInfo().metadata
     and sb:getInfo().metadata.driver or "?"))
-  print("| tree | step | time | MB/s |")
-  print("|---|---|--:|--:|")
+  print("| tree | step | time | MB/s | CPU client | CPU server |")
+  print("|---|---|--:|--:|--:|--:|")
   for _, c in ipairs(cases) do
     local want = manifest(host, c.path)
+    local c0, s0
+    local function start()
+      c0, s0 = cpu_s("self"), cpu_s(spid)
+      return lib.now()
+    end
     local function row(step, ms)
-      print(("| %s | %s | %.2f s | %.1f |"):format(c.name, step, ms / 1000, c.mb / (ms / 1000)))
+      print(("| %s | %s | %.2f s | %.1f | %.2f s | %.2f s |"):format(c.name, step, ms / 1000,
+        c.mb / (ms / 1000), cpu_s("self") - c0, cpu_s(spid) - s0))
     end
     -- the limit: tar | tar through a pipe on the host
-    local t0 = lib.now()
+    local t0 = start()
     lib.must(host:executeCommand(("mkdir %s && tar -c -f - -C %s . | tar -x -f - -C %s")
       :format(q(c.path .. ".pipe"), q(c.path), q(c.path .. ".pipe")), nil, { timeout = 0 }))
     row("`tar -c | tar -x` through a pipe (the limit)", lib.now() - t0)
     assert(manifest(host, c.path .. ".pipe") == want, "the pipe's copy differs")
     for _, m in ipairs{ "stdin", "commands" } do
-      t0 = lib.now()
+      t0 = start()
       local up = ws:uploadDir(c.path, "tree-" .. m, { method = m })
       row(("`uploadDir`, %s (%.1f MB of tar)"):format(m == "stdin" and "stdin"
         or "commands (no stdin)", up.bytes / 1e6), lib.now() - t0)
       assert(up.method == m)
       assert(manifest(sb, "tree-" .. m) == want, "the sandbox's copy differs (" .. m .. ")")
     end
-    t0 = lib.now()
+    t0 = start()
     ws:downloadDir("tree-stdin", c.path .. ".back")
     row("`downloadDir`", lib.now() - t0)
     assert(manifest(host, c.path .. ".back") == want, "the host's copy differs")

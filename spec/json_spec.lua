@@ -87,6 +87,22 @@ describe("core.jsonEncode", function()
     assert.are.same(v, core.jsonDecode(core.jsonEncode(v)))
   end)
 
+  it("escapes a character at any offset of a long run (8 bytes a test)", function()
+    -- each character to escape, at every offset of a 24-byte run of plain ones
+    local escapes = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\31"] = "\\u001f",
+      ["\127"] = "\127", ["\255"] = "\255", [" "] = " " }
+    for c, want in pairs(escapes) do
+      for at = 1, 24 do
+        local s = ("x"):rep(at - 1) .. c .. ("y"):rep(24 - at)
+        local text = core.jsonEncode(s)
+        assert.are.equal('"' .. ("x"):rep(at - 1) .. want .. ("y"):rep(24 - at) .. '"', text)
+      end
+    end
+    -- a long string of 960 KiB (uploadDir's env) comes out whole
+    local big = ("A"):rep(983040)
+    assert.are.equal('"' .. big .. '"', core.jsonEncode(big))
+  end)
+
   it("raises on values JSON cannot hold", function()
     assert.has_error(function() core.jsonEncode{ f = print } end,
       "jsonEncode: only tables, strings, numbers, booleans and mastra.null can be written as JSON")
@@ -148,6 +164,33 @@ describe("core.isUtf8", function()
 
   it("says what it wants when given something other than a string", function()
     local ok, err = pcall(core.isUtf8, {})
+    assert.is_false(ok)
+    assert.matches("string expected, got table", err)
+  end)
+end)
+
+describe("core.base64Encode", function()
+  it("encodes as RFC 4648 does, padding included", function()
+    -- the test vectors of RFC 4648, section 10
+    local vectors = { [""] = "", f = "Zg==", fo = "Zm8=", foo = "Zm9v", foob = "Zm9vYg==",
+      fooba = "Zm9vYmE=", foobar = "Zm9vYmFy" }
+    for plain, want in pairs(vectors) do assert.are.equal(want, core.base64Encode(plain)) end
+    assert.are.equal("AP8Q", core.base64Encode("\0\255\16"))
+    -- and as coreutils' base64 does, on bytes of every value
+    local bytes = {}
+    for i = 0, 255 do bytes[#bytes + 1] = string.char(i) end
+    local all = table.concat(bytes):rep(3)
+    local p = assert(io.popen("printf %s " .. ("'%s'"):format(core.base64Encode(all))
+      .. " | base64 -d | od -An -v -tu1 | tr -s ' \\n' '  '"))
+    local got = p:read("a")
+    p:close()
+    local want = {}
+    for i = 1, #all do want[i] = tostring(all:byte(i)) end
+    assert.are.equal(table.concat(want, " "), (got:gsub("^ +", ""):gsub(" +$", "")))
+  end)
+
+  it("says what it wants when given something other than a string", function()
+    local ok, err = pcall(core.base64Encode, {})
     assert.is_false(ok)
     assert.matches("string expected, got table", err)
   end)

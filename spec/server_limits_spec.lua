@@ -70,6 +70,35 @@ describe("mastra-platform limits", function()
       assert.is_nil(w.exitCode)
     end)
 
+    it("takes 960 KiB of env an exec, as its lease says, and refuses more", function()
+      -- 960 KiB under a stack limit of 8 MiB or more (execve takes a quarter of it)
+      local p = assert(io.popen("sh -c 'ulimit -s'"))
+      local stack = p:read("a"):gsub("%s+$", "")
+      p:close()
+      if stack ~= "unlimited" and tonumber(stack) < 8192 then
+        pending("the stack limit is " .. stack .. " KiB: the bound is smaller")
+        return
+      end
+      srv = platform.start()
+      local sb = create(srv)
+      local lease = srv:lease(P, sb.id)
+      assert.are.same({ execEnvBytes = 983040 }, lease.limits)
+      -- 7 values of 130,000 bytes (one execve string is at most 128 KiB)
+      local value = ("y"):rep(130000)
+      local r = legacy(srv, sb.id, { command = 'printf %s "$BIG1$BIG7" | wc -c',
+        env = env_of(7, "BIG", value) })
+      assert.are.equal(200, r.status, r.body)
+      assert.are.equal("260000\n", r.json.stdout)
+      r = legacy(srv, sb.id, { command = "true", env = env_of(8, "BIG", value) })
+      assert.are.equal(400, r.status)
+      assert.matches("larger than 983040 bytes", r.json.error.message)
+      -- a creation env keeps its 256 KiB
+      r = srv:json("POST", P .. "/sandbox", { environmentId = "e",
+        env = env_of(3, "BIG", value) })
+      assert.are.equal(400, r.status)
+      assert.matches("larger than 262144 bytes", r.json.error.message)
+    end)
+
     it("merges 4096 creation names with 4095 exec names: the exec's win, PATH may change,"
       .. " the marker may not", function()
       srv = platform.start()

@@ -240,6 +240,33 @@ describe("Workspace:uploadDir on a platform without stdin", function()
   end)
 end)
 
+describe("Workspace:uploadDir through commands when the platform dies half-way", function()
+  it("raises, reports nothing as done and leaves no host tar running", function()
+    local srv = platform.start{ args = { "--exec-stdin", "off" } }
+    finally(function() srv:close() end)
+    local ws = platform_workspace(srv)
+    ws:init()
+    local src = tree .. "/src"
+    local t = mastra.spawn(function() return ws:uploadDir(src, "cut", { method = "auto" }) end)
+    -- the first parts are written: then the platform is killed
+    assert.is_true(platform.waitUntil(function()
+      local r = ws.sandbox:executeCommand("sh", { "-c", "ls -d .cut.mastra-tmp-*.parts/p-*" })
+      return r.exitCode == 0
+    end, 30000, 20))
+    srv:kill9()
+    local ok, err = pcall(t.wait, t)
+    assert.is_false(ok)
+    assert.is_true(mastra.errors.MastraError:is(err), tostring(err))
+    assert.are.equal(want, host_manifest(src))
+    -- the host side of the transfer (its tar -c) has ended with it
+    local p = assert(io.popen("ps -eo args"))
+    local ps = p:read("a")
+    p:close()
+    assert.is_nil(ps:find("tar -c -f - -C " .. src, 1, true), ps)
+    pcall(ws.destroy, ws) -- its sandbox died with the platform
+  end)
+end)
+
 describe("Workspace:uploadDir and downloadDir with a LocalSandbox", function()
   it("moves the tree both ways, through stdin and through commands", function()
     local dir, base = util.tmpdir()
@@ -255,6 +282,25 @@ describe("Workspace:uploadDir and downloadDir with a LocalSandbox", function()
     local rel = "./" .. ("../"):rep(depth) .. tree:sub(2) .. "/src/bin"
     ws:uploadDir(rel, "bin-copy")
     assert.are.equal(host_manifest(tree .. "/src/bin"), sandbox_manifest(sb, "bin-copy"))
+  end)
+
+  it("says so when the sandbox's env leaves no room for a part, and leaves nothing", function()
+    local dir, base = util.tmpdir()
+    finally(function() util.rm_rf(dir, base) end)
+    -- 300,000 bytes of the sandbox's own env (merged into every exec): over
+    -- the 256 KiB an exec's env may hold where nothing says more
+    local env = { BIG1 = ("x"):rep(100000), BIG2 = ("y"):rep(100000), BIG3 = ("z"):rep(100000) }
+    local sb = mastra.LocalSandbox.new{ workingDirectory = dir .. "/sandbox", env = env }
+    local ws <close> = mastra.Workspace.new{ sandbox = sb }
+    ws:init()
+    local ok, err = pcall(ws.uploadDir, ws, tree .. "/src/bin", "roomless", { method = "commands" })
+    assert.is_false(ok)
+    assert.matches("Workspace:uploadDir: the sandbox's env leaves no room in an exec's env for the"
+      .. " archive's parts", tostring(err), 1, true)
+    assert.are.equal("", host_listing(dir .. "/sandbox"))
+    -- through stdin the env is no matter
+    ws:uploadDir(tree .. "/src/bin", "roomy")
+    assert.are.equal(host_manifest(tree .. "/src/bin"), sandbox_manifest(sb, "roomy"))
   end)
 
   it("times out half-way and leaves nothing", function()

@@ -161,35 +161,9 @@ function common.instructions(where, custom, default)
 end
 
 --- Standard base64 (with padding) of the bytes s, for bytes that travel in
--- command lines (mastra.core binds no base64: the C one in src/core/hash.c
--- serves the WebSocket handshake). Three bytes a step, through a table of
--- the 4,096 pairs of characters.
-local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-local ENC = {}
-for i = 0, 4095 do
-  local a, b = i // 64 + 1, i % 64 + 1
-  ENC[i] = B64:sub(a, a) .. B64:sub(b, b)
-end
-
+-- command lines (the C encoder of src/core/hash.c).
 function common.base64(s)
-  local out, n = {}, 0
-  local len = #s
-  local full = len - len % 3
-  for i = 1, full, 3 do
-    local x, y, z = s:byte(i, i + 2)
-    local v = x * 65536 + y * 256 + z
-    n = n + 1
-    out[n] = ENC[v // 4096] .. ENC[v % 4096]
-  end
-  local rest = len - full
-  if rest > 0 then
-    local x, y = s:byte(full + 1, full + 2)
-    local v = x * 65536 + (y or 0) * 256
-    local quad = ENC[v // 4096] .. ENC[v % 4096]
-    n = n + 1
-    out[n] = quad:sub(1, rest + 1) .. (rest == 1 and "==" or "=")
-  end
-  return table.concat(out)
+  return core.base64Encode(s)
 end
 
 return common

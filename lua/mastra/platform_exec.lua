@@ -48,7 +48,8 @@ local function fetch_lease(self, command, attempt, id)
     provider = j.provider, sandboxId = j.sandboxId, providerResourceId = j.providerResourceId,
     jwt = j.jwt, wsEndpoint = j.wsEndpoint, subprotocol = j.subprotocol or "railway-shell",
     expiresAt = j.expiresAt, expiresAtMs = client.parseTime(j.expiresAt),
-    capabilities = j.capabilities, target = id,
+    capabilities = j.capabilities, limits = type(j.limits) == "table" and j.limits or nil,
+    target = id,
   }
   if self._sandboxId == id then self._lease = lease end
   return lease
@@ -153,6 +154,17 @@ end
 -- `name` (no start: target is a sandbox this object runs or ran).
 function platform_exec.supports(self, target, name)
   return has_capability(platform_exec.ensureLease(self, name, 1, target), name)
+end
+
+--- The bound `name` that the exec lease of the sandbox `target` states
+-- (the local platform's "limits", e.g. execEnvBytes), or nil: a positive
+-- integer, or nothing (the hosted platform states none).
+function platform_exec.limit(self, target, name)
+  local limits = platform_exec.ensureLease(self, name, 1, target).limits
+  local v = limits and limits[name]
+  if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) end
+  if math.type(v) ~= "integer" or v <= 0 then return nil end
+  return v
 end
 
 return platform_exec

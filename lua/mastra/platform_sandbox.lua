@@ -542,6 +542,7 @@ end
 PlatformSandbox._ensureLease = platform_exec.ensureLease
 PlatformSandbox._runDirectExec = platform_exec.runDirectExec
 PlatformSandbox._supports = platform_exec.supports
+PlatformSandbox._limit = platform_exec.limit
 
 -- The platform could not enter the command's cwd (exit 127, and the
 -- local platform's message on stderr: "cannot run in directory '...':
@@ -585,6 +586,15 @@ function PlatformSandbox:supportsStdin()
   check_self("PlatformSandbox:supportsStdin", self)
   self:_ensureRunning("supportsStdin")
   return self:_supports(self._sandboxId, "stdin")
+end
+
+--- The bytes of NAME=value strings an exec's env may hold here, as the
+-- exec lease states it (the local platform does), or nil (unstated: the
+-- hosted platform). Starts the sandbox and fetches a lease.
+function PlatformSandbox:_execEnvBytes()
+  check_self("PlatformSandbox:_execEnvBytes", self)
+  self:_ensureRunning("_execEnvBytes")
+  return self:_limit(self._sandboxId, "execEnvBytes")
 end
 
 --- Run `command` (shell text) with `args` (each quoted as one argument) in

@@ -32,6 +32,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "hash.h"
 #include "json.h"
 #include "lmastra.h"
 
@@ -141,12 +142,34 @@ static void put(jbuf *b, const char *s, size_t n) {
   b->len += n;
 }
 
+/* A string, escaped: the runs of characters that need no escape are
+** copied whole (a command's text or its env can be hundreds of KiB: one
+** put() a character cost more than the rest of an exec's client side). */
 static void put_string(jbuf *b, const char *s, size_t n) {
-  size_t i;
+  size_t i = 0, run;
   put(b, "\"", 1);
-  for (i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
+  while (i < n) {
+    unsigned char c;
     char esc[8];
+    run = i;
+    while (run + 8 <= n) { /* 8 bytes at a time: none to escape? */
+      uint64_t w, q, bs;
+      memcpy(&w, s + run, 8);
+      q = w ^ 0x2222222222222222u; /* '"' becomes 0 */
+      bs = w ^ 0x5c5c5c5c5c5c5c5cu; /* '\\' becomes 0 */
+      if ((((w - 0x2020202020202020u) & ~w) /* a byte below 0x20 */
+           | ((q - 0x0101010101010101u) & ~q)
+           | ((bs - 0x0101010101010101u) & ~bs)) & 0x8080808080808080u)
+        break;
+      run += 8;
+    }
+    for (; run < n; run++) {
+      c = (unsigned char)s[run];
+      if (c < 0x20 || c == '"' || c == '\\') break;
+    }
+    if (run > i) put(b, s + i, run - i);
+    if (run == n) break;
+    c = (unsigned char)s[run];
     switch (c) {
     case '"': put(b, "\\\"", 2); break;
     case '\\': put(b, "\\\\", 2); break;
@@ -156,13 +179,10 @@ static void put_string(jbuf *b, const char *s, size_t n) {
     case '\b': put(b, "\\b", 2); break;
     case '\f': put(b, "\\f", 2); break;
     default:
-      if (c < 0x20) {
-        snprintf(esc, sizeof esc, "\\u%04x", c);
-        put(b, esc, 6);
-      } else {
-        put(b, (const char *)&s[i], 1);
-      }
+      snprintf(esc, sizeof esc, "\\u%04x", c);
+      put(b, esc, 6);
     }
+    i = run + 1;
   }
   put(b, "\"", 1);
 }
@@ -395,6 +415,20 @@ static int is_utf8(lua_State *L) {
   return 1;
 }
 
+/* base64 (RFC 4648, '=' padding) of a string: bytes that travel in
+** command lines and env (uploadDir's parts, ws:upload's chunks) */
+static int base64_encode(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  luaL_Buffer b;
+  char *out;
+  if (len > ((size_t)-1 - 1) / 4 * 3 - 3)
+    return luaL_error(L, "base64Encode: the string is too large");
+  out = luaL_buffinitsize(L, &b, MASTRA__BASE64_LEN(len) + 1);
+  luaL_pushresultsize(&b, mastra__base64_encode(s, len, out));
+  return 1;
+}
+
 /* }====== */
 
 int mastra__open_json(lua_State *L) {
@@ -402,6 +436,7 @@ int mastra__open_json(lua_State *L) {
     {"jsonDecode", json_decode},
     {"jsonEncode", json_encode},
     {"isUtf8", is_utf8},
+    {"base64Encode", base64_encode},
     {NULL, NULL}
   };
   lua_settop(L, 1);

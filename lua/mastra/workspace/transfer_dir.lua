@@ -13,12 +13,12 @@
 -- * upload, where the sandbox takes stdin (supportsStdin()): one command
 --   whose stdin is the host tar's output; it extracts into a temporary
 --   directory beside the target.
--- * upload, where it does not (the hosted platform): the host tar's output,
---   base64 (`base64 -w 0` on the host), goes out in part files, each
---   written by one command that carries its text in its command line and
---   in environment variables (printf and printenv: nothing in the sandbox
---   parses the text), AT_ONCE commands in flight; one command then decodes
---   the parts in order through `tar -x`.
+-- * upload, where it does not (the hosted platform): the host tar's output
+--   goes out in parts, each the base64 (core.base64Encode) of the next
+--   bytes, carried in environment variables of one command that decodes
+--   it into a part file (`base64 -d` of a here-document of the variables:
+--   nothing in the sandbox parses the text), AT_ONCE commands in flight;
+--   one command then feeds the parts in order to `tar -x`.
 -- * download: one `tar -c` in the sandbox, its output streamed into a
 --   `tar -x` on the host, in a temporary directory beside the target.
 --
@@ -37,12 +37,12 @@ local task = require "mastra.task"
 local transfer_dir = {}
 
 -- The commands path's sizes fit the local platform's bounds (docs/platform.md,
--- Limits): one execve string (the command line, each NAME=value) is at most
--- 128 KiB, an exec's env at most 256 KiB of NAME=value strings, a client
--- message at most 1 MiB.
-local INLINE = 130000     -- base64 characters in the command line of a part
+-- Limits): one execve string (each NAME=value) is at most 128 KiB, an
+-- exec's env at most what its lease states (execEnvBytes: 960 KiB there;
+-- 256 KiB where a lease states nothing), a client message at most 1 MiB.
 local ENV_PIECE = 130000  -- base64 characters in one environment variable
-local ENV_BOUND = 262144  -- an exec's env, NULs counted
+local ENV_BOUND = 262144  -- an exec's env, NULs counted, where no lease says
+local MESSAGE = 1048576 - 8192 -- a client message, less its command and framing
 local ENV_SLACK = 2048
 local AT_ONCE = 8         -- part commands in flight (more were slower: bench/README.md)
 local STDERR_KEPT = 4096
@@ -230,9 +230,8 @@ tar -x -p --no-same-owner -f - -C "$T" || { s=$?; rm -rf -- "$T"; exit $s; }
 local COMMIT = [[
 D=$1 T=$2 P=$4
 if [ -n "$P" ]; then
-  { cat -- "$P"/p-* | base64 -d || : > "$P/failed"; } | tar -x -p --no-same-owner -f - -C "$T"
+  cat -- "$P"/p-* | tar -x -p --no-same-owner -f - -C "$T"
   s=$?
-  if [ -e "$P/failed" ]; then echo "the parts do not decode (base64 -d failed)" >&2; s=1; fi
   rm -rf -- "$P"
   if [ "$s" != 0 ]; then rm -rf -- "$T"; exit "$s"; fi
 fi
@@ -253,12 +252,22 @@ fi
 -- may carry beside the sandbox's own env (PlatformSandbox merges it into
 -- every exec).
 local function env_pieces(sb)
-  local used = ENV_SLACK
+  local bound = type(sb._execEnvBytes) == "function" and sb:_execEnvBytes() or ENV_BOUND
+  local raw, json = ENV_SLACK, ENV_SLACK
   if type(sb.env) == "table" then
-    for k, v in pairs(sb.env) do used = used + #tostring(k) + #tostring(v) + 2 end
+    for k, v in pairs(sb.env) do
+      k, v = tostring(k), tostring(v)
+      raw = raw + #k + #v + 2
+      local _, escaped = v:gsub('[%c"\\]', "")
+      json = json + #k + #v + 5 * escaped + 6 -- "k":"v", at most 6 bytes a character
+    end
   end
+  local piece_raw = ENV_PIECE + #"MASTRA_PART_00=" + 1
+  local piece_json = ENV_PIECE + #'"MASTRA_PART_00":"",'
   local n = 0
-  while used + (n + 1) * (ENV_PIECE + #"MASTRA_PART_0=" + 2) <= ENV_BOUND do n = n + 1 end
+  while raw + (n + 1) * piece_raw <= bound and json + (n + 1) * piece_json <= MESSAGE do
+    n = n + 1
+  end
   return n
 end
 
@@ -271,15 +280,20 @@ local function check_host_dir(where, dir)
   end
 end
 
--- The part files, AT_ONCE commands at a time, from the host's base64.
+-- The part files, AT_ONCE commands at a time, from the host tar's
+-- output: each part is the base64 (core.base64Encode) of the next
+-- `group / 4 * 3` bytes, so that every part decodes on its own.
 local function send_parts(where, sb, h, P, remaining)
   local pieces = env_pieces(sb)
-  -- the command line is one execve string too: its text, the part's name
-  local inline = INLINE - 2 * #P
-  local group = inline + pieces * ENV_PIECE
+  if pieces == 0 then
+    raise(errors.MastraError, where, "the sandbox's env leaves no room in an exec's env for"
+      .. " the archive's parts (give the sandbox a smaller env, or use a sandbox that takes"
+      .. " stdin)")
+  end
+  local group = pieces * ENV_PIECE // 4 * 3 -- bytes of the archive a part
   local pending, plen, eof = {}, 0, false
   local busy, turn = false, {}
-  local parts, chars, tail = 0, 0, ""
+  local parts, bytes = 0, 0
   local function take()
     while plen < group and not eof do
       local c = h:read()
@@ -297,9 +311,8 @@ local function send_parts(where, sb, h, P, remaining)
       s = s:sub(1, group)
     end
     parts = parts + 1
-    chars = chars + #s
-    tail = (tail .. s):sub(-2)
-    return parts, s
+    bytes = bytes + #s
+    return parts, core.base64Encode(s)
   end
   local function next_part()
     while busy do task.wait(turn) end
@@ -315,18 +328,16 @@ local function send_parts(where, sb, h, P, remaining)
       local n, text = next_part()
       if n == nil then return end
       local name = q(("%s/p-%08d"):format(P, n))
-      local cmd = ("printf %%s '%s' > %s"):format(text:sub(1, inline), name)
-      local env, names, pos = nil, {}, inline + 1
-      while pos <= #text do
-        env = env or {}
-        local var = "MASTRA_PART_" .. (#names + 1)
+      local env, refs = {}, {}
+      for pos = 1, #text, ENV_PIECE do
+        local var = "MASTRA_PART_" .. (#refs + 1)
         env[var] = text:sub(pos, pos + ENV_PIECE - 1)
-        names[#names + 1] = var
-        pos = pos + ENV_PIECE
+        refs[#refs + 1] = "${" .. var .. ":?}" -- a variable that is missing fails the part
       end
-      if env then
-        cmd = ("%s && exec printenv %s >> %s"):format(cmd, table.concat(names, " "), name)
-      end
+      -- a here-document: the shell expands the variables and base64 reads
+      -- them from a pipe (one program started, not printenv as well)
+      local cmd = ("exec base64 -d > %s <<MASTRA_PART_END\n%s\nMASTRA_PART_END\n")
+        :format(name, table.concat(refs))
       local r = sb:executeCommand(cmd, nil, { env = env, timeout = remaining() })
       if r.exitCode ~= 0 then failed(where, ("writing part %d of the archive"):format(n), r) end
     end
@@ -334,8 +345,7 @@ local function send_parts(where, sb, h, P, remaining)
   local writers = {}
   for i = 1, AT_ONCE do writers[i] = writer end
   task.all(writers)
-  -- the bytes of the archive that the base64 carried
-  return chars // 4 * 3 - #tail:match("=*$")
+  return bytes
 end
 
 --- Copy the host directory `localDir` to `sandboxDir` in the sandbox.
@@ -395,17 +405,12 @@ function transfer_dir.upload(self, localDir, sandboxDir, opts)
         { "-c", PREPARE .. "mkdir -- \"$T.parts\"", "sh", D, T, ow }, { timeout = remaining() })
       r.path = D
       if r.exitCode ~= 0 then failed(where, "preparing " .. sandboxDir, r) end
-      local create = transfer_dir.hostCreate:format(q(src)):gsub("^exec ", "")
-      local h <close> = host(where, ("{ %s || echo \"mastra: tar exited with $?\" >&2; }"
-        .. " | base64 -w 0"):format(create), false, remaining())
+      local h <close> = host(where, transfer_dir.hostCreate:format(q(src)), false, remaining())
       bytes = send_parts(where, sb, h, P, remaining)
       local hc, hto = h:finish(false)
-      -- the pipeline's status is base64's: tar's comes as a line on stderr
-      local marked = h.stderr:match("mastra: tar exited with (%d+)")
-      if hc ~= 0 or marked then
-        failed(where, "tar on the host (" .. localDir .. ")",
-          { exitCode = hc ~= 0 and hc or tonumber(marked), timedOut = hto },
-          (h.stderr:gsub("mastra: tar exited with %d+\n?", "")))
+      if hc ~= 0 then
+        failed(where, "tar on the host (" .. localDir .. ")", { exitCode = hc, timedOut = hto },
+          h.stderr)
       end
     end
     local r = sb:executeCommand("sh", { "-c", COMMIT, "sh", D, T, ow, can and "" or P },

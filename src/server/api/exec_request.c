@@ -46,7 +46,8 @@ int mp_exec_request_parse(const cJSON *obj, const char *where,
     return -1;
   }
   snprintf(name, sizeof name, "%s%s" MP_EXEC_FIELD_ENV, where, dot);
-  if (mp_env_check(env, name, why, n) < 0) return -1;
+  if (mp_env_check_max(env, name, mp_exec_env_max(), why, n) < 0)
+    return -1;
   spec->command = cmd->valuestring;
   spec->cwd = cwd != NULL && cwd->valuestring[0] != '\0' ? cwd->valuestring
                                                          : NULL;

@@ -470,6 +470,12 @@ static enum MHD_Result lease(mp_server *srv, struct MHD_Connection *conn,
   cJSON_AddStringToObject(o, "subprotocol", "railway-shell");
   mp_iso8601(expires, ts);
   cJSON_AddStringToObject(o, "expiresAt", ts);
+  { /* our extension, also with --exec-stdin off: the bounds of an exec */
+    cJSON *limits = cJSON_AddObjectToObject(o, "limits");
+    if (limits != NULL)
+      cJSON_AddNumberToObject(limits, "execEnvBytes",
+                              (double)mp_exec_env_max());
+  }
   if (srv->exec_stdin) { /* our extensions: the hosted platform sends none */
     cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
     if (caps != NULL) {

@@ -9,11 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "util/index.h"
 
 int mp_env_check(const cJSON *env, const char *field, char *why,
                  size_t n) {
+  return mp_env_check_max(env, field, MP_ENV_MAX_BYTES, why, n);
+}
+
+int mp_env_check_max(const cJSON *env, const char *field, size_t max_bytes,
+                     char *why, size_t n) {
   const cJSON *it;
   size_t names = 0, bytes = 0;
   if (env == NULL || cJSON_IsNull(env)) return 0;
@@ -34,13 +40,26 @@ int mp_env_check(const cJSON *env, const char *field, char *why,
       return -1;
     }
     bytes += strlen(it->string) + strlen(it->valuestring) + 2;
-    if (bytes > MP_ENV_MAX_BYTES) {
-      snprintf(why, n, "field '%s' is larger than %d bytes (NAME=value"
-               " strings, each with its NUL)", field, MP_ENV_MAX_BYTES);
+    if (bytes > max_bytes) {
+      snprintf(why, n, "field '%s' is larger than %zu bytes (NAME=value"
+               " strings, each with its NUL)", field, max_bytes);
       return -1;
     }
   }
   return 0;
+}
+
+size_t mp_exec_env_max(void) {
+  /* the command line, a creation env, the pointers and some slack */
+  const size_t beside = 128 * 1024 + MP_ENV_MAX_BYTES + 64 * 1024;
+  size_t max = MP_EXEC_ENV_MAX_BYTES;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    size_t room = (size_t)(rl.rlim_cur / 4);
+    room = room > beside ? room - beside : 0;
+    if (room < max) max = room;
+  }
+  return max < MP_ENV_MAX_BYTES ? MP_ENV_MAX_BYTES : max;
 }
 
 static char *env_string(const char *name, const char *value) {
