@@ -158,7 +158,7 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
   mastra__io_stop(&b->ready_io);
   close_fd(&b->keeper_fd);
   close_fd(&b->ready_fd);
-  close_fd(&b->init_fd);
+  if (!b->torn) close_fd(&b->init_fd); /* a torn one's: init_io */
   b->started = b->ready = 0;
   if (b->warm) {
     net_leave(NULL, b);
@@ -173,6 +173,7 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
     mp_log("sandbox %s: its init exited; the next command starts a new one",
            sb->id);
   net_leave(sb, b);
+  mp_sandbox_recheck(sb); /* a destroy may wait for it */
 }
 
 /* MP_NS_SAY_NET, "N <init>", from a keeper (PRIVATE, or with egress; sb
@@ -596,12 +597,27 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   return rc;
 }
 
+/* a torn box's init exited: every other process of its pid namespace was
+** reaped before (the kernel's zap of a dying namespace) */
+static void on_init_exit(mastra__io *io, uint32_t revents) {
+  ns_box *b = io->data;
+  (void)revents;
+  mastra__io_stop(&b->init_io);
+  close_fd(&b->init_fd);
+  mp_sandbox_recheck(b->sb);
+}
+
 static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
   ns_box *b = box_of(srv, sb);
   if (b != NULL) {
     stop_init(b);
     net_leave(sb, b);
     cg_remove_later(b);
+    b->torn = 1;
+    if (b->init_fd >= 0) {
+      mastra__io_init(srv->loop, &b->init_io, b->init_fd, on_init_exit, b);
+      mastra__io_start(&b->init_io, EPOLLIN);
+    }
   }
   /* a template's build keeps its layer (sandbox/template.c) */
   if (sb->keep_layer != NULL && rename(sb->dir, sb->keep_layer) < 0)
@@ -617,6 +633,7 @@ static void box_finish_now(ns_box *b) {
   stop_init(b);
   mastra__io_stop(&b->keeper_io);
   mastra__io_stop(&b->ready_io);
+  mastra__io_stop(&b->init_io);
   mastra__timer_stop(&b->rmdir_timer);
   if (b->keeper_fd >= 0) {
     struct pollfd pfd = {b->keeper_fd, POLLIN, 0};
@@ -640,6 +657,8 @@ static void box_free(mastra__handle *h) {
   ns_box *b = (ns_box *)h;
   mastra__timer_stop(&b->rmdir_timer);
   mastra__io_stop(&b->keeper_io);
+  mastra__io_stop(&b->init_io);
+  close_fd(&b->init_fd);
   free(b);
 }
 
@@ -676,6 +695,7 @@ static void box_detach(ns_box *b) {
   stop_init(b);
   net_leave(NULL, b); /* its way out (a PRIVATE member left at its teardown) */
   mastra__io_stop(&b->ready_io);
+  mastra__io_stop(&b->init_io);
   close_fd(&b->ready_fd);
   close_fd(&b->init_fd);
   b->handle.shutdown = box_shutdown;
@@ -717,6 +737,53 @@ static size_t ns_kill_strays(mp_sandbox *sb, int (*in_command)(void *data,
   s.data = data;
   s.n = 0;
   if (s.b != NULL && s.b->cg_made) mp_nscg_each(sb->id, kill_stray, &s);
+  return s.n;
+}
+
+typedef struct left_scan {
+  const ns_box *b;
+  size_t n;
+} left_scan;
+
+static void kill_left(long pid, void *data) {
+  left_scan *s = data;
+  if (pid > 1 && kill((pid_t)pid, SIGKILL) == 0) s->n++;
+}
+
+/* What is left of a torn-down sandbox (mp_driver.left): its keeper until
+** the loop reaps it, its init until its pidfd says it exited (after every
+** other process of its pid namespace), and whatever its cgroups hold
+** (the commands' relays too), each SIGKILLed again; its cgroups are
+** removed as soon as they are empty. Without cgroups, the keeper and the
+** init: the rest of the sandbox lives in the init's pid namespace. */
+static size_t ns_left(mp_server *srv, mp_sandbox *sb) {
+  ns_box *b = sb->driver_data;
+  left_scan s;
+  (void)srv;
+  if (b == NULL) return 0;
+  s.b = b;
+  s.n = 0;
+  stop_init(b);
+  if (b->keeper_fd >= 0) s.n++; /* on_keeper_exit reaps it */
+  if (b->init_fd >= 0) {
+    struct pollfd pfd = {b->init_fd, POLLIN, 0};
+    if (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLIN | POLLHUP))) {
+      mastra__io_stop(&b->init_io);
+      close_fd(&b->init_fd);
+    } else {
+      s.n++;
+    }
+  }
+  if (b->cg_made) {
+    size_t before = s.n;
+    mp_nscg_each(b->id, kill_left, &s);
+    if (s.n == before && mp_nscg_remove(b->id) == 0) {
+      b->cg_made = 0;
+      mastra__timer_stop(&b->rmdir_timer);
+    } else if (s.n == before) {
+      s.n++; /* not removable yet: a process on its way out */
+    }
+  }
   return s.n;
 }
 
@@ -776,6 +843,7 @@ const mp_driver mp_ns_driver = {
     ** its init */
     .no_run_files = 1,
     .kill_strays = ns_kill_strays,
+    .left = ns_left,
     .egress = mp_ns_net_json,
     .health = ns_health,
 };

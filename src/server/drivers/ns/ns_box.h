@@ -37,7 +37,9 @@ typedef struct ns_box {
   char *pool_root;             /* a warm box's DATA/pool/<n> */
   struct ns_box *pool_next;
   unsigned rmdir_tries;
+  int torn;                    /* torn down: a destroy drains it (ns_left) */
   mastra__io keeper_io, ready_io;
+  mastra__io init_io;          /* a torn box's init_fd: its exit */
   mastra__timer rmdir_timer;
 } ns_box;
 
