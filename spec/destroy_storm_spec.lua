@@ -58,6 +58,19 @@ local function cgroups(id)
   return out
 end
 
+-- the cgroups of data directory dir (mastra-platform/<12 hex of its
+-- SHA-256>): its sandboxes' and its warm pool's
+local function data_cgroups(dir)
+  local p = io.popen("printf %s " .. mastra.quote(dir) .. " | sha256sum | cut -c1-12")
+  local hex = p:read("a"):gsub("%s", "")
+  p:close()
+  p = io.popen("ls -d /sys/fs/cgroup/*/mastra-platform/" .. hex
+    .. " /sys/fs/cgroup/mastra-platform/" .. hex .. " 2>/dev/null")
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
 local function assert_nothing_left(id, when)
   local left = left_on_host(id)
   assert(#left == 0, ("%s: %d process(es) of %s still on the host:\n%s")
@@ -176,6 +189,9 @@ describe("a destroy", function()
         local ids = { a.sandboxId, b.sandboxId }
         srv:stop() -- raises unless it exits 0
         for _, id in ipairs(ids) do assert_nothing_left(id, "after the server's exit") end
+        -- nor of the warm pool's members (pool-<n> cgroups, under the
+        -- data directory's, which is gone)
+        assert.are.equal("", data_cgroups(srv.dataDir))
         for _, t in ipairs{ running, running_b } do
           assert.is_true(util.wait_until(function() return t:done() end, 10000))
           t:wait()
