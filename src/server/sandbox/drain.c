@@ -45,6 +45,8 @@ static size_t left_of(mp_sandbox *sb) {
   for (i = 0; i < sb->nprocs; i++) /* its commands' groups, graceless now */
     if (!sb->procs[i]->done) kill(-sb->procs[i]->pid, SIGKILL);
   if (srv->driver->left != NULL) return srv->driver->left(srv, sb);
+  /* a sandbox that never ran a command has no process to look for */
+  if (sb->last_exec_ms == 0) return 0;
   return mp_orphans_kill_marked(marked_of, NULL, sb);
 }
 
