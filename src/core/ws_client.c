@@ -99,6 +99,9 @@ static void teardown(mastra__ws *ws) {
   free(ws->head);
   ws->head = NULL;
   ws->head_len = ws->head_end = ws->feed_off = 0;
+  free(ws->ahead);
+  ws->ahead = NULL;
+  ws->ahead_len = ws->ahead_off = 0;
   ws->phase = PH_DONE;
   ws->state = MASTRA__WS_CLOSED;
 }
@@ -186,7 +189,32 @@ static ssize_t on_wslay_recv(wslay_event_context_ptr ctx, uint8_t *buf,
     wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
     return -1;
   }
-  rc = curl_easy_recv(ws->xfer.easy, buf, len, &n);
+  if (ws->ahead_off < ws->ahead_len) { /* read ahead, not taken yet */
+    n = ws->ahead_len - ws->ahead_off;
+    if (n > len) n = len;
+    memcpy(buf, ws->ahead + ws->ahead_off, n);
+    ws->ahead_off += n;
+    return (ssize_t)n;
+  }
+  if (len < MASTRA__WS_READ_AHEAD && ws->ahead == NULL)
+    ws->ahead = malloc(MASTRA__WS_READ_AHEAD); /* NULL: read as asked */
+  if (len < MASTRA__WS_READ_AHEAD && ws->ahead != NULL) {
+    ws->ahead_off = ws->ahead_len = 0;
+    rc = curl_easy_recv(ws->xfer.easy, ws->ahead, MASTRA__WS_READ_AHEAD, &n);
+    if (rc == CURLE_OK && n > len) {
+      ws->ahead_len = n;
+      ws->ahead_off = len;
+      memcpy(buf, ws->ahead, len);
+      return (ssize_t)len;
+    }
+    if (rc == CURLE_OK && n > 0) memcpy(buf, ws->ahead, n);
+    if (rc != CURLE_OK || n < MASTRA__WS_READ_AHEAD) {
+      free(ws->ahead); /* drained (or failed): an idle socket holds none */
+      ws->ahead = NULL;
+    }
+  } else {
+    rc = curl_easy_recv(ws->xfer.easy, buf, len, &n);
+  }
   if (rc == CURLE_AGAIN) {
     wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
     return -1;
