@@ -112,6 +112,11 @@ struct mastra__ws {
   char *protocol;            /* selected by the server, or NULL */
   char *target;              /* the URL, for messages */
   uint64_t handshake_ms, close_ms, max_message;
+  /* the data message being received (wslay buffers none: its frames'
+  ** chunks are copied here as they come), and its frame's kind */
+  mastra__ws_msg *in;
+  int in_frame;              /* 0: none, 1: data, 2: control (wslay's) */
+  int in_fin;                /* the frame ends its message */
   /* received messages, oldest first */
   mastra__ws_msg *qhead, *qtail;
   size_t qbytes, qcount;
