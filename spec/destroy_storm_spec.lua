@@ -141,7 +141,7 @@ local function with_server(opts, fn)
 end
 
 local drivers = { { name = "process", fan = 300 } }
-if is_root() then drivers[#drivers + 1] = { name = "namespaces", fan = 1000 } end
+if is_root() then drivers[#drivers + 1] = { name = "namespaces", fan = 5000 } end
 
 describe("a destroy", function()
   setup(start_hogs)
