@@ -78,4 +78,18 @@ describe("mastra.output", function()
       assert.are.equal("an integer >= 0 (bytes), or math.huge (keep everything)", expected)
     end
   end)
+
+  it("joins its chunks with core.concat, in batches past 4096 of them", function()
+    local core = require "mastra.core"
+    local many = {}
+    for i = 1, 4096 * 5 + 7 do many[i] = tostring(i % 10) .. (i % 3 == 0 and "" or "x") end
+    assert.are.equal(table.concat(many), core.concat(many))
+    assert.are.equal(table.concat(many, "", 4000), core.concat(many, 4000))
+    assert.are.equal("", core.concat(many, #many + 1))
+    assert.are.equal("", core.concat({}))
+    local ok, err = pcall(core.concat, { "a", 2 })
+    assert.is_false(ok)
+    assert.matches("list%[2%] is not a string", err)
+    assert.are.equal(table.concat(many), fill(nil, many):text())
+  end)
 end)

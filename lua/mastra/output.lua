@@ -4,6 +4,8 @@
 -- maxRetainedBytes; CommandResult stdoutTruncated, stdoutDroppedBytes):
 -- a long-running process keeps bounded memory, and a command whose output
 -- only goes to onStdout can keep none (maxRetainedBytes = 0).
+local core = require "mastra.core"
+
 local output = {}
 
 local Retained = {}
@@ -80,7 +82,7 @@ function Retained:text()
   local n = #chunks - head + 1
   if n <= 0 then return "" end
   if n > 1 then
-    local s = table.concat(chunks, "", head)
+    local s = core.concat(chunks, head) -- one allocation of its size
     for i = #chunks, 1, -1 do chunks[i] = nil end
     chunks[1], self.head = s, 1
   end

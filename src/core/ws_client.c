@@ -65,6 +65,9 @@ const char *mastra__ws_state_name(mastra__ws_state s) {
 }
 
 static void free_queue(mastra__ws *ws) {
+  free(ws->in);
+  ws->in = NULL;
+  ws->in_frame = 0;
   while (ws->qhead != NULL) {
     mastra__ws_msg *m = ws->qhead;
     ws->qhead = m->next;
@@ -99,6 +102,9 @@ static void teardown(mastra__ws *ws) {
   free(ws->head);
   ws->head = NULL;
   ws->head_len = ws->head_end = ws->feed_off = 0;
+  free(ws->ahead);
+  ws->ahead = NULL;
+  ws->ahead_len = ws->ahead_off = 0;
   ws->phase = PH_DONE;
   ws->state = MASTRA__WS_CLOSED;
 }
@@ -186,7 +192,32 @@ static ssize_t on_wslay_recv(wslay_event_context_ptr ctx, uint8_t *buf,
     wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
     return -1;
   }
-  rc = curl_easy_recv(ws->xfer.easy, buf, len, &n);
+  if (ws->ahead_off < ws->ahead_len) { /* read ahead, not taken yet */
+    n = ws->ahead_len - ws->ahead_off;
+    if (n > len) n = len;
+    memcpy(buf, ws->ahead + ws->ahead_off, n);
+    ws->ahead_off += n;
+    return (ssize_t)n;
+  }
+  if (len < MASTRA__WS_READ_AHEAD && ws->ahead == NULL)
+    ws->ahead = malloc(MASTRA__WS_READ_AHEAD); /* NULL: read as asked */
+  if (len < MASTRA__WS_READ_AHEAD && ws->ahead != NULL) {
+    ws->ahead_off = ws->ahead_len = 0;
+    rc = curl_easy_recv(ws->xfer.easy, ws->ahead, MASTRA__WS_READ_AHEAD, &n);
+    if (rc == CURLE_OK && n > len) {
+      ws->ahead_len = n;
+      ws->ahead_off = len;
+      memcpy(buf, ws->ahead, len);
+      return (ssize_t)len;
+    }
+    if (rc == CURLE_OK && n > 0) memcpy(buf, ws->ahead, n);
+    if (rc != CURLE_OK || n < MASTRA__WS_READ_AHEAD) {
+      free(ws->ahead); /* drained (or failed): an idle socket holds none */
+      ws->ahead = NULL;
+    }
+  } else {
+    rc = curl_easy_recv(ws->xfer.easy, buf, len, &n);
+  }
   if (rc == CURLE_AGAIN) {
     wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
     return -1;
@@ -253,25 +284,86 @@ static void on_wslay_msg(wslay_event_context_ptr ctx,
     ws->changed = 1;
     return;
   }
-  if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME)
-    return; /* ping and pong: wslay answers pings itself */
-  if (ws->orphan) return; /* nobody will read it */
-  {
-    mastra__ws_msg *m = malloc(sizeof *m + arg->msg_length);
-    if (m == NULL) {
-      ws->oom = 1;
-      return;
-    }
+  /* ping and pong: wslay answers pings itself; a data message was built
+  ** from its frames' chunks (on_wslay_frame_*), wslay keeps none of it */
+}
+
+/* Data frames are not buffered by wslay (WSLAY_CONFIG_NO_BUFFERING): each
+** chunk goes straight into the message it belongs to, which is queued
+** when its last frame ends. That saves two copies of every byte (wslay's
+** chunk and its flattened message). Control frames wslay buffers and
+** hands to on_wslay_msg. */
+static void on_wslay_frame_start(wslay_event_context_ptr ctx,
+                                 const struct wslay_event_on_frame_recv_start_arg *arg,
+                                 void *ud) {
+  mastra__ws *ws = ud;
+  mastra__ws_msg *m;
+  size_t have;
+  if (arg->opcode & 0x8) { /* close, ping, pong */
+    ws->in_frame = 2;
+    return;
+  }
+  ws->in_frame = 1;
+  ws->in_fin = arg->fin;
+  if (ws->orphan || ws->oom) { /* nobody will read it */
+    ws->in_frame = 2;
+    return;
+  }
+  have = ws->in != NULL ? ws->in->len : 0;
+  if (arg->opcode != WSLAY_CONTINUATION_FRAME && ws->in != NULL) {
+    free(ws->in); /* wslay refuses that (a protocol error) before us */
+    ws->in = NULL;
+    have = 0;
+  }
+  if (arg->payload_length > ws->max_message - have) {
+    /* a fragmented message past max_message (wslay checks each frame) */
+    wslay_event_shutdown_read(ctx);
+    wslay_event_queue_close(ctx, 1009, NULL, 0);
+    ws->in_frame = 2; /* its bytes are dropped */
+    return;
+  }
+  m = realloc(ws->in, sizeof *m + have + (size_t)arg->payload_length);
+  if (m == NULL) {
+    ws->oom = 1;
+    return;
+  }
+  if (ws->in == NULL) {
     m->next = NULL;
     m->binary = arg->opcode == WSLAY_BINARY_FRAME;
-    m->len = arg->msg_length;
-    if (arg->msg_length) memcpy(m->data, arg->msg, arg->msg_length);
-    if (ws->qtail) ws->qtail->next = m; else ws->qhead = m;
-    ws->qtail = m;
-    ws->qbytes += m->len;
-    ws->qcount++;
-    ws->changed = 1;
+    m->len = 0;
   }
+  ws->in = m;
+}
+
+static void on_wslay_frame_chunk(wslay_event_context_ptr ctx,
+                                 const struct wslay_event_on_frame_recv_chunk_arg *arg,
+                                 void *ud) {
+  mastra__ws *ws = ud;
+  (void)ctx;
+  if (ws->in_frame != 1 || ws->in == NULL || arg->data_length == 0) return;
+  memcpy(ws->in->data + ws->in->len, arg->data, arg->data_length);
+  ws->in->len += arg->data_length;
+}
+
+static void on_wslay_frame_end(wslay_event_context_ptr ctx, void *ud) {
+  mastra__ws *ws = ud;
+  mastra__ws_msg *m = ws->in;
+  (void)ctx;
+  if (ws->in_frame != 1 || !ws->in_fin || m == NULL) {
+    ws->in_frame = 0;
+    return;
+  }
+  ws->in_frame = 0;
+  ws->in = NULL;
+  if (ws->orphan) {
+    free(m);
+    return;
+  }
+  if (ws->qtail) ws->qtail->next = m; else ws->qhead = m;
+  ws->qtail = m;
+  ws->qbytes += m->len;
+  ws->qcount++;
+  ws->changed = 1;
 }
 
 /* }====== */
@@ -406,12 +498,16 @@ static void open_ws(mastra__ws *ws) {
   cb.send_callback = on_wslay_send;
   cb.genmask_callback = on_wslay_genmask;
   cb.on_msg_recv_callback = on_wslay_msg;
+  cb.on_frame_recv_start_callback = on_wslay_frame_start;
+  cb.on_frame_recv_chunk_callback = on_wslay_frame_chunk;
+  cb.on_frame_recv_end_callback = on_wslay_frame_end;
   if (wslay_event_context_client_init(&ws->ctx, &cb, ws) != 0) {
     ws->ctx = NULL;
     fail(ws, "CURLE_OUT_OF_MEMORY", "out of memory");
     return;
   }
   wslay_event_config_set_max_recv_msg_length(ws->ctx, ws->max_message);
+  wslay_event_config_set_no_buffering(ws->ctx, 1);
   mastra__timer_stop(&ws->timer);
   ws->feed_off = ws->head_end; /* wslay reads what followed the head first */
   ws->phase = PH_WS;

@@ -52,6 +52,10 @@
 /* The largest response head to an Upgrade request, and the most of a
 ** refusal's body that is kept. */
 #define MASTRA__WS_HEAD_MAX 16384
+/* What one read of the socket takes: wslay asks for 4 KiB at a time, which
+** cost a recv per 4 KiB (131,072 of them for 512 MB). Held only while
+** bytes arrive: freed when the socket has nothing more to read. */
+#define MASTRA__WS_READ_AHEAD ((size_t)64 << 10)
 #define MASTRA__WS_BODY_MAX 16384
 
 typedef enum mastra__ws_state {
@@ -98,12 +102,21 @@ struct mastra__ws {
   size_t req_len, req_off;
   char *head;                /* the response; bytes after it feed wslay */
   size_t head_len, head_end, feed_off, body_want;
+  /* bytes read from the socket that wslay has not taken yet (pump() always
+  ** reads until wslay would block, so none waits unseen by epoll) */
+  unsigned char *ahead;
+  size_t ahead_len, ahead_off;
   char accept[29];
   char **protocols;
   size_t nprotocols;
   char *protocol;            /* selected by the server, or NULL */
   char *target;              /* the URL, for messages */
   uint64_t handshake_ms, close_ms, max_message;
+  /* the data message being received (wslay buffers none: its frames'
+  ** chunks are copied here as they come), and its frame's kind */
+  mastra__ws_msg *in;
+  int in_frame;              /* 0: none, 1: data, 2: control (wslay's) */
+  int in_fin;                /* the frame ends its message */
   /* received messages, oldest first */
   mastra__ws_msg *qhead, *qtail;
   size_t qbytes, qcount;

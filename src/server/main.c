@@ -119,6 +119,12 @@ static void usage(FILE *f) {
           "  --destroyed-max N    keep at most N destroyed records; a destroy"
           " past N\n"
           "                       forgets the oldest (default 1000)\n"
+          "  --destroy-wait SECONDS\n"
+          "                       a destroy answers once no process of the"
+          " sandbox is\n"
+          "                       left; past SECONDS after their SIGKILL, 500"
+          " saying what\n"
+          "                       is left (1 to 3600; default 10)\n"
           "  --header-timeout SECONDS\n"
           "                       a request's head must arrive within"
           " SECONDS (default 30)\n"
@@ -311,6 +317,7 @@ int main(int argc, char **argv) {
   long idle_exit = 0, lease_ttl = DEFAULT_LEASE_TTL_S;
   long destroyed_ttl = MP_DESTROYED_TTL_DEFAULT_S;
   long destroyed_max = MP_DESTROYED_MAX_DEFAULT;
+  long destroy_wait = MP_DESTROY_WAIT_DEFAULT_S;
   long header_timeout = MP_HEADER_TIMEOUT_DEFAULT_S;
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
   double retention_unused = DEFAULT_CHECKPOINT_RETENTION_UNUSED_DAYS;
@@ -397,6 +404,8 @@ int main(int argc, char **argv) {
     } else if (strcmp(a, "--destroyed-max") == 0) {
       if (parse_count(a, v, 1, MP_DESTROYED_MAX_LIMIT, &destroyed_max) < 0)
         return 2;
+    } else if (strcmp(a, "--destroy-wait") == 0) {
+      if (parse_count(a, v, 1, 3600, &destroy_wait) < 0) return 2;
     } else if (strcmp(a, "--header-timeout") == 0) {
       if (parse_seconds(a, v, &header_timeout) < 0 || header_timeout == 0)
         return 2;
@@ -423,6 +432,7 @@ int main(int argc, char **argv) {
   srv.lease_ttl_ms = (uint64_t)lease_ttl * 1000;
   srv.destroyed_ttl_ms = (int64_t)destroyed_ttl * 1000;
   srv.destroyed_max = (size_t)destroyed_max;
+  srv.destroy_wait_ms = (int64_t)destroy_wait * 1000;
   srv.header_timeout_s = (unsigned)header_timeout;
   srv.idle_exit_s = (int)idle_exit;
   srv.checkpoint_retention_days = retention;

@@ -49,6 +49,7 @@ struct mp_server {
   mp_index sandbox_index;     /* the same records by id */
   int64_t destroyed_ttl_ms;   /* how long a destroyed record is kept */
   size_t destroyed_max;       /* how many destroyed records are kept */
+  int64_t destroy_wait_ms;    /* a destroy's wait for its last processes */
   mp_sandbox *gone, *gone_tail; /* sandbox.c: the destroyed records, oldest
                                 ** first */
   size_t ngone;

@@ -51,7 +51,10 @@ static cJSON *sandbox_json(const mp_sandbox *sb) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "id", sb->id);
   add_provider_id(o, sb);
-  cJSON_AddStringToObject(o, "status", sb->destroyed_ms ? "destroyed" : "ready");
+  /* "destroying": destroyed, and some of its processes are still being
+  ** killed (drain.c) */
+  cJSON_AddStringToObject(o, "status", !sb->destroyed_ms ? "ready"
+                          : sb->draining ? "destroying" : "destroyed");
   mp_iso8601(sb->created_ms, ts);
   cJSON_AddStringToObject(o, "createdAt", ts);
   if (sb->destroyed_ms) {

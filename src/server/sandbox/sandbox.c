@@ -21,6 +21,8 @@
 ** environment (orphans.c); a destroy kills the sandbox's marked processes
 ** that left its commands' groups, shutdown every group and every marked
 ** process, and a start after a crash what a previous server left running.
+** A destroy (a DELETE, a reaping) is told to its waiters once nothing of
+** the sandbox is left on the host (drain.c).
 */
 #define _GNU_SOURCE
 #include "sandbox/sandbox.h"
@@ -34,6 +36,7 @@
 
 #include "sandbox/activity.h"
 #include "sandbox/checkpoint.h"
+#include "sandbox/drain.h"
 #include "sandbox/env.h"
 #include "sandbox/lease.h"
 #include "util/log.h"
@@ -353,6 +356,7 @@ static void on_restored(mp_waiter *w, mp_sandbox *sb, int rc,
     arm_idle(sb);
   }
   tell_waiters(sb, rc, name, message);
+  if (rc < 0) mp_drain_start(sb, NULL, 1); /* what its init left: killed */
 }
 
 /* The live sandbox of spec's (project, environment, key), the newest if
@@ -469,6 +473,12 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   return 0;
 }
 
+/* nothing of a destroyed sandbox is left (rc 0), or the deadline passed
+** (-1, message says what is left): its waiters are told */
+static void on_drained(mp_sandbox *sb, int rc, const char *message) {
+  tell_waiters(sb, rc, NULL, message);
+}
+
 static void on_destroy_captured(mp_waiter *w, mp_sandbox *sb, int rc,
                                 const char *name, const char *message) {
   char msg[1200];
@@ -506,13 +516,14 @@ static void on_destroy_captured(mp_waiter *w, mp_sandbox *sb, int rc,
     return;
   }
   teardown(sb->srv, sb);
-  tell_waiters(sb, 0, NULL, NULL);
+  mp_drain_start(sb, on_drained, 1);
 }
 
 void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb, mp_waiter *w) {
   size_t i;
-  if (sb->destroyed_ms) {
-    if (w != NULL) w->done(w, sb, 0, NULL, NULL);
+  if (sb->destroyed_ms) { /* told once nothing of it is left */
+    add_waiter(sb, w);
+    mp_drain_start(sb, on_drained, 1);
     return;
   }
   if (sb->restoring) {
@@ -559,6 +570,7 @@ void mp_sandbox_shutdown_all(mp_server *srv) {
 }
 
 static void sandbox_free(mp_sandbox *sb) {
+  mp_drain_stop(sb);
   mastra__timer_stop(&sb->idle_timer);
   mastra__timer_stop(&sb->checkpoint_timer);
   mp_lease_drop_sandbox(sb->srv, sb);
@@ -581,10 +593,10 @@ void mp_sandbox_free_all(mp_server *srv) {
 }
 
 /* whether something holds the record: a command, a tar, a waiter, a
-** session, a run */
+** session, a run, its drain */
 static int held(mp_sandbox *sb) {
   return sb->nprocs > 0 || sb->refs > 0 || sb->waiters != NULL
-         || mp_checkpoint_busy(sb);
+         || sb->draining || mp_checkpoint_busy(sb);
 }
 
 /* a destroyed record is forgotten: its memory and its file go */

@@ -21,6 +21,9 @@
 ** freed when a destroy would pass it) */
 #define MP_DESTROYED_MAX_DEFAULT 1000
 #define MP_DESTROYED_MAX_LIMIT 10000000
+/* how long a destroy waits by default for its sandbox's last processes
+** after their SIGKILL (drain.c) */
+#define MP_DESTROY_WAIT_DEFAULT_S 10
 
 typedef struct mp_exec_spec {
   const char *command; /* shell text */
@@ -114,6 +117,14 @@ struct mp_driver {
   size_t (*kill_strays)(mp_sandbox *sb, int (*in_command)(void *data,
                                                           long pgrp),
                         void *data);
+  /* after teardown, until it says 0: SIGKILL what is still on the host
+  ** of sb (again: what a fork storm started after the last kill) and
+  ** return how many processes that was; 0: nothing of sb is left, the
+  ** destroy answers (docs/platform.md, "Destroy"). It never waits. An
+  ** event that may have emptied sb (an init's exit) is the driver's to
+  ** report with mp_sandbox_recheck. NULL: the scan of /proc for the
+  ** processes marked with sb's id. */
+  size_t (*left)(mp_server *srv, mp_sandbox *sb);
   /* it runs sandboxes of templates (sandbox/template.c): their roots have
   ** the template's read-only layer between the base and their own layer,
   ** and it keeps a build sandbox's layer at sb->keep_layer on teardown */
@@ -180,6 +191,15 @@ struct mp_sandbox {
   void *driver_data;              /* the driver's, or NULL */
   mastra__timer idle_timer;
   mastra__timer checkpoint_timer; /* debounced capture after commands */
+  /* drain.c: after its teardown, until nothing of it is left on the
+  ** host; the destroy's waiters are told then (or at the deadline,
+  ** --destroy-wait) */
+  int draining, drain_late;       /* drain_late: past the deadline */
+  int64_t drain_since_ms, drain_deadline_ms;
+  unsigned drain_delay_ms;        /* the next check's, doubling */
+  size_t drain_left;              /* what the last check found */
+  mastra__timer drain_timer;
+  void (*drain_done)(mp_sandbox *sb, int rc, const char *message);
   struct mp_lease *leases;        /* lease.c: its live leases, newest first */
   unsigned nleases;
   unsigned refs;                  /* exec sessions and legacy runs holding it */
@@ -234,11 +254,18 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
                       mp_sandbox **out, mp_waiter *w, char *err,
                       size_t errlen);
 /* Kill its commands, capture its checkpoint (unless an explicit DELETE
-** /checkpoint said not to), then remove its tree; the record stays, with
+** /checkpoint said not to), then remove its tree and kill what is left
+** of it until no process of it is on the host; the record stays, with
 ** destroyedAt. w (or NULL) is told once, maybe before this returns: rc 0
-** destroyed, -1 the capture failed and the sandbox is kept (live, tree
-** and all), or it is being restored. */
+** destroyed and nothing of it left, -1 the capture failed and the sandbox
+** is kept (live, tree and all), or it is being restored, or (destroyed)
+** some of its processes were still there at the deadline,
+** srv->destroy_wait_ms after their SIGKILL (message says so). A destroyed
+** sandbox: w waits for what is left of it, if anything. */
 void mp_sandbox_destroy(mp_server *srv, mp_sandbox *sb, mp_waiter *w);
+/* A driver's event (an init's exit, a keeper reaped) may have emptied sb:
+** if it is draining, check now rather than at its next poll. */
+void mp_sandbox_recheck(mp_sandbox *sb);
 /* w's request went away: it is told nothing more */
 void mp_sandbox_forget(mp_sandbox *sb, mp_waiter *w);
 /* a record (live or destroyed) of project (NULL: any), or NULL */

@@ -25,7 +25,10 @@
 ** programs enter the sandbox after the exec that ends the server's wait.
 **
 ** cgroups (ns_cgroup.c): made before the init starts, removed on the loop
-** once a destroyed sandbox's processes are gone. The init is the program
+** once a destroyed sandbox's processes are gone. A destroy's strays and
+** what its drain waits for (the keeper, the init, the cgroups' members)
+** are ns_reap.c's; the init's exit and the keeper's reaping tell the drain
+** (mp_sandbox_recheck). The init is the program
 ** mastra-ns-init (libc alone), or mastra-platform itself without it.
 **
 ** A record that goes (a destroyed one forgotten, a failed create, the
@@ -73,6 +76,7 @@
 
 #include "drivers/ns/ns_host.h"
 #include "drivers/ns/ns_options.h"
+#include "drivers/ns/ns_reap.h"
 #include "util/log.h"
 #include "net/net.h"
 #include "drivers/ns/ns_cgroup.h"
@@ -85,7 +89,6 @@
 #include "drivers/ns/ns_uids.h"
 #include "drivers/ns/ns_user.h"
 #include "sandbox/record.h"
-#include "sandbox/orphans.h"
 #include "util/trash.h"
 #include "util.h"
 
@@ -161,7 +164,7 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
   mastra__io_stop(&b->ready_io);
   close_fd(&b->keeper_fd);
   close_fd(&b->ready_fd);
-  close_fd(&b->init_fd);
+  if (!b->torn) close_fd(&b->init_fd); /* a torn one's: init_io */
   b->started = b->ready = 0;
   if (b->warm) {
     net_leave(NULL, b);
@@ -177,6 +180,7 @@ static void on_keeper_exit(mastra__io *io, uint32_t revents) {
     mp_log("sandbox %s: its init exited; the next command starts a new one",
            sb->id);
   net_leave(sb, b);
+  mp_sandbox_recheck(sb); /* a destroy may wait for it */
 }
 
 /* MP_NS_SAY_NET, "N <init>", from a keeper (PRIVATE, or with egress; sb
@@ -607,13 +611,27 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   return rc;
 }
 
+/* a torn box's init exited: every other process of its pid namespace was
+** reaped before (the kernel's zap of a dying namespace) */
+static void on_init_exit(mastra__io *io, uint32_t revents) {
+  ns_box *b = io->data;
+  (void)revents;
+  mastra__io_stop(&b->init_io);
+  close_fd(&b->init_fd);
+  mp_sandbox_recheck(b->sb);
+}
+
 static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
   ns_box *b = box_of(srv, sb);
   if (b != NULL) {
     stop_init(b);
     net_leave(sb, b);
     cg_remove_later(b);
-    b->torn_down = 1;
+    b->torn = 1;
+    if (b->init_fd >= 0) {
+      mastra__io_init(srv->loop, &b->init_io, b->init_fd, on_init_exit, b);
+      mastra__io_start(&b->init_io, EPOLLIN);
+    }
     mp_ns_uids_put_if_gone(b); /* none started */
   }
   /* a template's build keeps its layer (sandbox/template.c) */
@@ -630,6 +648,7 @@ static void box_finish_now(ns_box *b) {
   stop_init(b);
   mastra__io_stop(&b->keeper_io);
   mastra__io_stop(&b->ready_io);
+  mastra__io_stop(&b->init_io);
   mastra__timer_stop(&b->rmdir_timer);
   if (b->keeper_fd >= 0) {
     struct pollfd pfd = {b->keeper_fd, POLLIN, 0};
@@ -653,6 +672,8 @@ static void box_free(mastra__handle *h) {
   ns_box *b = (ns_box *)h;
   mastra__timer_stop(&b->rmdir_timer);
   mastra__io_stop(&b->keeper_io);
+  mastra__io_stop(&b->init_io);
+  close_fd(&b->init_fd);
   mp_ns_uids_put_box(b);
   free(b);
 }
@@ -692,6 +713,7 @@ static void box_detach(ns_box *b) {
   stop_init(b);
   net_leave(NULL, b); /* its way out (a PRIVATE member left at its teardown) */
   mastra__io_stop(&b->ready_io);
+  mastra__io_stop(&b->init_io);
   close_fd(&b->ready_fd);
   close_fd(&b->init_fd);
   b->handle.shutdown = box_shutdown;
@@ -701,39 +723,6 @@ static void box_detach(ns_box *b) {
   box_done_if_detached(b);
 }
 
-typedef struct stray_scan {
-  const ns_box *b;
-  int (*in_command)(void *data, long pgrp);
-  void *data;
-  size_t n;
-} stray_scan;
-
-static void kill_stray(long pid, void *data) {
-  stray_scan *s = data;
-  unsigned long long start;
-  long pgrp;
-  char state;
-  if (pid == (long)s->b->keeper || pid == s->b->init_pid) return;
-  if (mp_orphans_proc_stat(pid, &state, &pgrp, &start) < 0 || state == 'Z'
-      || s->in_command(s->data, pgrp))
-    return;
-  if (kill((pid_t)pid, SIGKILL) == 0) s->n++;
-}
-
-/* a destroy's strays, from the sandbox's cgroup (every process of the
-** sandbox is in it): all but the keeper, the init and the commands'
-** groups. No cgroups: none (they die with the init at the teardown). */
-static size_t ns_kill_strays(mp_sandbox *sb, int (*in_command)(void *data,
-                                                               long pgrp),
-                             void *data) {
-  stray_scan s;
-  s.b = sb->driver_data;
-  s.in_command = in_command;
-  s.data = data;
-  s.n = 0;
-  if (s.b != NULL && s.b->cg_made) mp_nscg_each(sb->id, kill_stray, &s);
-  return s.n;
-}
 
 static const mp_ns_box_ops box_ops = {
     .make = box_new,
@@ -791,7 +780,8 @@ const mp_driver mp_ns_driver = {
     ** with the server (PR_SET_PDEATHSIG), the rest of the sandbox with
     ** its init */
     .no_run_files = 1,
-    .kill_strays = ns_kill_strays,
+    .kill_strays = mp_ns_kill_strays,
+    .left = mp_ns_left,
     .egress = mp_ns_net_json,
     .egress_narrow = mp_ns_net_narrow,
     .health = ns_health,

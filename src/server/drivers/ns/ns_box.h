@@ -38,13 +38,15 @@ typedef struct ns_box {
                                ** box is freed; 0: none yet */
   int uid_kept;                /* its processes may outlive it: the range
                                ** is never put back */
-  int torn_down;               /* its sandbox was destroyed: the range is
-                               ** put back once its processes are gone */
   int warm;                    /* in the warm pool (ns_pool.c) */
   char *pool_root;             /* a warm box's DATA/pool/<n> */
   struct ns_box *pool_next;
   unsigned rmdir_tries;
+  int torn;                    /* torn down: a destroy drains it (ns_left),
+                               ** and its uid range is put back once its
+                               ** processes are gone */
   mastra__io keeper_io, ready_io;
+  mastra__io init_io;          /* a torn box's init_fd: its exit */
   mastra__timer rmdir_timer;
 } ns_box;
 

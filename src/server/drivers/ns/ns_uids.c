@@ -105,5 +105,5 @@ void mp_ns_uids_put_box(ns_box *b) {
 }
 
 void mp_ns_uids_put_if_gone(ns_box *b) {
-  if (b->torn_down && b->keeper_fd < 0 && !b->cg_made) mp_ns_uids_put_box(b);
+  if (b->torn && b->keeper_fd < 0 && !b->cg_made) mp_ns_uids_put_box(b);
 }
