@@ -94,13 +94,17 @@ end
 
 -- exec-resume/1: one exec id for the whole call, reattached on any
 -- failure of the socket (mastra.resume_exec); never a second run
-local function run_resumable(self, target, command, cwd, env, timeout, opts, exec_id)
+local function run_resumable(self, target, command, cwd, env, timeout, opts, exec_id, first)
   local used
   return resume_exec.run{
     execId = exec_id, sandboxId = target,
     lease = function(fresh)
-      if fresh and used and self._lease == used then self._lease = nil end
-      used = platform_exec.ensureLease(self, command, 1, target)
+      if used == nil then
+        used = first
+      else
+        if fresh and self._lease == used then self._lease = nil end
+        used = platform_exec.ensureLease(self, command, 1, target)
+      end
       return used
     end,
     command = command, cwd = cwd, env = env, timeout = timeout,
@@ -122,15 +126,16 @@ end
 function platform_exec.runDirectExec(self, target, command, cwd, env, timeout, opts)
   -- the id is minted before the lease: every attempt of this call shares it
   local exec_id = resume_exec.newId()
-  if has_capability(platform_exec.ensureLease(self, command, 1, target),
-      resume_exec.CAPABILITY) then
-    return run_resumable(self, target, command, cwd, env, timeout, opts, exec_id)
+  local first = platform_exec.ensureLease(self, command, 1, target)
+  if has_capability(first, resume_exec.CAPABILITY) then
+    return run_resumable(self, target, command, cwd, env, timeout, opts, exec_id, first)
   end
   local last, last_lease
   local attempts = 0
   for attempt = 1, 2 do
     attempts = attempt
-    local lease = platform_exec.ensureLease(self, command, attempt, target)
+    local lease = attempt == 1 and first or platform_exec.ensureLease(self, command, attempt,
+      target)
     local r = direct_exec.run{
       url = lease.wsEndpoint, subprotocol = lease.subprotocol, jwt = lease.jwt,
       command = command, cwd = cwd, env = env, timeout = timeout,
