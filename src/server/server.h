@@ -71,6 +71,8 @@ struct mp_server {
   mastra__timer checkpoint_sweep;   /* checkpoint.c: the retention sweep */
   int idle_exit_s;            /* exit when idle with no sandboxes; 0: never */
   int exec_stdin;             /* exec_ws.c streams stdin (--exec-stdin) */
+  uint64_t exec_log_max;      /* execs.c: retained output an exec (--exec-log-max) */
+  uint64_t exec_retain_ms;    /* execs.c: an ended exec is kept (--exec-retain) */
   double default_idle_min;    /* idle timeout of sandboxes without one; 0: never */
   struct mp_legacy_run *legacy_runs; /* exec_legacy.c: the runs in flight */
   int64_t last_request_ms;

@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "sandbox/checkpoint.h"
+#include "sandbox/execs.h"
 #include "api/exec_legacy.h"
 #include "sandbox/lease.h"
 #include "util/log.h"
@@ -366,6 +367,7 @@ static enum MHD_Result lease(mp_server *srv, struct MHD_Connection *conn,
     if (caps != NULL) {
       cJSON_AddItemToArray(caps, cJSON_CreateString("stdin"));
       cJSON_AddItemToArray(caps, cJSON_CreateString("keepRunning"));
+      cJSON_AddItemToArray(caps, cJSON_CreateString(MP_EXEC_EXTENSION));
     }
   }
   return mp_send_json(conn, 200, o);
