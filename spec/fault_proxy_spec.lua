@@ -13,7 +13,8 @@ describe("the fault proxy", function()
   local srv, px
 
   setup(function()
-    srv = platform.start{}
+    -- --exec-stdin off: a lease without "exec-resume/1" (our fallback)
+    srv = platform.start{ args = { "--exec-stdin", "off" } }
     px = fault_proxy.start(srv.url)
   end)
   teardown(function()

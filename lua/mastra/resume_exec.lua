@@ -136,7 +136,18 @@ function resume_exec.run(spec)
 
   -- one socket: "exit", "timeout", "handedOver" or "failed"
   local function attempt()
-    local lease = spec.lease(fresh_lease)
+    -- the control plane may be down with the data plane: a network
+    -- failure or a 5xx is one more failed attempt; the rest (a destroyed
+    -- sandbox, a denial) raises
+    local got, lease = pcall(spec.lease, fresh_lease)
+    if not got then
+      if errors.NetworkError:is(lease) or (errors.PlatformApiError:is(lease)
+          and type(lease.status) == "number" and lease.status >= 500) then
+        last = { error = errors.message(lease) }
+        return "failed"
+      end
+      error(lease, 0)
+    end
     fresh_lease = false
     local limit = math.min(spec.handshakeTimeout or HANDSHAKE_MS,
       math.max(1, deadline - core.now()))

@@ -57,7 +57,7 @@ if len(sys.argv) != 3 or ":" not in sys.argv[1]:
 UP_HOST, UP_PORT = sys.argv[1].rsplit(":", 1)
 UP_PORT = int(UP_PORT)
 PLAN_FILE = sys.argv[2]
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC11B65"
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 out_lock = threading.Lock()
 state_lock = threading.Lock()
@@ -218,10 +218,22 @@ class Proxy:
                     s = None
                     return
                 body, buf, _ = read_body(c, buf, hs, False, method, 0)
-                if s is None:
-                    s = socket.create_connection((UP_HOST, UP_PORT))
-                s.sendall(self.rechunk(head, body))
-                rhead, rest = read_head(s, b"")
+                rhead = None
+                for _ in range(2):
+                    # a kept-alive upstream may have died (a server restart):
+                    # once more on a new connection
+                    fresh = s is None
+                    if fresh:
+                        s = socket.create_connection((UP_HOST, UP_PORT))
+                    try:
+                        s.sendall(self.rechunk(head, body))
+                        rhead, rest = read_head(s, b"")
+                    except OSError:
+                        rhead = None
+                    if rhead is not None or fresh:
+                        break
+                    end(s, False)
+                    s = None
                 if rhead is None:
                     return
                 rline, rhs = headers_of(rhead)
@@ -274,7 +286,14 @@ class Proxy:
                 reason = b"refused by fault_proxy"
                 payload = struct.pack(">H", refuse) + reason
                 c.sendall(bytes([0x88, len(payload)]) + payload)
-                time.sleep(0.05)
+                # read what the client sends meanwhile (its init_exec, its
+                # close): a close with unread bytes would be a reset
+                c.settimeout(0.2)
+                try:
+                    while c.recv(65536):
+                        pass
+                except OSError:
+                    pass
             end(c, refuse == 1006)
             emit({"event": "wsEnd", "conn": n, "up": 0, "down": 0})
             return
