@@ -214,6 +214,31 @@ describe("exec-resume/1 through the fault proxy", function()
     end)
   end
 
+  it("a cancel and a timeout end the command (signal KILL: the close only detaches)",
+    function()
+      local sb <close> = sandbox()
+      local t = mastra.spawn(function()
+        return sb:executeCommand("echo $$ > cancelled.pid; exec sleep 60")
+      end)
+      local pid
+      assert.is_true(platform.waitUntil(function()
+        local r = sb:executeCommand("cat cancelled.pid 2>/dev/null")
+        pid = r.stdout:match("%d+")
+        return pid ~= nil
+      end, 15000))
+      t:cancel()
+      assert.is_true(platform.waitUntil(function()
+        return sb:executeCommand("kill -0 " .. pid .. " 2>/dev/null").exitCode ~= 0
+      end, 5000), "the cancelled command still runs")
+      local r = sb:executeCommand("echo $$ > timed.pid; exec sleep 60", nil, { timeout = 500 })
+      assert.are.equal(124, r.exitCode)
+      assert.is_true(r.timedOut)
+      pid = sb:executeCommand("cat timed.pid").stdout:match("%d+")
+      assert.is_true(platform.waitUntil(function()
+        return sb:executeCommand("kill -0 " .. pid .. " 2>/dev/null").exitCode ~= 0
+      end, 5000), "the timed-out command still runs")
+    end)
+
   it("a detach longer than the detach timeout: the platform abandons the command, the"
     .. " call raises, nothing runs again", function()
     local sb <close> = sandbox{ execDetachTimeout = 1000 }

@@ -127,7 +127,9 @@ function platform_exec.runDirectExec(self, target, command, cwd, env, timeout, o
   -- the id is minted before the lease: every attempt of this call shares it
   local exec_id = resume_exec.newId()
   local first = platform_exec.ensureLease(self, command, 1, target)
-  if has_capability(first, resume_exec.CAPABILITY) then
+  -- with stdin, not yet: a cancel behind a send queue full of stdin could
+  -- not get its signal through, and the close alone only detaches
+  if opts.stdin == nil and has_capability(first, resume_exec.CAPABILITY) then
     return run_resumable(self, target, command, cwd, env, timeout, opts, exec_id, first)
   end
   local last, last_lease
