@@ -235,6 +235,39 @@ describe("exec-resume/1 on the wire (the client)", function()
     assert.are.equal(1048576, acks[1])
   end)
 
+  it("asks for a new lease after a 401 on the reattach, and keeps the exec id", function()
+    local r = routes{
+      { afterMessages = 2, frames = { attached(), stdout(0, "one ") }, drop = true },
+      { refuse = 401 },
+      { afterMessages = 2, frames = { attached(), stdout(4, "two"), exit(0, 7, 0) },
+        close = 1000 },
+    }
+    local first = r[2].responses[1]
+    local second = { status = 200, json = {} }
+    for k, v in pairs(first.json) do second.json[k] = v end
+    second.json.jwt = "jwt-2"
+    r[2].responses = { first, second }
+    srv = fault.start{ routes = r }
+    local sb <close> = sandbox()
+    local res = sb:executeCommand("x")
+    assert.are.equal("one two", res.stdout)
+    local i = inits(srv, 3) -- the refused session has none
+    assert.are.equal(2, #i)
+    assert.are.equal(res.execId, i[2].durable_session_name)
+    assert.matches("jwt%-2", srv:sessions()[3].protocol)
+  end)
+
+  it("fails in two attempts where no socket ever opened (nothing to reattach to)",
+    function()
+      srv = fault.start{ routes = routes{ { refuse = 503 } } }
+      local sb <close> = sandbox()
+      local ok, err = pcall(sb.executeCommand, sb, "x")
+      assert.is_false(ok)
+      assert.is_true(errors.SandboxExecTransportError:is(err), tostring(err))
+      assert.are.equal(2, err.attempts)
+      assert.is_false(err.opened)
+    end)
+
   it("uses none of it where the lease does not list exec-resume/1", function()
     srv = fault.start{ routes = routes({
       { afterMessages = 2, frames = { { binary = "\1plain" },

@@ -34,6 +34,7 @@ local HANDSHAKE_MS = 30000
 local DETACH_TIMEOUT_MS = 300000
 local BACKOFF_FIRST_MS, BACKOFF_MAX_MS = 250, 8000
 local ACK_BYTES, ACK_MS = 1048576, 1000
+local PREOPEN_ATTEMPTS = 2
 local STDIN_HIGH = 1048576
 local TAG = { [0x11] = "stdout", [0x13] = "stderr" }
 
@@ -250,6 +251,7 @@ function resume_exec.run(spec)
             exit = d
             break
           elseif asked and ty == "kept_running" then
+            if ws:state() == "open" then ws:close(1000, "") end
             return "handedOver"
           end
         end
@@ -260,6 +262,7 @@ function resume_exec.run(spec)
         then
           res.exitCode = math.type(exit.exit_code) == "integer" and exit.exit_code or 0
           res.reason = exit.reason
+          if ws:state() == "open" then ws:close(1000, "") end
           return "exit"
         end
         -- bytes are missing: reattach from what is held
@@ -313,7 +316,7 @@ function resume_exec.run(spec)
     end
   end
 
-  local backoff, failing_since = BACKOFF_FIRST_MS, nil
+  local backoff, failing_since, preopen = BACKOFF_FIRST_MS, nil, 0
   while true do
     local before = streams.stdout.held + streams.stderr.held
     local outcome = attempt()
@@ -331,6 +334,21 @@ function resume_exec.run(spec)
       backoff, failing_since = BACKOFF_FIRST_MS, nil
     end
     failing_since = failing_since or core.now()
+    if not res.opened then
+      -- no init_exec went out yet: nothing to reattach to, upstream's two
+      -- attempts (a platform that is down fails in seconds, not minutes)
+      preopen = preopen + 1
+      if preopen >= PREOPEN_ATTEMPTS then
+        local limit = errors.descriptorLimit(last.error, last.errname, true)
+        if limit then error(limit, 0) end
+        fail(errors.SandboxExecTransportError, {
+          message = ("Direct-exec transport failed for sandbox %s after %d attempt(s): %s%s")
+            :format(tostring(spec.sandboxId), preopen, tostring(last.error or "no socket"),
+              last.errname and (" (" .. last.errname .. ")") or ""),
+          attempts = preopen, opened = false, closeCode = last.closeCode,
+          closeReason = last.closeReason, wsEndpoint = last.wsEndpoint })
+      end
+    end
     if stdin.sent > stdin.acked then
       fail(errors.SandboxExecInterruptedError, {
         message = ("exec %s in sandbox %s: the socket failed with %d byte(s) of stdin the"
