@@ -647,6 +647,9 @@ static void attach(ws_session *s, mp_exec *e, const uint64_t off[2]) {
   s->exec = e;
   s->sent[0] = off[0];
   s->sent[1] = off[1];
+  /* what a client resumes from it holds: an ack (without it, a client
+  ** that held the whole bound would wait for bytes that wait for it) */
+  mp_exec_ack(e, off[0], off[1]);
   s->in_done = !s->srv->exec_stdin || e->proc == NULL;
   d = cJSON_CreateObject();
   cJSON_AddStringToObject(d, "exec_id", e->id);

@@ -78,6 +78,10 @@ int mp_exec_start(mp_sandbox *sb, const char *id, const char *fingerprint,
 void mp_exec_attach(mp_exec *e, const mp_exec_watcher *w);
 /* The socket of data goes: a running exec starts its detach timeout. */
 void mp_exec_detach(mp_exec *e, void *data);
+/* Started with nobody attached (POST .../execs): its detach timeout runs. */
+void mp_exec_unattended(mp_exec *e);
+/* DELETE: the record goes (a running command is killed first). */
+void mp_exec_delete(mp_exec *e);
 /* Up to n bytes of stream at off (start <= off < end): how many, or -1. */
 ssize_t mp_exec_read(mp_exec *e, int stream, uint64_t off, void *buf,
                      size_t n);
