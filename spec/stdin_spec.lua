@@ -41,7 +41,7 @@ describe("stdin on the local platform", function()
     local sb <close> = new_platform_sandbox(srv)
     sb:start()
     local lease = srv:lease("/v1/railway/projects/proj", sb.sandboxId)
-    assert.are.same({ "stdin", "keepRunning" }, lease.capabilities)
+    assert.are.same({ "stdin", "keepRunning", "exec-resume/1" }, lease.capabilities)
     assert.is_true(sb:supportsStdin())
   end)
 
