@@ -307,6 +307,53 @@ describe("exec-resume/1 on the server", function()
     assert.are.equal(total, b.frames.byType.exit.data.stdout_total)
   end)
 
+  it("stdin is acknowledged by offset; a reattach resends from an ack, once", function()
+    local file = scratch .. "/stdin.bin"
+    assert.are.equal(0, srv:sh("head -c 4194304 /dev/urandom > " .. file).exitCode)
+    local want = srv:sh("sha256sum < " .. file).stdout:match("%x+")
+    local cmd = "echo run >> count-stdin; cat > in.bin; wc -c < in.bin; sha256sum < in.bin"
+    local a = run(cmd, { id = "stdin-1", stdinFile = file, cutAfterStdin = 3 * 1024 * 1024 })
+    assert.is_nil(a.exitCode)
+    local acked = 0
+    for _, t in ipairs(a.frames.texts) do
+      if t.type == "stdin_ack" then
+        assert.is_true(t.data.offset >= acked, "stdin_ack went back")
+        acked = t.data.offset
+      end
+    end
+    assert.is_true(acked > 0 and acked <= 3 * 1024 * 1024)
+    -- resend from the last ack seen (the exec may hold more: it skips that)
+    local b = run(cmd, { id = "stdin-1", resume = { stdin = acked },
+      stdinFile = file, stdinFrom = acked })
+    assert.are.equal(0, b.exitCode, table.concat(b.summary.log, "; "))
+    assert.is_true(b.frames.byType.attached.data.stdin.offset >= acked)
+    local size, sum = b.stdout:match("^(%d+)\n(%x+)")
+    assert.are.equal("4194304", size)
+    assert.are.equal(want, sum)
+    assert.are.equal(1, count("count-stdin"))
+  end)
+
+  it("exec_hello: exec_capabilities with the extension, stdin credits, exit with reason",
+    function()
+    local file = scratch .. "/hello.bin"
+    assert.are.equal(0, srv:sh("head -c 100000 /dev/zero > " .. file).exitCode)
+    local r = run("wc -c", { hello = true, stdinFile = file })
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal("100000", r.stdout:match("%d+"))
+    local caps = r.frames.texts[1]
+    assert.are.equal("exec_capabilities", caps.type)
+    assert.are.equal(2, caps.data.version)
+    assert.is_true(caps.data.stdin_chunk_bytes >= 16384)
+    assert.is_true(caps.data.stdin_chunks >= 1 and caps.data.stdin_chunks <= 64)
+    assert.are.same({ "exec-resume/1" }, caps.data.extensions)
+    local credits = 0
+    for _, t in ipairs(r.frames.texts) do
+      if t.type == "stdin_credit" then credits = credits + t.data.chunks end
+    end
+    assert.are.equal(7, credits) -- one a chunk of 16 KiB taken in
+    assert.are.equal("exited", r.frames.byType.exit.data.reason)
+  end)
+
   it("the HTTP routes: start with an Idempotency-Key, state, output, signal, delete", function()
     local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
     local cmd = { command = "echo run >> count-http; seq 1 1000" }

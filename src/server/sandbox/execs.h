@@ -57,6 +57,8 @@ struct mp_exec {
   uint64_t detach_ms;          /* with nobody attached this long: TERM */
   mastra__timer detach_timer;  /* the detach timeout, then the KILL */
   mastra__timer retain_timer;  /* an ended exec's record goes */
+  uint64_t stdin_off;          /* stdin bytes written to its pipe */
+  unsigned stdin_closed : 1;   /* its stdin is closed */
   unsigned abandoned : 1;      /* the detach timeout ran out */
   unsigned attached : 1;       /* watcher is set */
   mp_exec_watcher watcher;
