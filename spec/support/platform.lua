@@ -433,7 +433,8 @@ end
 -- command over lease ({wsEndpoint, jwt}). opts: cwd, env ({K = V}),
 -- closeAfterMs, and url / jwt / protocol overrides; for resumable execs
 -- initJson (a table merged into init_exec's data), frames (a file that
--- gets a line a frame), cutAfterBytes, ack, noStdinClose.
+-- gets a line a frame), cutAfterBytes, ack, noStdinClose, stdinFile (its
+-- bytes go as stdin), stdinFrom, cutAfterStdin, hello (exec_hello first).
 function platform.wsExecCommandLine(lease, command, opts)
   opts = opts or {}
   local words = { platform.wsExecBinary() }
@@ -453,6 +454,10 @@ function platform.wsExecCommandLine(lease, command, opts)
   if opts.cutAfterBytes then add("--cut-after-bytes", tostring(opts.cutAfterBytes)) end
   if opts.ack then add("--ack") end
   if opts.noStdinClose then add("--no-stdin-close") end
+  if opts.hello then add("--hello") end
+  if opts.stdinFile then add("--stdin-file", opts.stdinFile) end
+  if opts.stdinFrom then add("--stdin-from", tostring(opts.stdinFrom)) end
+  if opts.cutAfterStdin then add("--cut-after-stdin", tostring(opts.cutAfterStdin)) end
   add("--", opts.url or lease.wsEndpoint, opts.jwt or lease.jwt, command)
   local quoted = {}
   for i, w in ipairs(words) do quoted[i] = mastra.quote(w) end

@@ -477,6 +477,7 @@ int main(int argc, char **argv) {
   srv.exec_stdin = exec_stdin;
   srv.exec_log_max = exec_log_max;
   srv.exec_retain_ms = exec_retain_ms;
+  srv.drop_execs = mp_execs_drop;
   srv.data_dir = data_dir ? strdup(data_dir) : default_data_dir();
   mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);

@@ -91,6 +91,10 @@
 #define WS_INIT_TIMEOUT_MS 30000       /* for init_exec to arrive */
 #define WS_CLOSE_WAIT_MS 5000          /* to finish the closing handshake */
 #define WS_STDIN_HIGH (1u << 20)       /* stop reading past this much stdin */
+/* Railway v2 stdin credits: chunks in flight, bytes a chunk (their
+** product is WS_STDIN_HIGH: a credit goes back as a chunk is taken in) */
+#define WS_STDIN_CHUNKS 64
+#define WS_STDIN_CHUNK_BYTES 16384
 
 #define TAG_STDOUT 1
 #define TAG_STDIN 2
@@ -133,6 +137,9 @@ struct mp_ws_session {
   unsigned keep : 1;         /* keep_running came: a close lets it run on */
   unsigned resumable : 1;    /* init_exec named an exec: typed errors */
   unsigned exit_sent : 1;    /* its exit is queued: acks still count */
+  unsigned v2 : 1;           /* exec_hello came: Railway's version 2 */
+  uint64_t in_skip;          /* stdin bytes resent that the exec has */
+  uint64_t in_acked;         /* the last stdin_ack's offset */
   char *in_buf;              /* stdin bytes waiting for the pipe */
   size_t in_len, in_off, in_cap;
   uint16_t close_code;
@@ -331,9 +338,15 @@ static int send_output(ws_session *s, uint8_t tag, const char *data,
 }
 
 static int send_exit(ws_session *s, int code) {
-  char text[80];
-  int n = snprintf(text, sizeof text,
-                   "{\"type\":\"exit\",\"data\":{\"exit_code\":%d}}", code);
+  char text[120];
+  const mastra__proc *p = s->proc;
+  int n = s->v2 && p != NULL /* Railway v2 has a reason */
+              ? snprintf(text, sizeof text, "{\"type\":\"exit\",\"data\":"
+                         "{\"exit_code\":%d,\"reason\":\"%s\"}}", code,
+                         p->timed_out ? "timeout"
+                         : p->term_signal != 0 ? "signaled" : "exited")
+              : snprintf(text, sizeof text, "{\"type\":\"exit\",\"data\":"
+                         "{\"exit_code\":%d}}", code);
   return queue_msg(s, WSLAY_TEXT_FRAME, text, (size_t)n);
 }
 
@@ -517,6 +530,18 @@ static void on_proc(mastra__proc *p, void *data);
 
 /* {====== stdin ====== */
 
+/* A resumable exec's stdin: what reached its pipe, by offset (a client
+** that reattaches resends from there) */
+static void stdin_ack(ws_session *s) {
+  cJSON *d;
+  if (s->exec == NULL || s->exec->stdin_off == s->in_acked || s->closing)
+    return;
+  s->in_acked = s->exec->stdin_off;
+  d = cJSON_CreateObject();
+  cJSON_AddNumberToObject(d, "offset", (double)s->in_acked);
+  send_json(s, "stdin_ack", d);
+}
+
 /* Write what waits to the command's stdin; once it is all out and
 ** stdin_close came, close stdin. A pipe that is full asks to be told when
 ** it drains (on_proc then pumps again). */
@@ -532,16 +557,20 @@ static void stdin_flush(ws_session *s) {
     }
     if (n < 0) break; /* EPIPE: the command stopped reading */
     s->in_off += (size_t)n;
+    if (s->exec != NULL) s->exec->stdin_off += (uint64_t)n;
   }
+  stdin_ack(s);
   if (s->in_off < s->in_len) { /* not writable: drop the rest */
     s->in_done = 1;
     mastra__proc_close_stdin(p);
+    if (s->exec != NULL) s->exec->stdin_closed = 1;
   }
   /* all written: keep the buffer for the next frames */
   s->in_len = s->in_off = 0;
   if (s->in_eof && !s->in_done) {
     s->in_done = 1;
     mastra__proc_close_stdin(p);
+    if (s->exec != NULL) s->exec->stdin_closed = 1;
   }
 }
 
@@ -551,6 +580,13 @@ static void stdin_flush(ws_session *s) {
 static void stdin_push(ws_session *s, const uint8_t *data, size_t len) {
   size_t have;
   if (in_proc(s) == NULL || s->in_done || s->in_eof || len == 0) return;
+  if (s->in_skip > 0) { /* resent bytes that the exec already has */
+    size_t k = s->in_skip < len ? (size_t)s->in_skip : len;
+    s->in_skip -= k;
+    data += k;
+    len -= k;
+    if (len == 0) return;
+  }
   have = s->in_len - s->in_off;
   if (s->in_off > 0 && s->in_off >= have) {
     memmove(s->in_buf, s->in_buf + s->in_off, have);
@@ -622,7 +658,7 @@ static int int_member(const cJSON *obj, const char *name, double lo,
 }
 
 /* s becomes e's socket: `attached`, then the replay from off */
-static void attach(ws_session *s, mp_exec *e, const uint64_t off[2]) {
+static void attach(ws_session *s, mp_exec *e, const uint64_t off[3]) {
   mp_exec_watcher w;
   cJSON *d;
   int i;
@@ -640,6 +676,13 @@ static void attach(ws_session *s, mp_exec *e, const uint64_t off[2]) {
       fail_typed(s, "invalid_request", msg, 1008);
       return;
     }
+  if (off[2] != UINT64_MAX && off[2] > e->stdin_off) {
+    snprintf(msg, sizeof msg, "resume.stdin is %llu, past the %llu bytes"
+             " of stdin the exec took", (unsigned long long)off[2],
+             (unsigned long long)e->stdin_off);
+    fail_typed(s, "invalid_request", msg, 1008);
+    return;
+  }
   w.changed = on_exec_changed;
   w.taken = on_exec_taken;
   w.data = s;
@@ -647,13 +690,25 @@ static void attach(ws_session *s, mp_exec *e, const uint64_t off[2]) {
   s->exec = e;
   s->sent[0] = off[0];
   s->sent[1] = off[1];
-  s->in_done = !s->srv->exec_stdin || e->proc == NULL;
+  /* what a client resumes from it holds: an ack (without it, a client
+  ** that held the whole bound would wait for bytes that wait for it) */
+  mp_exec_ack(e, off[0], off[1]);
+  s->in_done = !s->srv->exec_stdin || e->proc == NULL || e->stdin_closed;
+  /* resent from off[2] (absent: from attached's stdin.offset): the exec
+  ** has these already */
+  s->in_skip = off[2] == UINT64_MAX ? 0 : e->stdin_off - off[2];
+  s->in_acked = e->stdin_off;
   d = cJSON_CreateObject();
   cJSON_AddStringToObject(d, "exec_id", e->id);
   cJSON_AddStringToObject(d, "state", e->state == MP_EXEC_RUNNING
                                           ? "running" : "exited");
   cJSON_AddItemToObject(d, "stdout", range_json(e, 0));
   cJSON_AddItemToObject(d, "stderr", range_json(e, 1));
+  {
+    cJSON *in = cJSON_AddObjectToObject(d, "stdin");
+    cJSON_AddNumberToObject(in, "offset", (double)e->stdin_off);
+    cJSON_AddBoolToObject(in, "closed", e->stdin_closed || e->proc == NULL);
+  }
   send_json(s, "attached", d);
 }
 
@@ -664,7 +719,7 @@ static void start_resumable(ws_session *s, const cJSON *data) {
   const cJSON *dsn = member(data, "durable_session_name");
   const cJSON *resume = member(data, "resume"), *it;
   const cJSON *name = id != NULL ? id : dsn;
-  uint64_t off[2] = {0, 0}, detach_ms, timeout_ms;
+  uint64_t off[3] = {0, 0, UINT64_MAX}, detach_ms, timeout_ms;
   mp_exec_spec spec;
   char fp[65], err[600];
   mp_exec *e;
@@ -688,19 +743,20 @@ static void start_resumable(ws_session *s, const cJSON *data) {
   }
   cJSON_ArrayForEach(it, resume) {
     if (strcmp(it->string, "stdout") != 0
-        && strcmp(it->string, "stderr") != 0) {
-      snprintf(err, sizeof err, "field 'data.resume' takes stdout and stderr"
-               " only (got '%.60s')", it->string);
+        && strcmp(it->string, "stderr") != 0
+        && strcmp(it->string, "stdin") != 0) {
+      snprintf(err, sizeof err, "field 'data.resume' takes stdout, stderr"
+               " and stdin only (got '%.60s')", it->string);
       fail_typed(s, "invalid_request", err, 1008);
       return;
     }
   }
   if (int_member(resume, "stdout", 0, 9007199254740991.0, 0, &off[0]) < 0
-      || int_member(resume, "stderr", 0, 9007199254740991.0, 0, &off[1])
-             < 0) {
-    fail_typed(s, "invalid_request", "fields 'data.resume.stdout' and"
-               " 'data.resume.stderr' must be byte offsets (integers >= 0)",
-               1008);
+      || int_member(resume, "stderr", 0, 9007199254740991.0, 0, &off[1]) < 0
+      || int_member(resume, "stdin", 0, 9007199254740991.0, UINT64_MAX,
+                    &off[2]) < 0) {
+    fail_typed(s, "invalid_request", "fields 'data.resume.stdout', 'stderr'"
+               " and 'stdin' must be byte offsets (integers >= 0)", 1008);
     return;
   }
   if (dsn != NULL) { /* a reattach */
@@ -847,6 +903,18 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
   } else if (strcmp(type->valuestring, "stdin_close") == 0) {
     s->in_eof = 1;
     stdin_flush(s); /* closes stdin once what waits is written */
+  } else if (strcmp(type->valuestring, "exec_hello") == 0 && !s->started) {
+    /* Railway's version 2 handshake: what we take, and our extensions */
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "version", 2);
+    cJSON_AddNumberToObject(d, "stdin_chunks", WS_STDIN_CHUNKS);
+    cJSON_AddNumberToObject(d, "stdin_chunk_bytes", WS_STDIN_CHUNK_BYTES);
+    if (s->srv->exec_stdin) {
+      cJSON *x = cJSON_AddArrayToObject(d, "extensions");
+      cJSON_AddItemToArray(x, cJSON_CreateString(MP_EXEC_EXTENSION));
+    }
+    s->v2 = 1;
+    send_json(s, "exec_capabilities", d);
   } else if (strcmp(type->valuestring, "output_ack") == 0
              && s->exec != NULL) {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "data");
@@ -889,8 +957,15 @@ static void on_msg(wslay_event_context_ptr ctx,
   if (arg->opcode == WSLAY_TEXT_FRAME)
     on_text(s, (const char *)arg->msg, arg->msg_length);
   else if (arg->opcode == WSLAY_BINARY_FRAME && arg->msg_length > 0
-           && arg->msg[0] == TAG_STDIN && !s->closing && !s->failed)
+           && arg->msg[0] == TAG_STDIN && !s->closing && !s->failed) {
     stdin_push(s, arg->msg + 1, arg->msg_length - 1);
+    if (s->v2 && !s->closing && !s->failed) {
+      /* taken in (the socket is not read while WS_STDIN_HIGH waits) */
+      static const char credit[] =
+          "{\"type\":\"stdin_credit\",\"data\":{\"chunks\":1}}";
+      queue_msg(s, WSLAY_TEXT_FRAME, credit, sizeof credit - 1);
+    }
+  }
   /* other binary frames are ignored; wslay answers pings, and a close is
   ** seen by pump() as reading having stopped */
 }

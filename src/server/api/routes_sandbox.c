@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/routes_exec.h"
 #include "sandbox/checkpoint.h"
 #include "sandbox/execs.h"
 #include "api/exec_legacy.h"
@@ -488,6 +489,8 @@ enum MHD_Result mp_routes_sandbox(mp_server *srv, struct MHD_Connection *conn,
   } else if (nseg == 3 && strcmp(seg[2], "exec") == 0
              && strcmp(method, "POST") == 0) {
     return mp_exec_legacy(srv, conn, sb, r);
+  } else if (nseg >= 3 && nseg <= 5 && strcmp(seg[2], "execs") == 0) {
+    return mp_routes_exec(srv, conn, method, sb, seg, nseg, r);
   } else if (nseg == 3 && strcmp(seg[2], "egress") == 0 && strcmp(method, "GET") == 0) {
     return egress_log(conn, sb);
   }

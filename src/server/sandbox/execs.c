@@ -374,8 +374,9 @@ static void on_proc(mastra__proc *p, void *data) {
 /* the detach timeout ran out: TERM; MP_EXEC_ABANDON_KILL_MS later, KILL */
 static void on_detach_timer(mastra__timer *t) {
   mp_exec *e = t->data;
-  if (e->proc == NULL || e->attached) return;
+  if (e->proc == NULL) return;
   if (!e->abandoned) {
+    if (e->attached) return; /* an attach came as it fell due */
     e->abandoned = 1;
     mp_log("exec %s of %s: nobody attached for %llu ms: abandoned", e->id,
            e->sb->id, (unsigned long long)e->detach_ms);
@@ -448,6 +449,16 @@ void mp_exec_detach(mp_exec *e, void *data) {
     mastra__timer_stop(&e->detach_timer);
     mastra__timer_start(&e->detach_timer, e->detach_ms);
   }
+}
+
+void mp_exec_unattended(mp_exec *e) {
+  if (e->attached || e->proc == NULL || e->abandoned) return;
+  mastra__timer_stop(&e->detach_timer);
+  mastra__timer_start(&e->detach_timer, e->detach_ms);
+}
+
+void mp_exec_delete(mp_exec *e) {
+  exec_free(e, 1);
 }
 
 ssize_t mp_exec_read(mp_exec *e, int stream, uint64_t off, void *buf,

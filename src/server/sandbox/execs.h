@@ -57,6 +57,8 @@ struct mp_exec {
   uint64_t detach_ms;          /* with nobody attached this long: TERM */
   mastra__timer detach_timer;  /* the detach timeout, then the KILL */
   mastra__timer retain_timer;  /* an ended exec's record goes */
+  uint64_t stdin_off;          /* stdin bytes written to its pipe */
+  unsigned stdin_closed : 1;   /* its stdin is closed */
   unsigned abandoned : 1;      /* the detach timeout ran out */
   unsigned attached : 1;       /* watcher is set */
   mp_exec_watcher watcher;
@@ -78,6 +80,10 @@ int mp_exec_start(mp_sandbox *sb, const char *id, const char *fingerprint,
 void mp_exec_attach(mp_exec *e, const mp_exec_watcher *w);
 /* The socket of data goes: a running exec starts its detach timeout. */
 void mp_exec_detach(mp_exec *e, void *data);
+/* Started with nobody attached (POST .../execs): its detach timeout runs. */
+void mp_exec_unattended(mp_exec *e);
+/* DELETE: the record goes (a running command is killed first). */
+void mp_exec_delete(mp_exec *e);
 /* Up to n bytes of stream at off (start <= off < end): how many, or -1. */
 ssize_t mp_exec_read(mp_exec *e, int stream, uint64_t off, void *buf,
                      size_t n);
