@@ -214,6 +214,30 @@ describe("exec-resume/1 through the fault proxy", function()
     end)
   end
 
+  for _, seed in ipairs{ 71, 72, 73 } do
+    it(("stdin of 8 MiB with cuts (seed %d): every byte once, in order"):format(seed), function()
+      local sb <close> = sandbox()
+      math.randomseed(seed)
+      local unit = {}
+      for i = 1, 4096 do unit[i] = string.char(math.random(0, 255)) end
+      local data = table.concat(unit):rep(2048) -- 8 MiB
+      -- cuts of the client's way: in the stdin, more than once
+      local plan = {}
+      for i = 1, 3 do plan[i] = { cut = "up", at = math.random(1000, 3 * 1048576) } end
+      plan[4] = {}
+      px:plan(plan)
+      local from = #px:events() + 1
+      local r = sb:executeCommand("echo run >> stdin-count; cat > in.bin;"
+        .. " sha256sum < in.bin; wc -c < in.bin", nil, { stdin = data })
+      px:plan{}
+      assert.are.equal(0, r.exitCode, r.stderr)
+      assert.are.equal(sha256(data) .. "  -\n" .. #data .. "\n", r.stdout)
+      assert.is_true(px:count("cut", from) >= 1)
+      assert.is_true(r.reattaches >= 1)
+      assert.are.equal("run\n", sb:executeCommand("cat stdin-count").stdout)
+    end)
+  end
+
   it("a cancel and a timeout end the command (signal KILL: the close only detaches)",
     function()
       local sb <close> = sandbox()

@@ -113,6 +113,17 @@ local function run_resumable(self, target, command, cwd, env, timeout, opts, exe
     onStdout = opts.onStdout, onStderr = opts.onStderr,
     stdin = opts.stdin ~= nil and common.stdinSource(opts.stdin) or nil,
     control = opts._control,
+    -- POST /sandbox/{id}/execs/{exec_id}/signal: an exec already gone
+    -- (404, 409) or a sandbox destroyed (410) needs none
+    signal = function(name)
+      local ok, err = pcall(client.request, self._cfg, "POST", "/sandbox/"
+        .. client.encodeComponent(target or "") .. "/execs/" .. client.encodeComponent(exec_id)
+        .. "/signal", { json = { signal = name } })
+      if not ok and not (errors.PlatformApiError:is(err)
+          and (err.status == 404 or err.status == 409 or err.status == 410)) then
+        error(err, 0)
+      end
+    end,
   }
 end
 
@@ -127,9 +138,7 @@ function platform_exec.runDirectExec(self, target, command, cwd, env, timeout, o
   -- the id is minted before the lease: every attempt of this call shares it
   local exec_id = resume_exec.newId()
   local first = platform_exec.ensureLease(self, command, 1, target)
-  -- with stdin, not yet: a cancel behind a send queue full of stdin could
-  -- not get its signal through, and the close alone only detaches
-  if opts.stdin == nil and has_capability(first, resume_exec.CAPABILITY) then
+  if has_capability(first, resume_exec.CAPABILITY) then
     return run_resumable(self, target, command, cwd, env, timeout, opts, exec_id, first)
   end
   local last, last_lease

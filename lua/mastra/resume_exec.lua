@@ -67,7 +67,8 @@ end
 -- cwd?, env?, timeout? (ms, the whole call), handshakeTimeout?,
 -- detachTimeout? (ms, default 300000), maxRetainedBytes?, onStdout?,
 -- onStderr?, stdin? (direct_exec's source), control? (keepRunning),
--- sandboxId (for errors). Returns direct_exec's result, and execId,
+-- sandboxId (for errors), signal(name)? (the platform's signal route:
+-- for a leave where no signal frame can get through). Returns direct_exec's result, and execId,
 -- reason (the exit's), reattaches, stdoutGaps/stderrGaps (the announced
 -- {from, to} ranges) and stdoutGapBytes/stderrGapBytes.
 function resume_exec.run(spec)
@@ -86,7 +87,27 @@ function resume_exec.run(spec)
   local confirmed = false -- the platform has the exec: reattach, never start
   local fresh_lease = false
   local feed = spec.stdin
-  local stdin = { sent = 0, acked = 0, closed = false }
+  -- stdin: bytes sent, the platform's last stdin_ack, whether it was
+  -- closed, and the chunks from `acked` on (resent after a reattach: the
+  -- platform drops what it had written)
+  local stdin = { sent = 0, acked = 0, closed = false, pending = {}, first = 1, cut = 0 }
+  local function acked_to(k)
+    if k <= stdin.acked then return end
+    local drop = k - stdin.acked
+    stdin.acked = k
+    while drop > 0 and stdin.pending[stdin.first] do
+      local c = stdin.pending[stdin.first]
+      local left = #c - stdin.cut
+      if left <= drop then
+        stdin.pending[stdin.first] = nil
+        stdin.first, stdin.cut, drop = stdin.first + 1, 0, drop - left
+      else
+        stdin.cut, drop = stdin.cut + drop, 0
+      end
+    end
+  end
+  local done = false -- the exec is over (an exit, a hand-over, a timeout's kill)
+  local signalled = false
   local control, asked = spec.control, false
   local last = {} -- the last failure
 
@@ -124,8 +145,8 @@ function resume_exec.run(spec)
   end
 
   local function init_frame()
-    local resume = ordered({ stdout = streams.stdout.held, stderr = streams.stderr.held },
-      { "stdout", "stderr" })
+    local resume = ordered({ stdout = streams.stdout.held, stderr = streams.stderr.held,
+      stdin = spec.stdin and stdin.acked or nil }, { "stdout", "stderr", "stdin" })
     if confirmed then
       return ordered({ command = ":", durable_session_name = spec.execId, resume = resume },
         { "command", "durable_session_name", "resume" })
@@ -165,7 +186,11 @@ function resume_exec.run(spec)
     end
     -- leaving on an error (a callback's, a cancellation): end the command
     local guard <close> = setmetatable({}, { __close = function(_, err)
-      if err ~= nil then kill(ws) end
+      if err ~= nil then
+        kill(ws)
+        -- behind queued stdin the frame may never get through
+        signalled = ws:state() == "open" and ws:bufferedAmount() == 0
+      end
     end })
     local _ = guard
     -- timers.main: the handshake's deadline, then the call's (timeout);
@@ -181,6 +206,13 @@ function resume_exec.run(spec)
       local state = ws:state()
       if state == "open" and not sent then
         text(ws, { type = "init_exec", data = init_frame() })
+        -- what the platform had not acknowledged goes again (it drops
+        -- what it wrote), then the close if it was sent
+        for i = stdin.first, #stdin.pending do
+          local c = stdin.pending[i]
+          ws:send("\2" .. (i == stdin.first and stdin.cut > 0 and c:sub(stdin.cut + 1) or c),
+            "binary")
+        end
         if stdin.closed or not feed then ws:send('{"type":"stdin_close"}', "text") end
         sent, res.opened = true, true
         if timeout then -- the call's deadline is this timer now
@@ -204,6 +236,7 @@ function resume_exec.run(spec)
           break
         else
           stdin.sent = stdin.sent + #chunk
+          stdin.pending[#stdin.pending + 1] = chunk
           ws:send("\2" .. chunk, "binary")
         end
       end
@@ -231,14 +264,16 @@ function resume_exec.run(spec)
           elseif ty == "output_gap" then
             gap(d)
           elseif ty == "stdin_ack" and math.type(d.offset) == "integer" then
-            stdin.acked = math.max(stdin.acked, d.offset)
+            acked_to(math.min(d.offset, stdin.sent))
           elseif ty == "error" then
             if d.code == "exec_id_conflict" then
+              done = true -- nothing of this call runs
               fail(errors.SandboxExecConflictError, {
                 message = ("exec id %s is already used in sandbox %s by another command;"
                   .. " nothing was run. Use a new id for a different command")
                   :format(spec.execId, tostring(spec.sandboxId)), code = d.code })
             elseif d.code == "exec_lost" or (d.code == "exec_not_found" and confirmed) then
+              done = true
               fail(errors.SandboxExecLostError, {
                 message = ("the platform lost exec %s in sandbox %s (%s: its server restarted"
                   .. " or dropped the record while the command ran); it was not run again:"
@@ -252,6 +287,7 @@ function resume_exec.run(spec)
             break
           elseif asked and ty == "kept_running" then
             if ws:state() == "open" then ws:close(1000, "") end
+            done = true
             return "handedOver"
           end
         end
@@ -263,6 +299,7 @@ function resume_exec.run(spec)
           res.exitCode = math.type(exit.exit_code) == "integer" and exit.exit_code or 0
           res.reason = exit.reason
           if ws:state() == "open" then ws:close(1000, "") end
+          done = true
           return "exit"
         end
         -- bytes are missing: reattach from what is held
@@ -289,6 +326,10 @@ function resume_exec.run(spec)
       local now = core.now()
       if now >= deadline then
         kill(ws)
+        -- behind queued stdin the frame may not get through: the platform's
+        -- signal route too
+        if ws:bufferedAmount() > 0 and spec.signal then pcall(spec.signal, "KILL") end
+        done = true
         return "timeout"
       end
       if not res.opened and now >= handshake_until then
@@ -316,6 +357,17 @@ function resume_exec.run(spec)
     end
   end
 
+  -- leaving on an error while the exec may run and no signal frame got
+  -- through (a cancel during a backoff, or behind queued stdin): the
+  -- platform's signal route, from the teardown queue (this task cannot
+  -- wait while it unwinds)
+  local outer <close> = setmetatable({}, { __close = function(_, err)
+    if err ~= nil and not done and not signalled and res.opened and spec.signal then
+      task.teardown(function() spec.signal("KILL") end,
+        ("exec %s in sandbox %s"):format(spec.execId, tostring(spec.sandboxId)))
+    end
+  end })
+  local _ = outer
   local backoff, failing_since, preopen = BACKOFF_FIRST_MS, nil, 0
   while true do
     local before = streams.stdout.held + streams.stderr.held
@@ -348,15 +400,6 @@ function resume_exec.run(spec)
           attempts = preopen, opened = false, closeCode = last.closeCode,
           closeReason = last.closeReason, wsEndpoint = last.wsEndpoint })
       end
-    end
-    if stdin.sent > stdin.acked then
-      fail(errors.SandboxExecInterruptedError, {
-        message = ("exec %s in sandbox %s: the socket failed with %d byte(s) of stdin the"
-          .. " platform had not acknowledged; stdin cannot be resent, so the call ends"
-          .. " here (the command may still run, until its detach timeout)")
-          :format(spec.execId, tostring(spec.sandboxId), stdin.sent - stdin.acked),
-        attempts = res.reattaches + 1, opened = res.opened, closeCode = last.closeCode,
-        closeReason = last.closeReason, wsEndpoint = last.wsEndpoint })
     end
     local waited = core.now() - failing_since
     if waited + backoff > detach or core.now() + backoff >= deadline then
