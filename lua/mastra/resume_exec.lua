@@ -35,6 +35,10 @@ local DETACH_TIMEOUT_MS = 300000
 local BACKOFF_FIRST_MS, BACKOFF_MAX_MS = 250, 8000
 local ACK_BYTES, ACK_MS = 1048576, 1000
 local PREOPEN_ATTEMPTS = 2
+-- a platform that refuses connections this long is gone: its execs died
+-- with it (a restarted one answers exec_lost), so waiting out the detach
+-- timeout would only delay the error
+local UNREACHABLE_MS = 10000
 local STDIN_HIGH = 1048576
 local TAG = { [0x11] = "stdout", [0x13] = "stderr" }
 
@@ -90,7 +94,8 @@ function resume_exec.run(spec)
   -- stdin: bytes sent, the platform's last stdin_ack, whether it was
   -- closed, and the chunks from `acked` on (resent after a reattach: the
   -- platform drops what it had written)
-  local stdin = { sent = 0, acked = 0, closed = false, pending = {}, first = 1, cut = 0 }
+  local stdin = { sent = 0, acked = 0, closed = false, pending = {}, first = 1, last = 0,
+    cut = 0 }
   local function acked_to(k)
     if k <= stdin.acked then return end
     local drop = k - stdin.acked
@@ -208,7 +213,7 @@ function resume_exec.run(spec)
         text(ws, { type = "init_exec", data = init_frame() })
         -- what the platform had not acknowledged goes again (it drops
         -- what it wrote), then the close if it was sent
-        for i = stdin.first, #stdin.pending do
+        for i = stdin.first, stdin.last do
           local c = stdin.pending[i]
           ws:send("\2" .. (i == stdin.first and stdin.cut > 0 and c:sub(stdin.cut + 1) or c),
             "binary")
@@ -236,7 +241,8 @@ function resume_exec.run(spec)
           break
         else
           stdin.sent = stdin.sent + #chunk
-          stdin.pending[#stdin.pending + 1] = chunk
+          stdin.last = stdin.last + 1
+          stdin.pending[stdin.last] = chunk
           ws:send("\2" .. chunk, "binary")
         end
       end
@@ -369,6 +375,7 @@ function resume_exec.run(spec)
   end })
   local _ = outer
   local backoff, failing_since, preopen = BACKOFF_FIRST_MS, nil, 0
+  local refused_since
   while true do
     local before = streams.stdout.held + streams.stderr.held
     local outcome = attempt()
@@ -400,6 +407,20 @@ function resume_exec.run(spec)
           attempts = preopen, opened = false, closeCode = last.closeCode,
           closeReason = last.closeReason, wsEndpoint = last.wsEndpoint })
       end
+    end
+    if last.errname == "CURLE_COULDNT_CONNECT" then
+      refused_since = refused_since or core.now()
+      if core.now() - refused_since >= UNREACHABLE_MS then
+        fail(errors.SandboxExecTransportError, {
+          message = ("Direct-exec transport failed for sandbox %s: the platform at %s has"
+            .. " refused connections for %d s while exec %s was detached (%s); a platform"
+            .. " that is gone took its commands with it, so the call ends here"):format(
+              tostring(spec.sandboxId), tostring(last.wsEndpoint), UNREACHABLE_MS // 1000,
+              spec.execId, tostring(last.error)),
+          attempts = res.reattaches + 1, opened = res.opened, wsEndpoint = last.wsEndpoint })
+      end
+    else
+      refused_since = nil
     end
     local waited = core.now() - failing_since
     if waited + backoff > detach or core.now() + backoff >= deadline then
