@@ -113,13 +113,14 @@ local function run_resumable(self, target, command, cwd, env, timeout, opts, exe
     onStdout = opts.onStdout, onStderr = opts.onStderr,
     stdin = opts.stdin ~= nil and common.stdinSource(opts.stdin) or nil,
     control = opts._control,
-    -- POST /sandbox/{id}/execs/{exec_id}/signal: an exec already gone
-    -- (404, 409) or a sandbox destroyed (410) needs none
+    -- POST /sandbox/{id}/execs/{exec_id}/signal, best effort: an exec
+    -- already gone (404, 409), a sandbox destroyed (410) or a platform
+    -- out of reach (it ends a detached exec itself) needs nothing more
     signal = function(name)
       local ok, err = pcall(client.request, self._cfg, "POST", "/sandbox/"
         .. client.encodeComponent(target or "") .. "/execs/" .. client.encodeComponent(exec_id)
         .. "/signal", { json = { signal = name } })
-      if not ok and not (errors.PlatformApiError:is(err)
+      if not ok and not errors.NetworkError:is(err) and not (errors.PlatformApiError:is(err)
           and (err.status == 404 or err.status == 409 or err.status == 410)) then
         error(err, 0)
       end

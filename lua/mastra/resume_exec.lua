@@ -72,8 +72,8 @@ end
 -- detachTimeout? (ms, default 300000), maxRetainedBytes?, onStdout?,
 -- onStderr?, stdin? (direct_exec's source), control? (keepRunning),
 -- sandboxId (for errors), signal(name)? (the platform's signal route:
--- for a leave where no signal frame can get through). Returns direct_exec's result, and execId,
--- reason (the exit's), reattaches, stdoutGaps/stderrGaps (the announced
+-- for a leave where no signal frame can get through). Returns
+-- direct_exec's result, and execId, reason (the exit's), reattaches, stdoutGaps/stderrGaps (the announced
 -- {from, to} ranges) and stdoutGapBytes/stderrGapBytes.
 function resume_exec.run(spec)
   local res = { exitCode = nil, truncated = false, timedOut = false, opened = false,
@@ -426,6 +426,9 @@ function resume_exec.run(spec)
     if waited + backoff > detach or core.now() + backoff >= deadline then
       if core.now() + backoff >= deadline and waited + backoff <= detach then
         task.sleep(math.max(0, deadline - core.now()))
+        -- the deadline, with no socket: the signal route ends the command
+        if spec.signal then pcall(spec.signal, "KILL") end
+        done = true
         res.timedOut, res.exitCode = true, 124
         break
       end
@@ -435,7 +438,8 @@ function resume_exec.run(spec)
       fail(errors.SandboxExecTransportError, {
         message = ("Direct-exec transport failed for sandbox %s: exec %s could not be"
           .. " reattached within its detach timeout (%d ms, %d attempt(s))%s; it was not run"
-          .. " again, and the platform ends it when nobody attaches"):format(
+          .. " again: the client asks the platform to end it, and the platform ends it"
+          .. " anyway when nobody attaches"):format(
             tostring(spec.sandboxId), spec.execId, detach, res.reattaches + 1, detail),
         attempts = res.reattaches + 1, opened = res.opened, closeCode = last.closeCode,
         closeReason = last.closeReason, wsEndpoint = last.wsEndpoint })
