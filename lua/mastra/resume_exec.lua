@@ -73,8 +73,9 @@ end
 -- onStderr?, stdin? (direct_exec's source), control? (keepRunning),
 -- sandboxId (for errors), signal(name)? (the platform's signal route:
 -- for a leave where no signal frame can get through). Returns
--- direct_exec's result, and execId, reason (the exit's), reattaches, stdoutGaps/stderrGaps (the announced
--- {from, to} ranges) and stdoutGapBytes/stderrGapBytes.
+-- direct_exec's result, and execId, reason (the exit's), reattaches,
+-- stdoutGaps/stderrGaps (the announced {from, to} ranges) and
+-- stdoutGapBytes/stderrGapBytes.
 function resume_exec.run(spec)
   local res = { exitCode = nil, truncated = false, timedOut = false, opened = false,
     execId = spec.execId, reattaches = 0, stdoutGapBytes = 0, stderrGapBytes = 0,
