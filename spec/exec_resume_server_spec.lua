@@ -455,6 +455,51 @@ describe("exec-resume/1 with its own server", function()
   end)
 end)
 
+describe("exec-resume/1 retention", function()
+  it("--exec-retain: an ended exec's record and spools go; DELETE removes them at once",
+    function()
+    local dir = platform.tmpdir()
+    local srv = platform.start{ args = { "--exec-retain", "1s" } }
+    local sb
+    local ok, err = pcall(function()
+      sb = srv:startSandbox{}
+      local lease = srv:lease(P, sb.sandboxId)
+      local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
+      local files = srv.dataDir .. "/sandboxes/" .. sb.sandboxId .. "/execs"
+      local function ls()
+        return srv:sh("ls -A " .. files .. " 2>/dev/null | sort | tr '\\n' ' '").stdout
+      end
+      local a = wsrun(srv, lease, dir, "echo run >> count-ret; echo hi", { id = "ret-1" })
+      assert.are.equal("hi\n", a.stdout)
+      assert.are.equal("e-ret-1.json e-ret-1.stderr e-ret-1.stdout ", ls())
+      assert.is_true(platform.waitUntil(function()
+        return srv:curl("GET", base .. "/ret-1").status == 404
+      end, 10000, 100), "the exec outlived --exec-retain")
+      assert.are.equal("", ls())
+      local b = wsrun(srv, lease, dir, ":", { attach = "ret-1" })
+      assert.are.equal("exec_not_found", b.frames.byType.error.data.code)
+      -- DELETE of a running one kills it and removes its files
+      local h = srv:wsExecSpawn(lease, "echo run >> count-del; sleep 31.5",
+        { initJson = { exec_id = "del-1" } })
+      assert.is_true(platform.waitUntil(function()
+        return srv:curl("GET", base .. "/del-1").status == 200
+      end, 10000, 50))
+      assert.are.equal(204, srv:curl("DELETE", base .. "/del-1").status)
+      h:wait()
+      local r = platform.wsResult(h.stdout, h.stderr, h.exitCode)
+      assert.are.equal(1011, r.summary.close)
+      assert.are.equal("", ls())
+      assert.is_true(platform.waitUntil(function()
+        return srv:sh("pgrep -fx 'sleep 31.5' || true").stdout == ""
+      end, 5000, 100), "the command of a deleted exec still runs")
+    end)
+    if sb then pcall(sb.destroy, sb) end
+    srv:close()
+    platform.rm_rf(dir)
+    assert(ok, err)
+  end)
+end)
+
 describe("exec-resume/1 across a server's death", function()
   it("kill -9 while detached: after the restart, exec_lost, and nothing runs again", function()
     local data = platform.tmpdir()
