@@ -25,6 +25,7 @@
 #define MP_EXEC_ABANDON_KILL_MS 10000  /* TERM, then KILL this much later */
 #define MP_EXEC_LOG_MAX_DEFAULT (256ull << 20)
 #define MP_EXEC_LOG_MAX_MIN (64ull << 10)
+#define MP_EXEC_LOG_TOTAL_DEFAULT (1ull << 30)
 #define MP_EXEC_RETAIN_DEFAULT_MS (15 * 60 * 1000)
 
 enum { MP_EXEC_STDOUT = 0, MP_EXEC_STDERR = 1 };
@@ -57,6 +58,7 @@ struct mp_exec {
   uint64_t detach_ms;          /* with nobody attached this long: TERM */
   mastra__timer detach_timer;  /* the detach timeout, then the KILL */
   mastra__timer retain_timer;  /* an ended exec's record goes */
+  mastra__timer wake_timer;    /* room was made: pump it from the loop */
   uint64_t stdin_off;          /* stdin bytes written to its pipe */
   unsigned stdin_closed : 1;   /* its stdin is closed */
   unsigned abandoned : 1;      /* the detach timeout ran out */
