@@ -455,6 +455,34 @@ describe("exec-resume/1 with its own server", function()
   end)
 end)
 
+describe("exec-resume/1 server-wide bound", function()
+  it("--exec-log-total: the oldest ended exec is evicted to make room", function()
+    local dir = platform.tmpdir()
+    local srv = platform.start{ args = { "--exec-log-max", "64k", "--exec-log-total", "96k" } }
+    local sb
+    local ok, err = pcall(function()
+      sb = srv:startSandbox{}
+      local lease = srv:lease(P, sb.sandboxId)
+      local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
+      local a = wsrun(srv, lease, dir, "head -c 60000 /dev/zero | tr '\\0' a", { id = "tot-a" })
+      assert.are.equal(0, a.exitCode)
+      assert.are.equal(60000, #a.stdout)
+      assert.are.equal(200, srv:curl("GET", base .. "/tot-a").status)
+      -- 60000 more pass the bound of 96k: tot-a (ended) makes room
+      local b = wsrun(srv, lease, dir, "head -c 60000 /dev/zero | tr '\\0' b", { id = "tot-b" })
+      assert.are.equal(0, b.exitCode, table.concat(b.summary.log, "; "))
+      assert.are.equal(string.rep("b", 60000), b.stdout)
+      assert.are.equal(404, srv:curl("GET", base .. "/tot-a").status)
+      local c = wsrun(srv, lease, dir, ":", { attach = "tot-b" })
+      assert.are.equal(string.rep("b", 60000), c.stdout)
+    end)
+    if sb then pcall(sb.destroy, sb) end
+    srv:close()
+    platform.rm_rf(dir)
+    assert(ok, err)
+  end)
+end)
+
 describe("exec-resume/1 retention", function()
   it("--exec-retain: an ended exec's record and spools go; DELETE removes them at once",
     function()
