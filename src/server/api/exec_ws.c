@@ -50,8 +50,9 @@
 ** srv->ws_sessions.
 **
 ** Over 800 lines: one session's life (upgrade, frames both ways, stdin,
-** keep_running) is one state machine, whose parts share the session's
-** bits; split, they would call each other.
+** keep_running, the attach to a resumable exec) is one state machine,
+** whose parts share the session's bits; split, they would call each
+** other.
 */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
