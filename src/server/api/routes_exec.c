@@ -167,7 +167,7 @@ static enum MHD_Result signal_exec(struct MHD_Connection *conn, mp_exec *e,
 static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
                              mp_request *r) {
   static const char *const known[] = {"command", "cwd", "env",
-                                      "detach_timeout_ms"};
+                                      "detach_timeout_ms", "overflow"};
   const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                 "Idempotency-Key");
   cJSON *body;
@@ -177,6 +177,7 @@ static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
   uint64_t detach_ms = MP_EXEC_DETACH_DEFAULT_MS;
   char fp[65], err[600];
   size_t k;
+  int truncate;
   if (key == NULL || !mp_exec_id_valid(key))
     return mp_send_error(conn, 400, "invalid_request",
                          "header Idempotency-Key must name the exec: 1-128"
@@ -188,8 +189,8 @@ static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
       if (strcmp(it->string, known[k]) == 0) break;
     if (k == sizeof known / sizeof *known) {
       mp_send_error(conn, 400, "invalid_request", "unknown field '%.60s':"
-                    " the body takes command, cwd, env and"
-                    " detach_timeout_ms", it->string);
+                    " the body takes command, cwd, env,"
+                    " detach_timeout_ms and overflow", it->string);
       cJSON_Delete(body);
       return MHD_YES;
     }
@@ -206,6 +207,18 @@ static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
     }
     detach_ms = (uint64_t)dt->valuedouble;
   }
+  dt = cJSON_GetObjectItemCaseSensitive(body, "overflow");
+  if (dt != NULL && !cJSON_IsNull(dt)
+      && (!cJSON_IsString(dt) || (strcmp(dt->valuestring, "block") != 0
+                                  && strcmp(dt->valuestring, "truncate_head")
+                                         != 0))) {
+    cJSON_Delete(body);
+    return mp_send_error(conn, 400, "invalid_request", "field 'overflow'"
+                         " must be \"block\" (the default) or"
+                         " \"truncate_head\"");
+  }
+  truncate = cJSON_IsString(dt) && strcmp(dt->valuestring, "truncate_head")
+                                       == 0;
   if (mp_exec_request_parse(body, NULL, 0, &spec, err, sizeof err) < 0) {
     cJSON_Delete(body);
     return mp_send_error(conn, 400, "invalid_request", "%s", err);
@@ -229,6 +242,7 @@ static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
                          err[0] ? err : "unknown error");
   }
   cJSON_Delete(body);
+  e->truncate_head = (unsigned)truncate;
   mp_exec_unattended(e); /* nobody is attached: the detach timeout runs */
   return mp_send_json(conn, 201, exec_json(e));
 }

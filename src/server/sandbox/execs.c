@@ -332,6 +332,19 @@ static void notify(mp_exec *e) {
     e->watcher.changed(e->watcher.data);
 }
 
+/* stream's spool below `to` goes: the retained start moves up, and whole
+** 4 KiB blocks give their space back */
+static void forget_below(mp_exec *e, int stream, uint64_t to) {
+  uint64_t a = (e->start[stream] + 4095) & ~(uint64_t)4095;
+  uint64_t b = to & ~(uint64_t)4095;
+  if (to <= e->start[stream]) return;
+  if (b > a && e->fd[stream] >= 0)
+    (void)fallocate(e->fd[stream], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    (off_t)a, (off_t)(b - a));
+  e->sb->srv->exec_spooled -= to - e->start[stream];
+  e->start[stream] = to;
+}
+
 /* the ended exec (not keep) that ended first, among those that retain
 ** output; or NULL */
 static mp_exec *oldest_ended(mp_server *srv, const mp_exec *keep) {
@@ -374,6 +387,22 @@ static int drain(mp_exec *e) {
     size_t n = b->len;
     if (n == 0) continue;
     free_bytes = room(e);
+    if (free_bytes < n && e->truncate_head) {
+      /* the oldest bytes go instead (an attach is told: output_gap), this
+      ** stream's first; the server-wide bound still blocks */
+      uint64_t need = (n < e->sb->srv->exec_log_max
+                       ? n : e->sb->srv->exec_log_max) - free_bytes;
+      int j, k;
+      for (k = 0; k < 2 && need > 0; k++) {
+        uint64_t have, cut;
+        j = k == 0 ? i : 1 - i;
+        have = e->end[j] - e->start[j];
+        cut = have < need ? have : need;
+        forget_below(e, j, e->start[j] + cut);
+        need -= cut;
+      }
+      free_bytes = room(e);
+    }
     if (free_bytes == 0) continue; /* block: the pipe fills, the command waits */
     if (n > free_bytes) n = (size_t)free_bytes;
     if (mastra__write_all(e->fd[i], b->data, n) < 0) return -1;
@@ -547,16 +576,7 @@ void mp_exec_ack(mp_exec *e, uint64_t out, uint64_t err) {
   for (i = 0; i < 2; i++) {
     uint64_t to = acks[i] < e->end[i] ? acks[i] : e->end[i];
     if (to <= e->start[i] || e->fd[i] < 0) continue;
-    /* whole 4 KiB blocks below the ack give their space back */
-    {
-      uint64_t a = (e->start[i] + 4095) & ~(uint64_t)4095;
-      uint64_t b = to & ~(uint64_t)4095;
-      if (b > a)
-        (void)fallocate(e->fd[i], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                        (off_t)a, (off_t)(b - a));
-    }
-    e->sb->srv->exec_spooled -= to - e->start[i];
-    e->start[i] = to;
+    forget_below(e, i, to);
     moved = 1;
   }
   if (!moved) return;

@@ -62,6 +62,7 @@ struct mp_exec {
   uint64_t stdin_off;          /* stdin bytes written to its pipe */
   unsigned stdin_closed : 1;   /* its stdin is closed */
   unsigned abandoned : 1;      /* the detach timeout ran out */
+  unsigned truncate_head : 1;  /* past its bound the oldest output goes */
   unsigned attached : 1;       /* watcher is set */
   mp_exec_watcher watcher;
 };
