@@ -455,6 +455,50 @@ describe("exec-resume/1 with its own server", function()
   end)
 end)
 
+describe("exec-resume/1 truncate_head", function()
+  it("overflow truncate_head: the oldest bytes go, and output_gap accounts for them exactly",
+    function()
+    local dir = platform.tmpdir()
+    local srv = platform.start{ args = { "--exec-log-max", "64k" } }
+    local sb
+    local ok, err = pcall(function()
+      sb = srv:startSandbox{}
+      local lease = srv:lease(P, sb.sandboxId)
+      local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
+      local want = {}
+      for i = 1, 100000 do want[i] = tostring(i) end
+      want = table.concat(want, "\n") .. "\n"
+      local a = wsrun(srv, lease, dir, "seq 1 100000",
+        { id = "trunc-1", initJson = { overflow = "truncate_head" }, closeAfterMs = 50 })
+      assert.is_true(a.summary.close == nil or a.summary.close ~= 1008,
+        table.concat(a.summary.log, "; "))
+      local state
+      assert.is_true(platform.waitUntil(function()
+        state = srv:curl("GET", base .. "/trunc-1").json
+        return state.state == "exited"
+      end, 10000, 100), "a truncate_head exec blocked")
+      assert.are.equal(#want, state.stdout["end"])
+      local start = state.stdout.start
+      assert.is_true(start > 0 and #want - start <= 64 * 1024)
+      local b = wsrun(srv, lease, dir, ":", { attach = "trunc-1" })
+      assert.are.equal(0, b.exitCode)
+      local gap = b.frames.byType.output_gap.data
+      assert.are.equal(0, gap.from)
+      assert.are.equal(start, gap.to)
+      assert.are.equal(want:sub(start + 1), b.stdout)
+      assert.are.equal(#want, gap.to - gap.from + #b.stdout) -- gap + held = total
+      assert.are.equal(#want, b.frames.byType.exit.data.stdout_total)
+      local bad = wsrun(srv, lease, dir, "true",
+        { id = "trunc-2", initJson = { overflow = "drop" } })
+      assert.are.equal("invalid_request", bad.frames.byType.error.data.code)
+    end)
+    if sb then pcall(sb.destroy, sb) end
+    srv:close()
+    platform.rm_rf(dir)
+    assert(ok, err)
+  end)
+end)
+
 describe("exec-resume/1 server-wide bound", function()
   it("--exec-log-total: the oldest ended exec is evicted to make room", function()
     local dir = platform.tmpdir()
