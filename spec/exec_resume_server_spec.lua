@@ -239,6 +239,42 @@ describe("exec-resume/1 on the server", function()
     assert.are.equal(1, count("count-cut"))
   end)
 
+  it("seeded cuts: repeated reattaches get each stream whole, once, in order", function()
+    local want_out, want_err = {}, {}
+    for i = 1, 200000 do want_out[i] = tostring(i) end
+    for i = 1, 60000 do want_err[i] = tostring(i) end
+    want_out = table.concat(want_out, "\n") .. "\n"
+    want_err = table.concat(want_err, "\n") .. "\n"
+    for seed = 1, 6 do
+      math.randomseed(seed)
+      local id = "seeded-" .. seed
+      local cmd = "echo run >> count-" .. id .. "; seq 1 200000; seq 1 60000 >&2"
+      local got_out, got_err, held = {}, {}, { 0, 0 }
+      local r = run(cmd, { id = id, cutAfterBytes = math.random(1, 300000), ack = seed % 2 == 0 })
+      local sessions = 1
+      while r.exitCode == nil do
+        assert.matches("cut after", table.concat(r.summary.log, "\n"))
+        got_out[#got_out + 1], got_err[#got_err + 1] = r.stdout, r.stderr
+        held[1] = check_contiguous(r.frames, 0x11, held[1])
+        held[2] = check_contiguous(r.frames, 0x13, held[2])
+        assert.is_true(sessions < 60, "too many sessions")
+        r = run(":", { attach = id, resume = { stdout = held[1], stderr = held[2] },
+          cutAfterBytes = math.random(1, 300000), ack = seed % 2 == 0 })
+        sessions = sessions + 1
+      end
+      assert.are.equal(0, r.exitCode)
+      check_contiguous(r.frames, 0x11, held[1])
+      check_contiguous(r.frames, 0x13, held[2])
+      got_out[#got_out + 1], got_err[#got_err + 1] = r.stdout, r.stderr
+      assert.are.equal(want_out, table.concat(got_out), "stdout of seed " .. seed)
+      assert.are.equal(want_err, table.concat(got_err), "stderr of seed " .. seed)
+      assert.are.equal(#want_out, r.frames.byType.exit.data.stdout_total)
+      assert.are.equal(#want_err, r.frames.byType.exit.data.stderr_total)
+      assert.is_true(sessions > 1, "seed " .. seed .. " was never cut")
+      assert.are.equal(1, count("count-" .. id))
+    end
+  end)
+
   it("a new attach supersedes the old socket (4001)", function()
     local h = srv:wsExecSpawn(lease, "echo run >> count-steal; sleep 3; echo end",
       { initJson = { exec_id = "steal-1" } })
