@@ -618,6 +618,10 @@ describe("exec-resume/1 across a server's death", function()
       local id = sb.sandboxId
       sb:detach() -- the handle forgets it: srv2 destroys it
       local lease = srv:lease(P, id)
+      -- one that ended before the kill is replayed after it
+      local done = srv:wsExec(lease, "echo kept; echo oops >&2; exit 3",
+        { initJson = { exec_id = "kept-1" } })
+      assert.are.equal(3, done.exitCode)
       local h = srv:wsExecSpawn(lease, "echo run >> count-lost; sleep 60",
         { initJson = { exec_id = "lost-1" }, closeAfterMs = 500 })
       h:wait()
@@ -636,6 +640,15 @@ describe("exec-resume/1 across a server's death", function()
         { initJson = { exec_id = "lost-1" }, frames = frames })
       f = read_frames(frames)
       assert.are.equal("exec_lost", f.byType.error.data.code)
+      os.remove(frames)
+      r = srv2:wsExec(lease2, ":",
+        { initJson = { durable_session_name = "kept-1" }, frames = frames })
+      f = read_frames(frames)
+      assert.are.equal(3, r.exitCode)
+      assert.are.equal("kept\n", r.stdout)
+      assert.are.equal("oops\n", r.stderr)
+      assert.are.equal("exited", f.byType.exit.data.reason)
+      assert.are.equal(5, f.byType.exit.data.stdout_total)
       local c = srv2:wsExec(lease2, "wc -l < count-lost")
       assert.are.equal("1", c.stdout:match("%d+"))
       srv2:json("DELETE", P .. "/sandbox/" .. id)
