@@ -322,6 +322,7 @@ static void shut_down(mp_server *srv) {
   run_until(srv, mp_sandbox_running_count,
             mastra__wall_ms() + MASTRA__PROC_KILL_GRACE_MS + 500);
   mp_exec_legacy_shutdown_all(srv);
+  mp_execs_release_polls(srv); /* suspended long polls answer now */
   mp_sandbox_shutdown_all(srv);
   run_until(srv, mp_sandbox_kill_all, deadline);
   if (mp_sandbox_kill_all(srv) > 0)

@@ -159,6 +159,7 @@ static void remove_files(mp_exec *e) {
 static void on_retain(mastra__timer *t);
 static void on_detach_timer(mastra__timer *t);
 static void on_wake(mastra__timer *t);
+static void fire_polls(mp_exec *e, int all);
 
 static uint64_t retained(const mp_exec *e) {
   return (e->end[0] - e->start[0]) + (e->end[1] - e->start[1]);
@@ -209,6 +210,7 @@ static void exec_free(mp_exec *e, int files) {
       break;
     }
   take_watcher(e, 1011, "the exec was deleted");
+  fire_polls(e, 1);
   mastra__timer_stop(&e->detach_timer);
   mastra__timer_stop(&e->retain_timer);
   mastra__timer_stop(&e->wake_timer);
@@ -327,9 +329,51 @@ void mp_execs_drop(mp_sandbox *sb, int files) {
 
 /* {====== the command ====== */
 
+/* the polls whose stream passed their offset (all, with `all`) */
+static void fire_polls(mp_exec *e, int all) {
+  mp_exec_poll **pp = &e->polls;
+  while (*pp != NULL) {
+    mp_exec_poll *p = *pp;
+    if (all || e->state != MP_EXEC_RUNNING || e->end[p->stream] > p->off) {
+      *pp = p->next;
+      p->next = NULL;
+      p->exec = NULL;
+      p->ready(p);
+    } else {
+      pp = &p->next;
+    }
+  }
+}
+
 static void notify(mp_exec *e) {
+  fire_polls(e, 0);
   if (e->attached && e->watcher.changed != NULL)
     e->watcher.changed(e->watcher.data);
+}
+
+void mp_exec_poll_add(mp_exec *e, mp_exec_poll *p) {
+  p->exec = e;
+  p->next = e->polls;
+  e->polls = p;
+}
+
+void mp_exec_poll_cancel(mp_exec_poll *p) {
+  mp_exec_poll **pp;
+  if (p->exec == NULL) return;
+  for (pp = &p->exec->polls; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == p) {
+      *pp = p->next;
+      break;
+    }
+  p->exec = NULL;
+  p->next = NULL;
+}
+
+void mp_execs_release_polls(mp_server *srv) {
+  mp_sandbox *sb;
+  mp_exec *e;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    for (e = sb->execs; e != NULL; e = e->next) fire_polls(e, 1);
 }
 
 /* stream's spool below `to` goes: the retained start moves up, and whole
