@@ -451,6 +451,21 @@ describe("exec-resume/1 on the server", function()
     assert.are.equal("signaled", state.reason)
     assert.are.equal(137, state.exit_code)
     assert.are.equal(400, srv:json("POST", base .. "/http-3/signal", { signal = "HUP" }).status)
+    -- a long poll: answered when the output comes, or with 204 after wait_ms
+    r = srv:json("POST", base, { command = "sleep 1; echo late; sleep 3" },
+      { headers = { ["Idempotency-Key"] = "http-4" } })
+    assert.are.equal(201, r.status)
+    o = srv:curl("GET", base .. "/http-4/output?stream=stdout&offset=0&wait_ms=8000")
+    assert.are.equal(200, o.status)
+    assert.are.equal("late\n", o.body)
+    assert.is_true(o.timeMs < 6000, "the long poll was not woken by the output")
+    o = srv:curl("GET", base .. "/http-4/output?stream=stdout&offset=5&wait_ms=300")
+    assert.are.equal(204, o.status)
+    assert.are.equal("detached", o.headers["x-mastra-exec-state"]) -- nobody attached
+    o = srv:curl("GET", base .. "/http-4/output?stream=stdout&offset=5&wait_ms=8000")
+    assert.are.equal(200, o.status) -- woken by the exit
+    assert.are.equal("", o.body)
+    assert.are.equal("exited", o.headers["x-mastra-exec-state"])
   end)
 end)
 
@@ -604,6 +619,33 @@ describe("exec-resume/1 retention", function()
     if sb then pcall(sb.destroy, sb) end
     srv:close()
     platform.rm_rf(dir)
+    assert(ok, err)
+  end)
+end)
+
+describe("exec-resume/1 long polls and shutdown", function()
+  it("a server that stops answers a parked long poll and exits 0", function()
+    local srv = platform.start{}
+    local ok, err = pcall(function()
+      local sb = srv:startSandbox{}
+      local id = sb.sandboxId
+      sb:detach() -- the server's stop ends it
+      local base = P .. "/sandbox/" .. id .. "/execs"
+      local r = srv:json("POST", base, { command = "sleep 30" },
+        { headers = { ["Idempotency-Key"] = "poll-1" } })
+      assert.are.equal(201, r.status)
+      local h = srv.sandbox.processes:spawn(("curl -s -o /dev/null -w '%%{http_code}'"
+        .. " -H %s %s"):format(mastra.quote("Authorization: Bearer " .. srv.token),
+        mastra.quote(srv.url .. base .. "/poll-1/output?stream=stdout&offset=0&wait_ms=60000")))
+      mastra.sleep(500)
+      assert.is_nil(h.exitCode, "the long poll did not wait")
+      local t0 = mastra.now()
+      assert.are.equal(0, srv:stop())
+      assert.is_true(mastra.now() - t0 < 15000)
+      h:wait()
+      assert.is_true(mastra.now() - t0 < 15000, "the long poll outlived the server")
+    end)
+    srv:close()
     assert(ok, err)
   end)
 end)
