@@ -239,6 +239,42 @@ describe("exec-resume/1 on the server", function()
     assert.are.equal(1, count("count-cut"))
   end)
 
+  it("seeded cuts: repeated reattaches get each stream whole, once, in order", function()
+    local want_out, want_err = {}, {}
+    for i = 1, 200000 do want_out[i] = tostring(i) end
+    for i = 1, 60000 do want_err[i] = tostring(i) end
+    want_out = table.concat(want_out, "\n") .. "\n"
+    want_err = table.concat(want_err, "\n") .. "\n"
+    for seed = 1, 6 do
+      math.randomseed(seed)
+      local id = "seeded-" .. seed
+      local cmd = "echo run >> count-" .. id .. "; seq 1 200000; seq 1 60000 >&2"
+      local got_out, got_err, held = {}, {}, { 0, 0 }
+      local r = run(cmd, { id = id, cutAfterBytes = math.random(1, 300000), ack = seed % 2 == 0 })
+      local sessions = 1
+      while r.exitCode == nil do
+        assert.matches("cut after", table.concat(r.summary.log, "\n"))
+        got_out[#got_out + 1], got_err[#got_err + 1] = r.stdout, r.stderr
+        held[1] = check_contiguous(r.frames, 0x11, held[1])
+        held[2] = check_contiguous(r.frames, 0x13, held[2])
+        assert.is_true(sessions < 60, "too many sessions")
+        r = run(":", { attach = id, resume = { stdout = held[1], stderr = held[2] },
+          cutAfterBytes = math.random(1, 300000), ack = seed % 2 == 0 })
+        sessions = sessions + 1
+      end
+      assert.are.equal(0, r.exitCode)
+      check_contiguous(r.frames, 0x11, held[1])
+      check_contiguous(r.frames, 0x13, held[2])
+      got_out[#got_out + 1], got_err[#got_err + 1] = r.stdout, r.stderr
+      assert.are.equal(want_out, table.concat(got_out), "stdout of seed " .. seed)
+      assert.are.equal(want_err, table.concat(got_err), "stderr of seed " .. seed)
+      assert.are.equal(#want_out, r.frames.byType.exit.data.stdout_total)
+      assert.are.equal(#want_err, r.frames.byType.exit.data.stderr_total)
+      assert.is_true(sessions > 1, "seed " .. seed .. " was never cut")
+      assert.are.equal(1, count("count-" .. id))
+    end
+  end)
+
   it("a new attach supersedes the old socket (4001)", function()
     local h = srv:wsExecSpawn(lease, "echo run >> count-steal; sleep 3; echo end",
       { initJson = { exec_id = "steal-1" } })
@@ -415,6 +451,21 @@ describe("exec-resume/1 on the server", function()
     assert.are.equal("signaled", state.reason)
     assert.are.equal(137, state.exit_code)
     assert.are.equal(400, srv:json("POST", base .. "/http-3/signal", { signal = "HUP" }).status)
+    -- a long poll: answered when the output comes, or with 204 after wait_ms
+    r = srv:json("POST", base, { command = "sleep 1; echo late; sleep 3" },
+      { headers = { ["Idempotency-Key"] = "http-4" } })
+    assert.are.equal(201, r.status)
+    o = srv:curl("GET", base .. "/http-4/output?stream=stdout&offset=0&wait_ms=8000")
+    assert.are.equal(200, o.status)
+    assert.are.equal("late\n", o.body)
+    assert.is_true(o.timeMs < 6000, "the long poll was not woken by the output")
+    o = srv:curl("GET", base .. "/http-4/output?stream=stdout&offset=5&wait_ms=300")
+    assert.are.equal(204, o.status)
+    assert.are.equal("detached", o.headers["x-mastra-exec-state"]) -- nobody attached
+    o = srv:curl("GET", base .. "/http-4/output?stream=stdout&offset=5&wait_ms=8000")
+    assert.are.equal(200, o.status) -- woken by the exit
+    assert.are.equal("", o.body)
+    assert.are.equal("exited", o.headers["x-mastra-exec-state"])
   end)
 end)
 
@@ -455,6 +506,150 @@ describe("exec-resume/1 with its own server", function()
   end)
 end)
 
+describe("exec-resume/1 truncate_head", function()
+  it("overflow truncate_head: the oldest bytes go, and output_gap accounts for them exactly",
+    function()
+    local dir = platform.tmpdir()
+    local srv = platform.start{ args = { "--exec-log-max", "64k" } }
+    local sb
+    local ok, err = pcall(function()
+      sb = srv:startSandbox{}
+      local lease = srv:lease(P, sb.sandboxId)
+      local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
+      local want = {}
+      for i = 1, 100000 do want[i] = tostring(i) end
+      want = table.concat(want, "\n") .. "\n"
+      local a = wsrun(srv, lease, dir, "seq 1 100000",
+        { id = "trunc-1", initJson = { overflow = "truncate_head" }, closeAfterMs = 50 })
+      assert.is_true(a.summary.close == nil or a.summary.close ~= 1008,
+        table.concat(a.summary.log, "; "))
+      local state
+      assert.is_true(platform.waitUntil(function()
+        state = srv:curl("GET", base .. "/trunc-1").json
+        return state.state == "exited"
+      end, 10000, 100), "a truncate_head exec blocked")
+      assert.are.equal(#want, state.stdout["end"])
+      local start = state.stdout.start
+      assert.is_true(start > 0 and #want - start <= 64 * 1024)
+      local b = wsrun(srv, lease, dir, ":", { attach = "trunc-1" })
+      assert.are.equal(0, b.exitCode)
+      local gap = b.frames.byType.output_gap.data
+      assert.are.equal(0, gap.from)
+      assert.are.equal(start, gap.to)
+      assert.are.equal(want:sub(start + 1), b.stdout)
+      assert.are.equal(#want, gap.to - gap.from + #b.stdout) -- gap + held = total
+      assert.are.equal(#want, b.frames.byType.exit.data.stdout_total)
+      local bad = wsrun(srv, lease, dir, "true",
+        { id = "trunc-2", initJson = { overflow = "drop" } })
+      assert.are.equal("invalid_request", bad.frames.byType.error.data.code)
+    end)
+    if sb then pcall(sb.destroy, sb) end
+    srv:close()
+    platform.rm_rf(dir)
+    assert(ok, err)
+  end)
+end)
+
+describe("exec-resume/1 server-wide bound", function()
+  it("--exec-log-total: the oldest ended exec is evicted to make room", function()
+    local dir = platform.tmpdir()
+    local srv = platform.start{ args = { "--exec-log-max", "64k", "--exec-log-total", "96k" } }
+    local sb
+    local ok, err = pcall(function()
+      sb = srv:startSandbox{}
+      local lease = srv:lease(P, sb.sandboxId)
+      local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
+      local a = wsrun(srv, lease, dir, "head -c 60000 /dev/zero | tr '\\0' a", { id = "tot-a" })
+      assert.are.equal(0, a.exitCode)
+      assert.are.equal(60000, #a.stdout)
+      assert.are.equal(200, srv:curl("GET", base .. "/tot-a").status)
+      -- 60000 more pass the bound of 96k: tot-a (ended) makes room
+      local b = wsrun(srv, lease, dir, "head -c 60000 /dev/zero | tr '\\0' b", { id = "tot-b" })
+      assert.are.equal(0, b.exitCode, table.concat(b.summary.log, "; "))
+      assert.are.equal(string.rep("b", 60000), b.stdout)
+      assert.are.equal(404, srv:curl("GET", base .. "/tot-a").status)
+      local c = wsrun(srv, lease, dir, ":", { attach = "tot-b" })
+      assert.are.equal(string.rep("b", 60000), c.stdout)
+    end)
+    if sb then pcall(sb.destroy, sb) end
+    srv:close()
+    platform.rm_rf(dir)
+    assert(ok, err)
+  end)
+end)
+
+describe("exec-resume/1 retention", function()
+  it("--exec-retain: an ended exec's record and spools go; DELETE removes them at once",
+    function()
+    local dir = platform.tmpdir()
+    local srv = platform.start{ args = { "--exec-retain", "1s" } }
+    local sb
+    local ok, err = pcall(function()
+      sb = srv:startSandbox{}
+      local lease = srv:lease(P, sb.sandboxId)
+      local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
+      local files = srv.dataDir .. "/sandboxes/" .. sb.sandboxId .. "/execs"
+      local function ls()
+        return srv:sh("ls -A " .. files .. " 2>/dev/null | sort | tr '\\n' ' '").stdout
+      end
+      local a = wsrun(srv, lease, dir, "echo run >> count-ret; echo hi", { id = "ret-1" })
+      assert.are.equal("hi\n", a.stdout)
+      assert.are.equal("e-ret-1.json e-ret-1.stderr e-ret-1.stdout ", ls())
+      assert.is_true(platform.waitUntil(function()
+        return srv:curl("GET", base .. "/ret-1").status == 404
+      end, 10000, 100), "the exec outlived --exec-retain")
+      assert.are.equal("", ls())
+      local b = wsrun(srv, lease, dir, ":", { attach = "ret-1" })
+      assert.are.equal("exec_not_found", b.frames.byType.error.data.code)
+      -- DELETE of a running one kills it and removes its files
+      local h = srv:wsExecSpawn(lease, "echo run >> count-del; sleep 31.5",
+        { initJson = { exec_id = "del-1" } })
+      assert.is_true(platform.waitUntil(function()
+        return srv:curl("GET", base .. "/del-1").status == 200
+      end, 10000, 50))
+      assert.are.equal(204, srv:curl("DELETE", base .. "/del-1").status)
+      h:wait()
+      local r = platform.wsResult(h.stdout, h.stderr, h.exitCode)
+      assert.are.equal(1011, r.summary.close)
+      assert.are.equal("", ls())
+      assert.is_true(platform.waitUntil(function()
+        return srv:sh("pgrep -fx 'sleep 31.5' || true").stdout == ""
+      end, 5000, 100), "the command of a deleted exec still runs")
+    end)
+    if sb then pcall(sb.destroy, sb) end
+    srv:close()
+    platform.rm_rf(dir)
+    assert(ok, err)
+  end)
+end)
+
+describe("exec-resume/1 long polls and shutdown", function()
+  it("a server that stops answers a parked long poll and exits 0", function()
+    local srv = platform.start{}
+    local ok, err = pcall(function()
+      local sb = srv:startSandbox{}
+      local id = sb.sandboxId
+      sb:detach() -- the server's stop ends it
+      local base = P .. "/sandbox/" .. id .. "/execs"
+      local r = srv:json("POST", base, { command = "sleep 30" },
+        { headers = { ["Idempotency-Key"] = "poll-1" } })
+      assert.are.equal(201, r.status)
+      local h = srv.sandbox.processes:spawn(("curl -s -o /dev/null -w '%%{http_code}'"
+        .. " -H %s %s"):format(mastra.quote("Authorization: Bearer " .. srv.token),
+        mastra.quote(srv.url .. base .. "/poll-1/output?stream=stdout&offset=0&wait_ms=60000")))
+      mastra.sleep(500)
+      assert.is_nil(h.exitCode, "the long poll did not wait")
+      local t0 = mastra.now()
+      assert.are.equal(0, srv:stop())
+      assert.is_true(mastra.now() - t0 < 15000)
+      h:wait()
+      assert.is_true(mastra.now() - t0 < 15000, "the long poll outlived the server")
+    end)
+    srv:close()
+    assert(ok, err)
+  end)
+end)
+
 describe("exec-resume/1 across a server's death", function()
   it("kill -9 while detached: after the restart, exec_lost, and nothing runs again", function()
     local data = platform.tmpdir()
@@ -465,6 +660,10 @@ describe("exec-resume/1 across a server's death", function()
       local id = sb.sandboxId
       sb:detach() -- the handle forgets it: srv2 destroys it
       local lease = srv:lease(P, id)
+      -- one that ended before the kill is replayed after it
+      local done = srv:wsExec(lease, "echo kept; echo oops >&2; exit 3",
+        { initJson = { exec_id = "kept-1" } })
+      assert.are.equal(3, done.exitCode)
       local h = srv:wsExecSpawn(lease, "echo run >> count-lost; sleep 60",
         { initJson = { exec_id = "lost-1" }, closeAfterMs = 500 })
       h:wait()
@@ -483,6 +682,15 @@ describe("exec-resume/1 across a server's death", function()
         { initJson = { exec_id = "lost-1" }, frames = frames })
       f = read_frames(frames)
       assert.are.equal("exec_lost", f.byType.error.data.code)
+      os.remove(frames)
+      r = srv2:wsExec(lease2, ":",
+        { initJson = { durable_session_name = "kept-1" }, frames = frames })
+      f = read_frames(frames)
+      assert.are.equal(3, r.exitCode)
+      assert.are.equal("kept\n", r.stdout)
+      assert.are.equal("oops\n", r.stderr)
+      assert.are.equal("exited", f.byType.exit.data.reason)
+      assert.are.equal(5, f.byType.exit.data.stdout_total)
       local c = srv2:wsExec(lease2, "wc -l < count-lost")
       assert.are.equal("1", c.stdout:match("%d+"))
       srv2:json("DELETE", P .. "/sandbox/" .. id)

@@ -136,6 +136,12 @@ static void usage(FILE *f) {
           "                       past it the command blocks on its writes"
           " until the\n"
           "                       client acknowledges output\n"
+          "  --exec-log-total SIZE\n"
+          "                       the same for all resumable execs together"
+          " (default 1g);\n"
+          "                       past it the oldest ended exec is evicted,"
+          " and with\n"
+          "                       none the commands block\n"
           "  --exec-retain TIME   keep an ended resumable exec (its output"
           " and exit) for\n"
           "                       TIME after its end or its last"
@@ -316,6 +322,7 @@ static void shut_down(mp_server *srv) {
   run_until(srv, mp_sandbox_running_count,
             mastra__wall_ms() + MASTRA__PROC_KILL_GRACE_MS + 500);
   mp_exec_legacy_shutdown_all(srv);
+  mp_execs_release_polls(srv); /* suspended long polls answer now */
   mp_sandbox_shutdown_all(srv);
   run_until(srv, mp_sandbox_kill_all, deadline);
   if (mp_sandbox_kill_all(srv) > 0)
@@ -350,6 +357,7 @@ int main(int argc, char **argv) {
   double retention_unused = DEFAULT_CHECKPOINT_RETENTION_UNUSED_DAYS;
   int exec_stdin = 1;
   uint64_t exec_log_max = MP_EXEC_LOG_MAX_DEFAULT;
+  uint64_t exec_log_total = MP_EXEC_LOG_TOTAL_DEFAULT;
   uint64_t exec_retain_ms = MP_EXEC_RETAIN_DEFAULT_MS;
   double default_idle = DEFAULT_IDLE_MINUTES;
   sigset_t sigs;
@@ -455,6 +463,14 @@ int main(int argc, char **argv) {
         return 2;
       }
       exec_log_max = (uint64_t)n;
+    } else if (strcmp(a, "--exec-log-total") == 0) {
+      long long n = mp_parse_size(v);
+      if (n < (long long)MP_EXEC_LOG_MAX_MIN) {
+        fprintf(stderr, "mastra-platform: --exec-log-total wants a size of"
+                " at least 64k, such as 1g (got '%s')\n", v);
+        return 2;
+      }
+      exec_log_total = (uint64_t)n;
     } else if (strcmp(a, "--exec-retain") == 0) {
       if (parse_duration(a, v, &exec_retain_ms) < 0) return 2;
     } else {
@@ -476,6 +492,7 @@ int main(int argc, char **argv) {
   srv.default_idle_min = default_idle;
   srv.exec_stdin = exec_stdin;
   srv.exec_log_max = exec_log_max;
+  srv.exec_log_total = exec_log_total;
   srv.exec_retain_ms = exec_retain_ms;
   srv.drop_execs = mp_execs_drop;
   srv.data_dir = data_dir ? strdup(data_dir) : default_data_dir();

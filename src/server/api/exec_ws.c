@@ -50,8 +50,9 @@
 ** srv->ws_sessions.
 **
 ** Over 800 lines: one session's life (upgrade, frames both ways, stdin,
-** keep_running) is one state machine, whose parts share the session's
-** bits; split, they would call each other.
+** keep_running, the attach to a resumable exec) is one state machine,
+** whose parts share the session's bits; split, they would call each
+** other.
 */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -720,6 +721,7 @@ static void start_resumable(ws_session *s, const cJSON *data) {
   const cJSON *resume = member(data, "resume"), *it;
   const cJSON *name = id != NULL ? id : dsn;
   uint64_t off[3] = {0, 0, UINT64_MAX}, detach_ms, timeout_ms;
+  int truncate = 0;
   mp_exec_spec spec;
   char fp[65], err[600];
   mp_exec *e;
@@ -793,6 +795,17 @@ static void start_resumable(ws_session *s, const cJSON *data) {
                " integer >= 0 (ms; 0: no deadline)", 1008);
     return;
   }
+  {
+    const cJSON *ov = member(data, "overflow");
+    if (ov != NULL && (!cJSON_IsString(ov)
+                       || (strcmp(ov->valuestring, "block") != 0
+                           && strcmp(ov->valuestring, "truncate_head") != 0))) {
+      fail_typed(s, "invalid_request", "field 'data.overflow' must be"
+                 " \"block\" (the default) or \"truncate_head\"", 1008);
+      return;
+    }
+    truncate = ov != NULL && strcmp(ov->valuestring, "truncate_head") == 0;
+  }
   spec.stdin_pipe = 1;
   spec.timeout_ms = timeout_ms;
   mp_exec_fingerprint(&spec, fp);
@@ -821,6 +834,7 @@ static void start_resumable(ws_session *s, const cJSON *data) {
         queue_close(s, 1000, "");
       return;
     }
+    e->truncate_head = (unsigned)truncate; /* before any output: on the loop */
   }
   {
     cJSON *d = cJSON_CreateObject();

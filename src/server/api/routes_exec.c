@@ -21,6 +21,40 @@
 #include "util/log.h"
 
 #define OUTPUT_LIMIT_MAX (1u << 20) /* bytes of one GET .../output */
+#define WAIT_MS_MAX 60000           /* the longest ?wait_ms= */
+
+/* a GET .../output?wait_ms= parked until output passes its offset */
+typedef struct output_wait {
+  mp_exec_poll poll; /* first */
+  struct MHD_Connection *conn;
+  mastra__timer timer;
+  int suspended;
+} output_wait;
+
+static void wake(output_wait *w) {
+  mastra__timer_stop(&w->timer);
+  if (w->suspended) {
+    w->suspended = 0;
+    MHD_resume_connection(w->conn); /* the route answers again, at once */
+  }
+}
+
+static void on_poll_ready(mp_exec_poll *p) {
+  wake((output_wait *)p);
+}
+
+static void on_wait_timer(mastra__timer *t) {
+  output_wait *w = t->data;
+  mp_exec_poll_cancel(&w->poll);
+  wake(w);
+}
+
+static void output_wait_free(void *state) {
+  output_wait *w = state;
+  mastra__timer_stop(&w->timer);
+  mp_exec_poll_cancel(&w->poll);
+  free(w);
+}
 
 static cJSON *exec_json(const mp_exec *e) {
   static const char *const names[2] = {"stdout", "stderr"};
@@ -71,7 +105,8 @@ static void range_headers(struct MHD_Response *resp, const mp_exec *e,
   MHD_add_response_header(resp, "x-mastra-exec-state", mp_exec_state_name(e));
 }
 
-static enum MHD_Result output(struct MHD_Connection *conn, mp_exec *e) {
+static enum MHD_Result output(mp_server *srv, struct MHD_Connection *conn,
+                               mp_exec *e, mp_request *r) {
   const char *name = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
                                                  "stream");
   long long off = query_uint(conn, "offset", 0);
@@ -106,6 +141,32 @@ static enum MHD_Result output(struct MHD_Connection *conn, mp_exec *e) {
     ret = MHD_queue_response(conn, 416, resp);
     MHD_destroy_response(resp);
     return ret;
+  }
+  if ((uint64_t)off == e->end[stream] && e->state == MP_EXEC_RUNNING) {
+    long long wait = query_uint(conn, "wait_ms", 0);
+    if (wait < 0)
+      return mp_send_error(conn, 400, "invalid_request", "query 'wait_ms'"
+                           " must be an integer >= 0 (at most 60000)");
+    if (wait > 0 && r->state == NULL && !srv->stopping) {
+      /* a long poll: answered when the stream passes off, the exec ends,
+      ** or wait_ms pass (then 204) */
+      output_wait *w = calloc(1, sizeof *w);
+      if (w == NULL)
+        return mp_send_error(conn, 500, "internal_error", "out of memory");
+      w->conn = conn;
+      w->poll.stream = stream;
+      w->poll.off = (uint64_t)off;
+      w->poll.ready = on_poll_ready;
+      mastra__timer_init(srv->loop, &w->timer, on_wait_timer, w);
+      mastra__timer_start(&w->timer, (uint64_t)(wait < WAIT_MS_MAX
+                                                ? wait : WAIT_MS_MAX));
+      mp_exec_poll_add(e, &w->poll);
+      r->state = w;
+      r->state_free = output_wait_free;
+      w->suspended = 1;
+      MHD_suspend_connection(conn);
+      return MHD_YES;
+    }
   }
   if ((uint64_t)off == e->end[stream]) {
     if (e->state == MP_EXEC_RUNNING) status = 204; /* nothing new yet */
@@ -167,7 +228,7 @@ static enum MHD_Result signal_exec(struct MHD_Connection *conn, mp_exec *e,
 static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
                              mp_request *r) {
   static const char *const known[] = {"command", "cwd", "env",
-                                      "detach_timeout_ms"};
+                                      "detach_timeout_ms", "overflow"};
   const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                 "Idempotency-Key");
   cJSON *body;
@@ -177,6 +238,7 @@ static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
   uint64_t detach_ms = MP_EXEC_DETACH_DEFAULT_MS;
   char fp[65], err[600];
   size_t k;
+  int truncate;
   if (key == NULL || !mp_exec_id_valid(key))
     return mp_send_error(conn, 400, "invalid_request",
                          "header Idempotency-Key must name the exec: 1-128"
@@ -188,8 +250,8 @@ static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
       if (strcmp(it->string, known[k]) == 0) break;
     if (k == sizeof known / sizeof *known) {
       mp_send_error(conn, 400, "invalid_request", "unknown field '%.60s':"
-                    " the body takes command, cwd, env and"
-                    " detach_timeout_ms", it->string);
+                    " the body takes command, cwd, env,"
+                    " detach_timeout_ms and overflow", it->string);
       cJSON_Delete(body);
       return MHD_YES;
     }
@@ -206,6 +268,18 @@ static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
     }
     detach_ms = (uint64_t)dt->valuedouble;
   }
+  dt = cJSON_GetObjectItemCaseSensitive(body, "overflow");
+  if (dt != NULL && !cJSON_IsNull(dt)
+      && (!cJSON_IsString(dt) || (strcmp(dt->valuestring, "block") != 0
+                                  && strcmp(dt->valuestring, "truncate_head")
+                                         != 0))) {
+    cJSON_Delete(body);
+    return mp_send_error(conn, 400, "invalid_request", "field 'overflow'"
+                         " must be \"block\" (the default) or"
+                         " \"truncate_head\"");
+  }
+  truncate = cJSON_IsString(dt) && strcmp(dt->valuestring, "truncate_head")
+                                       == 0;
   if (mp_exec_request_parse(body, NULL, 0, &spec, err, sizeof err) < 0) {
     cJSON_Delete(body);
     return mp_send_error(conn, 400, "invalid_request", "%s", err);
@@ -229,6 +303,7 @@ static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
                          err[0] ? err : "unknown error");
   }
   cJSON_Delete(body);
+  e->truncate_head = (unsigned)truncate;
   mp_exec_unattended(e); /* nobody is attached: the detach timeout runs */
   return mp_send_json(conn, 201, exec_json(e));
 }
@@ -258,6 +333,10 @@ enum MHD_Result mp_routes_exec(mp_server *srv, struct MHD_Connection *conn,
     return mp_send_error(conn, 400, "invalid_request",
                          "an exec id is 1-128 characters of [A-Za-z0-9._:-]");
   e = mp_exec_find(sb, seg[3]);
+  if (e == NULL && r->state != NULL && nseg == 5) /* it went while we waited */
+    return mp_send_error(conn, 404, "exec_not_found",
+                         "exec '%s' of sandbox %s went while the request"
+                         " waited", seg[3], sb->id);
   if (e == NULL)
     return mp_send_error(conn, 404, "exec_not_found",
                          "sandbox %s has no exec '%s'", sb->id, seg[3]);
@@ -269,7 +348,7 @@ enum MHD_Result mp_routes_exec(mp_server *srv, struct MHD_Connection *conn,
   }
   if (nseg == 5 && strcmp(seg[4], "output") == 0
       && strcmp(method, "GET") == 0)
-    return output(conn, e);
+    return output(srv, conn, e, r);
   if (nseg == 5 && strcmp(seg[4], "signal") == 0
       && strcmp(method, "POST") == 0)
     return signal_exec(conn, e, r);

@@ -8,7 +8,12 @@
 ** of is punched out (the offsets stay). The server reads a command's pipes
 ** only while the exec's retained bytes (both streams) are below
 ** srv->exec_log_max: past that the pipes fill and the command blocks on
-** its writes ("block"; nothing is lost). An ended exec is kept for
+** its writes ("block"; nothing is lost). All the execs of the server
+** retain at most srv->exec_log_total (srv->exec_spooled counts it): past
+** that the oldest ended exec is evicted, and with none the command
+** blocks until an ack, a delete or an eviction makes room (execs whose
+** commands wait for room are pumped on a timer of their own then).
+** An ended exec is kept for
 ** srv->exec_retain_ms after its end or its last ack, whichever is later.
 */
 #ifndef _GNU_SOURCE
@@ -153,6 +158,24 @@ static void remove_files(mp_exec *e) {
 
 static void on_retain(mastra__timer *t);
 static void on_detach_timer(mastra__timer *t);
+static void on_wake(mastra__timer *t);
+static void fire_polls(mp_exec *e, int all);
+
+static uint64_t retained(const mp_exec *e) {
+  return (e->end[0] - e->start[0]) + (e->end[1] - e->start[1]);
+}
+
+/* room was made: every exec whose command waits with output is pumped
+** from the loop (on_wake), not from under the caller */
+static void wake_blocked(mp_server *srv) {
+  mp_sandbox *sb;
+  mp_exec *e;
+  if (srv->stopping) return;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    for (e = sb->execs; e != NULL; e = e->next)
+      if (e->proc != NULL && (e->proc->out.len > 0 || e->proc->err.len > 0))
+        mastra__timer_start(&e->wake_timer, 0);
+}
 
 static mp_exec *exec_new(mp_sandbox *sb, const char *id) {
   mp_exec *e = calloc(1, sizeof *e);
@@ -163,6 +186,7 @@ static mp_exec *exec_new(mp_sandbox *sb, const char *id) {
   e->detach_ms = MP_EXEC_DETACH_DEFAULT_MS;
   mastra__timer_init(sb->srv->loop, &e->detach_timer, on_detach_timer, e);
   mastra__timer_init(sb->srv->loop, &e->retain_timer, on_retain, e);
+  mastra__timer_init(sb->srv->loop, &e->wake_timer, on_wake, e);
   e->next = sb->execs;
   sb->execs = e;
   return e;
@@ -186,8 +210,11 @@ static void exec_free(mp_exec *e, int files) {
       break;
     }
   take_watcher(e, 1011, "the exec was deleted");
+  fire_polls(e, 1);
   mastra__timer_stop(&e->detach_timer);
   mastra__timer_stop(&e->retain_timer);
+  mastra__timer_stop(&e->wake_timer);
+  e->sb->srv->exec_spooled -= retained(e);
   if (e->proc != NULL) {
     mastra__proc *p = e->proc;
     e->proc = NULL;
@@ -201,7 +228,10 @@ static void exec_free(mp_exec *e, int files) {
 }
 
 static void on_retain(mastra__timer *t) {
-  exec_free(t->data, 1);
+  mp_exec *e = t->data;
+  mp_server *srv = e->sb->srv;
+  exec_free(e, 1);
+  wake_blocked(srv);
 }
 
 static void retain(mp_exec *e, int64_t from_ms) {
@@ -279,6 +309,7 @@ static mp_exec *load(mp_sandbox *sb, const char *id) {
     mp_log("exec %s of %s: lost (its command died with the server)", id,
            sb->id);
   }
+  sb->srv->exec_spooled += retained(e);
   retain(e, e->ended_ms);
   return e;
 }
@@ -298,13 +329,95 @@ void mp_execs_drop(mp_sandbox *sb, int files) {
 
 /* {====== the command ====== */
 
+/* the polls whose stream passed their offset (all, with `all`) */
+static void fire_polls(mp_exec *e, int all) {
+  mp_exec_poll **pp = &e->polls;
+  while (*pp != NULL) {
+    mp_exec_poll *p = *pp;
+    if (all || e->state != MP_EXEC_RUNNING || e->end[p->stream] > p->off) {
+      *pp = p->next;
+      p->next = NULL;
+      p->exec = NULL;
+      p->ready(p);
+    } else {
+      pp = &p->next;
+    }
+  }
+}
+
 static void notify(mp_exec *e) {
+  fire_polls(e, 0);
   if (e->attached && e->watcher.changed != NULL)
     e->watcher.changed(e->watcher.data);
 }
 
-static uint64_t retained(const mp_exec *e) {
-  return (e->end[0] - e->start[0]) + (e->end[1] - e->start[1]);
+void mp_exec_poll_add(mp_exec *e, mp_exec_poll *p) {
+  p->exec = e;
+  p->next = e->polls;
+  e->polls = p;
+}
+
+void mp_exec_poll_cancel(mp_exec_poll *p) {
+  mp_exec_poll **pp;
+  if (p->exec == NULL) return;
+  for (pp = &p->exec->polls; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == p) {
+      *pp = p->next;
+      break;
+    }
+  p->exec = NULL;
+  p->next = NULL;
+}
+
+void mp_execs_release_polls(mp_server *srv) {
+  mp_sandbox *sb;
+  mp_exec *e;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    for (e = sb->execs; e != NULL; e = e->next) fire_polls(e, 1);
+}
+
+/* stream's spool below `to` goes: the retained start moves up, and whole
+** 4 KiB blocks give their space back */
+static void forget_below(mp_exec *e, int stream, uint64_t to) {
+  uint64_t a = (e->start[stream] + 4095) & ~(uint64_t)4095;
+  uint64_t b = to & ~(uint64_t)4095;
+  if (to <= e->start[stream]) return;
+  if (b > a && e->fd[stream] >= 0)
+    (void)fallocate(e->fd[stream], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    (off_t)a, (off_t)(b - a));
+  e->sb->srv->exec_spooled -= to - e->start[stream];
+  e->start[stream] = to;
+}
+
+/* the ended exec (not keep) that ended first, among those that retain
+** output; or NULL */
+static mp_exec *oldest_ended(mp_server *srv, const mp_exec *keep) {
+  mp_sandbox *sb;
+  mp_exec *e, *best = NULL;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    for (e = sb->execs; e != NULL; e = e->next)
+      if (e != keep && e->state != MP_EXEC_RUNNING && retained(e) > 0
+          && (best == NULL || e->ended_ms < best->ended_ms))
+        best = e;
+  return best;
+}
+
+/* room for n more bytes of e: its own bound, then the server's, for
+** which ended execs are evicted, oldest first */
+static uint64_t room(mp_exec *e) {
+  mp_server *srv = e->sb->srv;
+  uint64_t have = retained(e), mine, all;
+  mp_exec *old;
+  mine = have < srv->exec_log_max ? srv->exec_log_max - have : 0;
+  while (srv->exec_spooled >= srv->exec_log_total
+         && (old = oldest_ended(srv, e)) != NULL) {
+    mp_log("exec %s of %s: evicted (--exec-log-total %llu reached)",
+           old->id, old->sb->id, (unsigned long long)srv->exec_log_total);
+    exec_free(old, 1);
+  }
+  all = srv->exec_spooled < srv->exec_log_total
+            ? srv->exec_log_total - srv->exec_spooled : 0;
+  return mine < all ? mine : all;
 }
 
 /* Move what the command wrote into the spools, as far as the bound
@@ -314,13 +427,31 @@ static int drain(mp_exec *e) {
   int i;
   for (i = 0; i < 2; i++) {
     mastra__buf *b = i == 0 ? &p->out : &p->err;
-    uint64_t max = e->sb->srv->exec_log_max, have = retained(e);
+    uint64_t free_bytes;
     size_t n = b->len;
     if (n == 0) continue;
-    if (have >= max) continue; /* block: the pipe fills, the command waits */
-    if (n > max - have) n = (size_t)(max - have);
+    free_bytes = room(e);
+    if (free_bytes < n && e->truncate_head) {
+      /* the oldest bytes go instead (an attach is told: output_gap), this
+      ** stream's first; the server-wide bound still blocks */
+      uint64_t need = (n < e->sb->srv->exec_log_max
+                       ? n : e->sb->srv->exec_log_max) - free_bytes;
+      int j, k;
+      for (k = 0; k < 2 && need > 0; k++) {
+        uint64_t have, cut;
+        j = k == 0 ? i : 1 - i;
+        have = e->end[j] - e->start[j];
+        cut = have < need ? have : need;
+        forget_below(e, j, e->start[j] + cut);
+        need -= cut;
+      }
+      free_bytes = room(e);
+    }
+    if (free_bytes == 0) continue; /* block: the pipe fills, the command waits */
+    if (n > free_bytes) n = (size_t)free_bytes;
     if (mastra__write_all(e->fd[i], b->data, n) < 0) return -1;
     e->end[i] += n;
+    e->sb->srv->exec_spooled += n;
     if (n == b->len) {
       mastra__proc_consumed(p, b);
     } else { /* keep the rest: the pipe stays paused until it is out */
@@ -362,6 +493,12 @@ static void pump(mp_exec *e) {
     mastra__proc_kill(p);
   }
   if (p->done && p->out.len == 0 && p->err.len == 0) finish(e);
+}
+
+static void on_wake(mastra__timer *t) {
+  mp_exec *e = t->data;
+  pump(e);
+  notify(e);
 }
 
 static void on_proc(mastra__proc *p, void *data) {
@@ -458,7 +595,9 @@ void mp_exec_unattended(mp_exec *e) {
 }
 
 void mp_exec_delete(mp_exec *e) {
+  mp_server *srv = e->sb->srv;
   exec_free(e, 1);
+  wake_blocked(srv);
 }
 
 ssize_t mp_exec_read(mp_exec *e, int stream, uint64_t off, void *buf,
@@ -481,18 +620,11 @@ void mp_exec_ack(mp_exec *e, uint64_t out, uint64_t err) {
   for (i = 0; i < 2; i++) {
     uint64_t to = acks[i] < e->end[i] ? acks[i] : e->end[i];
     if (to <= e->start[i] || e->fd[i] < 0) continue;
-    /* whole 4 KiB blocks below the ack give their space back */
-    {
-      uint64_t a = (e->start[i] + 4095) & ~(uint64_t)4095;
-      uint64_t b = to & ~(uint64_t)4095;
-      if (b > a)
-        (void)fallocate(e->fd[i], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                        (off_t)a, (off_t)(b - a));
-    }
-    e->start[i] = to;
+    forget_below(e, i, to);
     moved = 1;
   }
   if (!moved) return;
+  wake_blocked(e->sb->srv); /* room in the server's bound */
   if (e->proc != NULL) {
     pump(e); /* room in the bound: the pipes are read again */
   } else if (e->state == MP_EXEC_EXITED) {

@@ -25,6 +25,7 @@
 #define MP_EXEC_ABANDON_KILL_MS 10000  /* TERM, then KILL this much later */
 #define MP_EXEC_LOG_MAX_DEFAULT (256ull << 20)
 #define MP_EXEC_LOG_MAX_MIN (64ull << 10)
+#define MP_EXEC_LOG_TOTAL_DEFAULT (1ull << 30)
 #define MP_EXEC_RETAIN_DEFAULT_MS (15 * 60 * 1000)
 
 enum { MP_EXEC_STDOUT = 0, MP_EXEC_STDERR = 1 };
@@ -42,6 +43,19 @@ typedef struct mp_exec_watcher {
 } mp_exec_watcher;
 
 typedef struct mp_exec mp_exec;
+
+/* A GET .../output?wait_ms= waiting for the stream to pass `off`
+** (routes_exec.c): ready is called once, from the loop, when it did, the
+** exec ended or went, or the server stops; `exec` is then NULL. */
+typedef struct mp_exec_poll mp_exec_poll;
+struct mp_exec_poll {
+  mp_exec_poll *next;
+  mp_exec *exec;
+  int stream;
+  uint64_t off;
+  void (*ready)(mp_exec_poll *p);
+};
+
 struct mp_exec {
   mp_exec *next;               /* sb->execs */
   mp_sandbox *sb;
@@ -57,11 +71,14 @@ struct mp_exec {
   uint64_t detach_ms;          /* with nobody attached this long: TERM */
   mastra__timer detach_timer;  /* the detach timeout, then the KILL */
   mastra__timer retain_timer;  /* an ended exec's record goes */
+  mastra__timer wake_timer;    /* room was made: pump it from the loop */
   uint64_t stdin_off;          /* stdin bytes written to its pipe */
   unsigned stdin_closed : 1;   /* its stdin is closed */
   unsigned abandoned : 1;      /* the detach timeout ran out */
+  unsigned truncate_head : 1;  /* past its bound the oldest output goes */
   unsigned attached : 1;       /* watcher is set */
   mp_exec_watcher watcher;
+  mp_exec_poll *polls;         /* the long polls waiting on it */
 };
 
 /* 1 if id is 1-128 characters of [A-Za-z0-9._:-] */
@@ -84,6 +101,11 @@ void mp_exec_detach(mp_exec *e, void *data);
 void mp_exec_unattended(mp_exec *e);
 /* DELETE: the record goes (a running command is killed first). */
 void mp_exec_delete(mp_exec *e);
+/* p waits on e (p->stream, p->off set); cancel: it waits no more */
+void mp_exec_poll_add(mp_exec *e, mp_exec_poll *p);
+void mp_exec_poll_cancel(mp_exec_poll *p);
+/* the server stops: every poll is ready now */
+void mp_execs_release_polls(mp_server *srv);
 /* Up to n bytes of stream at off (start <= off < end): how many, or -1. */
 ssize_t mp_exec_read(mp_exec *e, int stream, uint64_t off, void *buf,
                      size_t n);
