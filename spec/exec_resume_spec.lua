@@ -10,8 +10,8 @@
 -- are exactly the stream (no byte lost or twice), each piece whole UTF-8.
 -- Also: a cut between the exit and its frame, refused upgrades, a cut
 -- every 64 KiB, a detach longer than the detach timeout, kill -9 of the
--- server while detached. The 64 MiB case runs with MASTRA_RESUME_BIG=1
--- (about a minute here); bench/resume.lua measures.
+-- server while detached, stdin with cuts, and 64 MiB with a cut every
+-- 8 MiB (about 10 s here). bench/resume.lua measures.
 local core = require "mastra.core"
 local mastra = require "mastra"
 local platform = require "spec.support.platform"
@@ -203,16 +203,16 @@ describe("exec-resume/1 through the fault proxy", function()
     assert.is_true(r.reattaches <= math.ceil(bytes / 32768) + 1, r.reattaches)
   end)
 
-  if os.getenv("MASTRA_RESUME_BIG") == "1" then
-    it("64 MiB with cuts every 8 MiB (MASTRA_RESUME_BIG=1)", function()
-      local sb <close> = sandbox()
-      local bytes = 64 * 1048576
-      local w = want(60, bytes, 0.3)
-      local ok, r, got, runs = run(sb, { { cut = "down", at = 8 * 1048576 } }, 60, bytes, 0.3)
-      assert.is_true(ok, tostring(r))
-      check(r, got, runs, w)
-    end)
-  end
+  it("64 MiB of stdout and stderr with a cut every 8 MiB: once, whole, exact", function()
+    local sb <close> = sandbox()
+    local bytes = 64 * 1048576
+    local w = want(60, bytes, 0.3)
+    local ok, r, got, runs, cuts = run(sb, { { cut = "down", at = 8 * 1048576 } }, 60, bytes,
+      0.3)
+    assert.is_true(ok, tostring(r))
+    check(r, got, runs, w)
+    assert.is_true(#cuts >= 7, #cuts)
+  end)
 
   for _, seed in ipairs{ 71, 72, 73 } do
     it(("stdin of 8 MiB with cuts (seed %d): every byte once, in order"):format(seed), function()
