@@ -41,11 +41,13 @@ describe("stdin on the local platform", function()
     local sb <close> = new_platform_sandbox(srv)
     sb:start()
     local lease = srv:lease("/v1/railway/projects/proj", sb.sandboxId)
-    -- and egressRules where the driver has egress (docs/platform.md)
+    -- exec-resume/1, and egressRules where the driver has egress
+    -- (docs/platform.md)
     local driver = srv:curl("GET", "/v1/railway/projects/proj/sandbox/" .. sb.sandboxId)
       .json.driver
-    assert.are.same(driver == "namespaces" and { "stdin", "keepRunning", "egressRules" }
-      or { "stdin", "keepRunning" }, lease.capabilities)
+    assert.are.same(driver == "namespaces"
+      and { "stdin", "keepRunning", "exec-resume/1", "egressRules" }
+      or { "stdin", "keepRunning", "exec-resume/1" }, lease.capabilities)
     assert.is_true(sb:supportsStdin())
   end)
 

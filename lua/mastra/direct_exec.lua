@@ -69,6 +69,8 @@ local function flush(st)
     st.cb(rest)
   end
 end
+-- the streams, for mastra.resume_exec (the same delivery over reattaches)
+direct_exec.newStream, direct_exec.deliver, direct_exec.flush = stream, deliver, flush
 
 --- spec: url, subprotocol, jwt, command, cwd?, env? (a table with at least
 -- one key, or nil), timeout? (ms > 0), handshakeTimeout? (ms, default

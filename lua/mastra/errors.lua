@@ -62,6 +62,15 @@ local ExecTransport = class("SandboxExecTransportError")
 -- the socket dropped after output reached onStdout/onStderr: the command
 -- is not run again (the caller saw part of it); `delivered` is the bytes
 class("SandboxExecInterruptedError", ExecTransport)
+-- exec-resume/1 (docs/api.md "Exactly once"): the platform lost the exec
+-- (its server restarted while it ran; `execId`, `code`, the output held):
+-- it is never run again
+class("SandboxExecLostError", ExecTransport)
+-- the exec id names another command in that sandbox (`execId`): nothing ran
+class("SandboxExecConflictError")
+-- output came after a hole that no output_gap announced (`stream`, `held`,
+-- `offset`): the command was killed
+class("SandboxExecGapError", ExecTransport)
 -- the process ran out of file descriptors (EMFILE, ENFILE): `limit` is
 -- the soft RLIMIT_NOFILE, `inUse` the descriptors open when it was seen
 class("ResourceLimitError")

@@ -9,6 +9,7 @@ local common = require "mastra.common"
 local task = require "mastra.task"
 local client = require "mastra.platform_client"
 local direct_exec = require "mastra.direct_exec"
+local resume_exec = require "mastra.resume_exec"
 
 local platform_exec = {}
 
@@ -84,17 +85,70 @@ local function delivered(r, opts)
   return n
 end
 
---- The DirectExecResult of `command`, with upstream's retry policy: a
--- transport failure (no exit code, not timed out) is retried once, with a
--- fresh lease unless another exec cached one meanwhile. The retry runs the
--- command again (at-least-once, docs/api.md), so it is not made once
--- output reached onStdout/onStderr: SandboxExecInterruptedError instead.
+local function has_capability(lease, name)
+  if type(lease.capabilities) ~= "table" then return false end
+  for _, c in ipairs(lease.capabilities) do
+    if c == name then return true end
+  end
+  return false
+end
+
+-- exec-resume/1: one exec id for the whole call, reattached on any
+-- failure of the socket (mastra.resume_exec); never a second run
+local function run_resumable(self, target, command, cwd, env, timeout, opts, exec_id, first)
+  local used
+  return resume_exec.run{
+    execId = exec_id, sandboxId = target,
+    lease = function(fresh)
+      if used == nil then
+        used = first
+      else
+        if fresh and self._lease == used then self._lease = nil end
+        used = platform_exec.ensureLease(self, command, 1, target)
+      end
+      return used
+    end,
+    command = command, cwd = cwd, env = env, timeout = timeout,
+    handshakeTimeout = self._handshakeTimeout, detachTimeout = self._detachTimeout,
+    maxRetainedBytes = opts.maxRetainedBytes,
+    onStdout = opts.onStdout, onStderr = opts.onStderr,
+    stdin = opts.stdin ~= nil and common.stdinSource(opts.stdin) or nil,
+    control = opts._control,
+    -- POST /sandbox/{id}/execs/{exec_id}/signal, best effort: an exec
+    -- already gone (404, 409), a sandbox destroyed (410) or a platform
+    -- out of reach (it ends a detached exec itself) needs nothing more
+    signal = function(name)
+      local ok, err = pcall(client.request, self._cfg, "POST", "/sandbox/"
+        .. client.encodeComponent(target or "") .. "/execs/" .. client.encodeComponent(exec_id)
+        .. "/signal", { json = { signal = name } })
+      if not ok and not errors.NetworkError:is(err) and not (errors.PlatformApiError:is(err)
+          and (err.status == 404 or err.status == 409 or err.status == 410)) then
+        error(err, 0)
+      end
+    end,
+  }
+end
+
+--- The DirectExecResult of `command`. Where the lease lists
+-- "exec-resume/1": exactly once (run_resumable). Elsewhere upstream's
+-- retry policy: a transport failure (no exit code, not timed out) is
+-- retried once, with a fresh lease unless another exec cached one
+-- meanwhile. The retry runs the command again (at-least-once,
+-- docs/api.md), so it is not made once output reached onStdout/onStderr:
+-- SandboxExecInterruptedError instead.
 function platform_exec.runDirectExec(self, target, command, cwd, env, timeout, opts)
+  -- the id is minted before the lease: every attempt of this call shares it
+  local exec_id = resume_exec.newId()
+  local first = platform_exec.ensureLease(self, command, 1, target)
+  if has_capability(first, resume_exec.CAPABILITY) then
+    return run_resumable(self, target, command, cwd, env, timeout, opts, exec_id, first)
+  end
   local last, last_lease
   local attempts = 0
   for attempt = 1, 2 do
     attempts = attempt
-    local lease = platform_exec.ensureLease(self, command, attempt, target)
+    local lease = attempt == 1 and first or platform_exec.ensureLease(self, command, attempt,
+      target)
     local r = direct_exec.run{
       url = lease.wsEndpoint, subprotocol = lease.subprotocol, jwt = lease.jwt,
       command = command, cwd = cwd, env = env, timeout = timeout,
@@ -140,14 +194,6 @@ function platform_exec.runDirectExec(self, target, command, cwd, env, timeout, o
     opened = last.opened, closeCode = last.closeCode, closeReason = last.closeReason,
     wsEndpoint = last_lease.wsEndpoint,
   }, 0)
-end
-
-local function has_capability(lease, name)
-  if type(lease.capabilities) ~= "table" then return false end
-  for _, c in ipairs(lease.capabilities) do
-    if c == name then return true end
-  end
-  return false
 end
 
 --- Whether the exec lease of the sandbox `target` lists the capability

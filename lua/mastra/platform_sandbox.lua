@@ -86,6 +86,10 @@ local NEW_OPTS = {
   seedCheckpointName = options.string,
   createRetryDelayMs = options.ms,
   handshakeTimeout = options.ms,
+  execDetachTimeout = function(v)
+    return math.type(v) == "integer" and v >= 1000 and v <= 3600000,
+      "an integer number of milliseconds from 1000 to 3600000 (an hour)"
+  end,
   requestTimeout = options.ms,
   proxyUrl = options.string,
   template = function(v) return Template.is(v), "a mastra.Template" end,
@@ -183,6 +187,7 @@ function construct(opts, cfg, where)
     _instructions = opts.instructions,
     _retryDelay = opts.createRetryDelayMs,
     _handshakeTimeout = opts.handshakeTimeout,
+    _detachTimeout = opts.execDetachTimeout,
   }, PlatformSandbox)
   return self
 end
@@ -638,6 +643,7 @@ function PlatformSandbox:_execOn(target, full, args, opts, started)
     command = full, args = args,
     stdoutTruncated = r.stdoutTruncated, stderrTruncated = r.stderrTruncated,
     stdoutDroppedBytes = r.stdoutDroppedBytes, stderrDroppedBytes = r.stderrDroppedBytes,
+    execId = r.execId, reattaches = r.reattaches, -- exec-resume/1 only
   }
 end
 

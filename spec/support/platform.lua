@@ -431,7 +431,10 @@ end
 
 -- The command line of $MASTRA_WS_EXEC (spec/support/ws-exec.c) for
 -- command over lease ({wsEndpoint, jwt}). opts: cwd, env ({K = V}),
--- closeAfterMs, and url / jwt / protocol overrides.
+-- closeAfterMs, and url / jwt / protocol overrides; for resumable execs
+-- initJson (a table merged into init_exec's data), frames (a file that
+-- gets a line a frame), cutAfterBytes, ack, noStdinClose, stdinFile (its
+-- bytes go as stdin), stdinFrom, cutAfterStdin, hello (exec_hello first).
 function platform.wsExecCommandLine(lease, command, opts)
   opts = opts or {}
   local words = { platform.wsExecBinary() }
@@ -445,6 +448,16 @@ function platform.wsExecCommandLine(lease, command, opts)
   for _, k in ipairs(names) do add("--env", k .. "=" .. opts.env[k]) end
   if opts.closeAfterMs then add("--close-after-ms", tostring(opts.closeAfterMs)) end
   if opts.protocol then add("--protocol", opts.protocol) end
+  -- exec-resume/1 (docs/platform.md "Resumable execs")
+  if opts.initJson then add("--init-json", json.encode(opts.initJson)) end
+  if opts.frames then add("--frames", opts.frames) end
+  if opts.cutAfterBytes then add("--cut-after-bytes", tostring(opts.cutAfterBytes)) end
+  if opts.ack then add("--ack") end
+  if opts.noStdinClose then add("--no-stdin-close") end
+  if opts.hello then add("--hello") end
+  if opts.stdinFile then add("--stdin-file", opts.stdinFile) end
+  if opts.stdinFrom then add("--stdin-from", tostring(opts.stdinFrom)) end
+  if opts.cutAfterStdin then add("--cut-after-stdin", tostring(opts.cutAfterStdin)) end
   add("--", opts.url or lease.wsEndpoint, opts.jwt or lease.jwt, command)
   local quoted = {}
   for i, w in ipairs(words) do quoted[i] = mastra.quote(w) end

@@ -16,6 +16,20 @@
 ** Mastra client does. --close-after-ms N closes (1000) N ms after the
 ** handshake without waiting for the exit.
 **
+** For the exec-resume/1 extension (docs/platform.md "Resumable execs"):
+** --init-json OBJ merges the members of the JSON object OBJ into
+** init_exec's data (exec_id, durable_session_name, resume, ...); offset
+** frames (tags 0x11, 0x13) write their bytes as tags 1 and 3 do;
+** --frames FILE appends a line for every frame that came: "T <json>" for
+** a text frame, "B <tag> <offset> <length>" for an offset frame;
+** --cut-after-bytes N drops the connection (no close frame) once N bytes
+** of output came; --ack answers each offset frame with an output_ack of
+** what it holds; --no-stdin-close sends no stdin_close. --stdin-file F
+** sends F's bytes from --stdin-from N (default 0) as stdin frames of
+** 16 KiB, then stdin_close; with --cut-after-stdin N it sends N of them
+** only, and drops the connection once they are out and a stdin_ack came.
+** --hello sends Railway's {"type":"exec_hello"} before init_exec.
+**
 ** The last line on stderr is
 **   ws-exec: exit=<code|none> close=<code|none> opened=<0|1>
 ** (close: the code of the server's close frame, 1005 if it had none).
@@ -68,6 +82,15 @@ typedef struct client {
   int have_close, close_code;
   char close_reason[128];
   int closing; /* we queued our close */
+  FILE *frames;       /* --frames, or NULL */
+  long long cut_after; /* --cut-after-bytes, or -1 */
+  long long got;      /* output bytes that came */
+  int cut;            /* the connection was dropped on purpose */
+  int ack;            /* --ack */
+  unsigned long long held[2]; /* the end of what came, each stream */
+  long long cut_after_stdin;  /* --cut-after-stdin, or -1 */
+  int stdin_acked;            /* a stdin_ack came */
+  int hello;                  /* --hello */
 } client;
 
 static int64_t now_ms(void) {
@@ -79,7 +102,11 @@ static int64_t now_ms(void) {
 static void usage(void) {
   fprintf(stderr,
           "usage: ws-exec [--cwd DIR] [--env K=V]... [--close-after-ms N]"
-          " [--protocol P] WS_URL TOKEN COMMAND\n");
+          " [--protocol P]\n               [--init-json OBJ] [--frames FILE]"
+          " [--cut-after-bytes N] [--ack]\n               [--no-stdin-close]\n"
+          "               [--stdin-file F [--stdin-from N]"
+          " [--cut-after-stdin N]] [--hello]\n"
+          "               WS_URL TOKEN COMMAND\n");
 }
 
 static void write_all(int fd, const void *data, size_t len) {
@@ -479,8 +506,37 @@ static void on_text(client *c, const uint8_t *msg, size_t len) {
     c->exit_code = cJSON_IsNumber(code) ? code->valueint : 0;
     close_once(c); /* settle: the Mastra client closes with 1000 */
   }
+  if (cJSON_IsString(type) && strcmp(type->valuestring, "stdin_ack") == 0)
+    c->stdin_acked = 1;
+  if (c->frames != NULL) {
+    fprintf(c->frames, "T %.*s\n", (int)len, (const char *)msg);
+    fflush(c->frames);
+  }
   /* malformed JSON, durable_session and other types are ignored */
   cJSON_Delete(j);
+}
+
+static int queue_text(client *c, const char *text);
+
+/* [0x11|0x13][u64 BE offset][bytes] */
+static void on_offset_frame(client *c, const uint8_t *msg, size_t len) {
+  unsigned long long off = 0;
+  int i, stream = msg[0] == 0x11 ? 0 : 1;
+  if (len < 9) return;
+  for (i = 1; i < 9; i++) off = (off << 8) | msg[i];
+  if (c->frames != NULL) {
+    fprintf(c->frames, "B %d %llu %zu\n", msg[0], off, len - 9);
+    fflush(c->frames);
+  }
+  write_all(stream == 0 ? 1 : 2, msg + 9, len - 9);
+  if (off + (len - 9) > c->held[stream]) c->held[stream] = off + (len - 9);
+  c->got += (long long)(len - 9);
+  if (c->ack) {
+    char text[160];
+    snprintf(text, sizeof text, "{\"type\":\"output_ack\",\"data\":"
+             "{\"stdout\":%llu,\"stderr\":%llu}}", c->held[0], c->held[1]);
+    queue_text(c, text);
+  }
 }
 
 static void c_on_msg(wslay_event_context_ptr ctx,
@@ -491,7 +547,9 @@ static void c_on_msg(wslay_event_context_ptr ctx,
   switch (arg->opcode) {
   case WSLAY_BINARY_FRAME:
     if (arg->msg_length <= 1) break; /* a bare tag is ignored */
-    if (arg->msg[0] == 1)
+    if (arg->msg[0] == 0x11 || arg->msg[0] == 0x13)
+      on_offset_frame(c, arg->msg, arg->msg_length);
+    else if (arg->msg[0] == 1)
       write_all(1, arg->msg + 1, arg->msg_length - 1);
     else if (arg->msg[0] == 3)
       write_all(2, arg->msg + 1, arg->msg_length - 1);
@@ -524,7 +582,25 @@ static int queue_text(client *c, const char *text) {
 
 /* Run the session until the closing handshake is over, the connection
 ** breaks, or a close went unanswered for CLOSE_WAIT_MS. */
-static void run(client *c, const char *init, long close_after_ms) {
+static int queue_stdin(client *c, const char *data, size_t len) {
+  uint8_t frame[1 + 16384];
+  while (len > 0) {
+    struct wslay_event_msg m;
+    size_t n = len < 16384 ? len : 16384;
+    frame[0] = 2;
+    memcpy(frame + 1, data, n);
+    m.opcode = WSLAY_BINARY_FRAME;
+    m.msg = frame;
+    m.msg_length = n + 1;
+    if (wslay_event_queue_msg(c->ctx, &m) != 0) return -1;
+    data += n;
+    len -= n;
+  }
+  return 0;
+}
+
+static void run(client *c, const char *init, long close_after_ms,
+                int stdin_close, const char *in, size_t in_len) {
   static const struct wslay_event_callbacks cbs = {
       c_recv, c_send, c_genmask, NULL, NULL, NULL, c_on_msg};
   int64_t close_at = close_after_ms >= 0 ? now_ms() + close_after_ms : -1;
@@ -535,7 +611,12 @@ static void run(client *c, const char *init, long close_after_ms) {
     return;
   }
   wslay_event_config_set_max_recv_msg_length(c->ctx, 64u << 20);
-  if (queue_text(c, init) != 0 || queue_text(c, "{\"type\":\"stdin_close\"}")) {
+  if (c->cut_after_stdin >= 0 && (size_t)c->cut_after_stdin < in_len)
+    in_len = (size_t)c->cut_after_stdin;
+  if ((c->hello && queue_text(c, "{\"type\":\"exec_hello\"}") != 0)
+      || queue_text(c, init) != 0 || queue_stdin(c, in, in_len) != 0
+      || (stdin_close && c->cut_after_stdin < 0
+          && queue_text(c, "{\"type\":\"stdin_close\"}"))) {
     fprintf(stderr, "ws-exec: cannot queue init_exec\n");
     return;
   }
@@ -582,6 +663,18 @@ static void run(client *c, const char *init, long close_after_ms) {
         fprintf(stderr, "ws-exec: the connection broke\n");
       break;
     }
+    if (c->cut_after_stdin >= 0 && c->stdin_acked
+        && wslay_event_get_queued_msg_count(c->ctx) == 0) {
+      c->cut = 1;
+      fprintf(stderr, "ws-exec: cut after the stdin was sent\n");
+      break;
+    }
+    if (c->cut_after >= 0 && c->got >= c->cut_after) {
+      /* a cut: no close frame, the socket just goes */
+      c->cut = 1;
+      fprintf(stderr, "ws-exec: cut after %lld bytes\n", c->got);
+      break;
+    }
     if (wslay_event_want_write(c->ctx) && wslay_event_send(c->ctx) != 0) {
       if (!c->have_close) fprintf(stderr, "ws-exec: the connection broke\n");
       break;
@@ -592,7 +685,7 @@ static void run(client *c, const char *init, long close_after_ms) {
 /* }====== */
 
 static char *init_message(const char *command, const char *cwd,
-                          char **env, int nenv) {
+                          char **env, int nenv, const char *extra) {
   cJSON *root = cJSON_CreateObject(), *data = cJSON_CreateObject();
   char *text;
   int i;
@@ -613,6 +706,22 @@ static char *init_message(const char *command, const char *cwd,
     }
     cJSON_AddItemToObject(data, "env", e);
   }
+  if (extra != NULL) {
+    cJSON *x = cJSON_Parse(extra), *it;
+    if (!cJSON_IsObject(x)) {
+      fprintf(stderr, "ws-exec: --init-json wants a JSON object\n");
+      cJSON_Delete(x);
+      cJSON_Delete(root);
+      cJSON_Delete(data);
+      return NULL;
+    }
+    while ((it = x->child) != NULL) {
+      cJSON_DetachItemViaPointer(x, it);
+      cJSON_DeleteItemFromObjectCaseSensitive(data, it->string);
+      cJSON_AddItemToObject(data, it->string, it);
+    }
+    cJSON_Delete(x);
+  }
   cJSON_AddItemToObject(root, "data", data);
   text = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
@@ -622,7 +731,12 @@ static char *init_message(const char *command, const char *cwd,
 /* Everything but the env array, which main owns. */
 static int run_main(int argc, char **argv, char **env) {
   const char *cwd = NULL, *protocol = "railway-shell";
-  const char *url, *token, *command;
+  const char *url, *token, *command, *extra = NULL, *frames = NULL;
+  const char *stdin_file = NULL;
+  char *in = NULL;
+  size_t in_len = 0;
+  long long stdin_from = 0;
+  int stdin_close = 1;
   int nenv = 0, i, rc = EXIT_TRANSPORT, hs;
   long close_after_ms = -1;
   char exit_s[16] = "none", close_s[16] = "none";
@@ -631,11 +745,25 @@ static int run_main(int argc, char **argv, char **env) {
   client c;
   memset(&c, 0, sizeof c);
   c.fd = -1;
+  c.cut_after = -1;
+  c.cut_after_stdin = -1;
   for (i = 1; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
     const char *opt = argv[i];
     if (strcmp(opt, "--") == 0) {
       i++;
       break;
+    }
+    if (strcmp(opt, "--ack") == 0) {
+      c.ack = 1;
+      continue;
+    }
+    if (strcmp(opt, "--hello") == 0) {
+      c.hello = 1;
+      continue;
+    }
+    if (strcmp(opt, "--no-stdin-close") == 0) {
+      stdin_close = 0;
+      continue;
     }
     if (i + 1 >= argc) {
       usage();
@@ -659,6 +787,32 @@ static int run_main(int argc, char **argv, char **env) {
       }
     } else if (strcmp(opt, "--protocol") == 0) {
       protocol = argv[++i];
+    } else if (strcmp(opt, "--init-json") == 0) {
+      extra = argv[++i];
+    } else if (strcmp(opt, "--stdin-file") == 0) {
+      stdin_file = argv[++i];
+    } else if (strcmp(opt, "--stdin-from") == 0
+               || strcmp(opt, "--cut-after-stdin") == 0) {
+      char *end;
+      long long v = strtoll(argv[i + 1], &end, 10);
+      if (*end != '\0' || v < 0) {
+        fprintf(stderr, "ws-exec: %s wants a number\n", opt);
+        return EXIT_USAGE;
+      }
+      if (strcmp(opt, "--stdin-from") == 0)
+        stdin_from = v;
+      else
+        c.cut_after_stdin = v;
+      i++;
+    } else if (strcmp(opt, "--frames") == 0) {
+      frames = argv[++i];
+    } else if (strcmp(opt, "--cut-after-bytes") == 0) {
+      char *end;
+      c.cut_after = strtoll(argv[++i], &end, 10);
+      if (*end != '\0' || c.cut_after < 0) {
+        fprintf(stderr, "ws-exec: --cut-after-bytes wants a number\n");
+        return EXIT_USAGE;
+      }
     } else {
       usage();
       return EXIT_USAGE;
@@ -672,15 +826,38 @@ static int run_main(int argc, char **argv, char **env) {
   token = argv[i + 1];
   command = argv[i + 2];
   if (parse_url(url, &u) < 0) return EXIT_USAGE;
-  init = init_message(command, cwd, env, nenv);
+  init = init_message(command, cwd, env, nenv, extra);
   if (init == NULL) return EXIT_USAGE;
+  if (stdin_file != NULL) {
+    FILE *f = fopen(stdin_file, "rb");
+    long size;
+    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0
+        || fseek(f, 0, SEEK_SET) != 0
+        || (in = malloc((size_t)size + 1)) == NULL
+        || fread(in, 1, (size_t)size, f) != (size_t)size) {
+      fprintf(stderr, "ws-exec: cannot read %s\n", stdin_file);
+      if (f != NULL) fclose(f);
+      free(in);
+      free(init);
+      return EXIT_USAGE;
+    }
+    fclose(f);
+    in_len = (size_t)size;
+    if (stdin_from > (long long)in_len) stdin_from = (long long)in_len;
+  }
+  if (frames != NULL && (c.frames = fopen(frames, "a")) == NULL) {
+    fprintf(stderr, "ws-exec: cannot open %s: %s\n", frames, strerror(errno));
+    free(init);
+    return EXIT_USAGE;
+  }
 
   c.fd = connect_to(&u, now_ms() + HANDSHAKE_TIMEOUT_MS);
   if (c.fd >= 0) {
     hs = handshake(&c, &u, protocol, token, now_ms() + HANDSHAKE_TIMEOUT_MS);
     if (hs == 0) {
       c.opened = 1;
-      run(&c, init, close_after_ms);
+      run(&c, init, close_after_ms, stdin_close,
+          in != NULL ? in + stdin_from : NULL, in_len - (size_t)stdin_from);
     } else {
       rc = hs;
     }
@@ -699,6 +876,8 @@ static int run_main(int argc, char **argv, char **env) {
           c.opened);
   if (c.ctx != NULL) wslay_event_context_free(c.ctx);
   if (c.fd >= 0) close(c.fd);
+  if (c.frames != NULL) fclose(c.frames);
+  free(in);
   free(c.extra);
   free(init);
   return rc;

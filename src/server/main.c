@@ -61,7 +61,9 @@
 #include "inspector/inspector.h"
 #include "util/log.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/execs.h"
 #include "sandbox/startup.h"
+#include "util/parse.h"
 #include "sandbox/template.h"
 #include "util/trash.h"
 #include "util.h"
@@ -133,6 +135,24 @@ static void usage(FILE *f) {
           "                       in exec leases (default on; off: stdin is"
           " /dev/null,\n"
           "                       as on the hosted platform)\n"
+          "  --exec-log-max SIZE  output a resumable exec keeps for its"
+          " client (both\n"
+          "                       streams; k, m, g suffixes; default 256m,"
+          " at least 64k);\n"
+          "                       past it the command blocks on its writes"
+          " until the\n"
+          "                       client acknowledges output\n"
+          "  --exec-log-total SIZE\n"
+          "                       the same for all resumable execs together"
+          " (default 1g);\n"
+          "                       past it the oldest ended exec is evicted,"
+          " and with\n"
+          "                       none the commands block\n"
+          "  --exec-retain TIME   keep an ended resumable exec (its output"
+          " and exit) for\n"
+          "                       TIME after its end or its last"
+          " acknowledgement\n"
+          "                       (seconds, or with s, m, h; default 15m)\n"
           "  --inspector HOST:PORT|off\n"
           "                       the inspector's address (default: the"
           " --listen host,\n"
@@ -219,6 +239,26 @@ static int parse_seconds(const char *flag, const char *v, long *out) {
   return 0;
 }
 
+/* seconds, or a number with s, m or h; into milliseconds */
+static int parse_duration(const char *flag, const char *v, uint64_t *out) {
+  char *end;
+  double n = v ? strtod(v, &end) : -1;
+  double unit = 1000;
+  if (v != NULL && *v != '\0' && end != v) {
+    if (strcmp(end, "m") == 0) unit = 60000;
+    else if (strcmp(end, "h") == 0) unit = 3600000;
+    else if (strcmp(end, "s") == 0 || *end == '\0') unit = 1000;
+    else n = -1;
+  }
+  if (v == NULL || *v == '\0' || end == v || !(n >= 0) || n > 1e7) {
+    fprintf(stderr, "mastra-platform: %s wants a time: seconds, or a number"
+            " with s, m or h (got '%s')\n", flag, v ? v : "");
+    return -1;
+  }
+  *out = (uint64_t)(n * unit);
+  return 0;
+}
+
 static int parse_count(const char *flag, const char *v, long lo, long hi,
                        long *out) {
   char *end;
@@ -288,6 +328,7 @@ static void shut_down(mp_server *srv) {
   run_until(srv, mp_sandbox_running_count,
             mastra__wall_ms() + MASTRA__PROC_KILL_GRACE_MS + 500);
   mp_exec_legacy_shutdown_all(srv);
+  mp_execs_release_polls(srv); /* suspended long polls answer now */
   mp_sandbox_shutdown_all(srv);
   run_until(srv, mp_sandbox_kill_all, deadline);
   if (mp_sandbox_kill_all(srv) > 0)
@@ -322,6 +363,9 @@ int main(int argc, char **argv) {
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
   double retention_unused = DEFAULT_CHECKPOINT_RETENTION_UNUSED_DAYS;
   int exec_stdin = 1;
+  uint64_t exec_log_max = MP_EXEC_LOG_MAX_DEFAULT;
+  uint64_t exec_log_total = MP_EXEC_LOG_TOTAL_DEFAULT;
+  uint64_t exec_retain_ms = MP_EXEC_RETAIN_DEFAULT_MS;
   double default_idle = DEFAULT_IDLE_MINUTES;
   sigset_t sigs;
   mastra__io sig_io;
@@ -420,6 +464,24 @@ int main(int argc, char **argv) {
         return 2;
       }
       exec_stdin = strcmp(v, "on") == 0;
+    } else if (strcmp(a, "--exec-log-max") == 0) {
+      long long n = mp_parse_size(v);
+      if (n < (long long)MP_EXEC_LOG_MAX_MIN) {
+        fprintf(stderr, "mastra-platform: --exec-log-max wants a size of at"
+                " least 64k, such as 256m (got '%s')\n", v);
+        return 2;
+      }
+      exec_log_max = (uint64_t)n;
+    } else if (strcmp(a, "--exec-log-total") == 0) {
+      long long n = mp_parse_size(v);
+      if (n < (long long)MP_EXEC_LOG_MAX_MIN) {
+        fprintf(stderr, "mastra-platform: --exec-log-total wants a size of"
+                " at least 64k, such as 1g (got '%s')\n", v);
+        return 2;
+      }
+      exec_log_total = (uint64_t)n;
+    } else if (strcmp(a, "--exec-retain") == 0) {
+      if (parse_duration(a, v, &exec_retain_ms) < 0) return 2;
     } else {
       fprintf(stderr, "mastra-platform: unknown option '%s'\n", a);
       usage(stderr);
@@ -439,6 +501,10 @@ int main(int argc, char **argv) {
   srv.checkpoint_retention_unused_days = retention_unused;
   srv.default_idle_min = default_idle;
   srv.exec_stdin = exec_stdin;
+  srv.exec_log_max = exec_log_max;
+  srv.exec_log_total = exec_log_total;
+  srv.exec_retain_ms = exec_retain_ms;
+  srv.drop_execs = mp_execs_drop;
   srv.data_dir = data_dir ? strdup(data_dir) : default_data_dir();
   mastra__raise_nofile();
   signal(SIGPIPE, SIG_IGN);

@@ -72,6 +72,14 @@ struct mp_server {
   mastra__timer checkpoint_sweep;   /* checkpoint.c: the retention sweep */
   int idle_exit_s;            /* exit when idle with no sandboxes; 0: never */
   int exec_stdin;             /* exec_ws.c streams stdin (--exec-stdin) */
+  uint64_t exec_log_max;      /* execs.c: retained output an exec (--exec-log-max) */
+  uint64_t exec_log_total;    /* execs.c: ... of all execs (--exec-log-total) */
+  uint64_t exec_spooled;      /* execs.c: what all execs retain now */
+  uint64_t exec_retain_ms;    /* execs.c: an ended exec is kept (--exec-retain) */
+  /* execs.c's mp_execs_drop, set by main.c: sandbox.c lets go of a
+  ** sandbox's execs through it (execs.c starts commands through
+  ** commands.c, which tells sandbox.c: a direct call would be a circle) */
+  void (*drop_execs)(mp_sandbox *sb, int remove_files);
   double default_idle_min;    /* idle timeout of sandboxes without one; 0: never */
   struct mp_legacy_run *legacy_runs; /* exec_legacy.c: the runs in flight */
   int64_t last_request_ms;

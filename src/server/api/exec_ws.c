@@ -24,6 +24,14 @@
 **           {"type":"keep_running"}           (ours: see below; the
 **           server answers {"type":"kept_running"})
 **
+** exec-resume/1 (sandbox/execs.h; docs/platform.md "Resumable execs"): an
+** init_exec with exec_id or durable_session_name attaches the session to
+** a resumable exec, which owns the command and spools its output; the
+** session then sends durable_session (a start), attached, offset frames
+** [0x11|0x13][u64 BE offset][bytes] (<= 32 KiB) read from the spools from
+** s->sent, output_gap, and exit with reason and totals; it takes
+** output_ack and signal; and its close only detaches the exec.
+**
 ** A close (or a socket error) before the exit kills the command, unless
 ** keep_running came first (our extension, advertised as "keepRunning" in
 ** the lease, off with --exec-stdin off): the command then runs on in the
@@ -42,8 +50,9 @@
 ** srv->ws_sessions.
 **
 ** Over 800 lines: one session's life (upgrade, frames both ways, stdin,
-** keep_running) is one state machine, whose parts share the session's
-** bits; split, they would call each other.
+** keep_running, the attach to a resumable exec) is one state machine,
+** whose parts share the session's bits; split, they would call each
+** other.
 */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -51,6 +60,7 @@
 #include "api/exec_ws.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -70,6 +80,7 @@
 #include "http/request.h"
 #include "api/exec_request.h"
 #include "http/respond.h"
+#include "sandbox/execs.h"
 #include "sandbox/sandbox.h"
 
 #define WS_MAX_RECV_MSG (1u << 20)     /* the largest client message */
@@ -81,10 +92,18 @@
 #define WS_INIT_TIMEOUT_MS 30000       /* for init_exec to arrive */
 #define WS_CLOSE_WAIT_MS 5000          /* to finish the closing handshake */
 #define WS_STDIN_HIGH (1u << 20)       /* stop reading past this much stdin */
+/* Railway v2 stdin credits: chunks in flight, bytes a chunk (their
+** product is WS_STDIN_HIGH: a credit goes back as a chunk is taken in) */
+#define WS_STDIN_CHUNKS 64
+#define WS_STDIN_CHUNK_BYTES 16384
 
 #define TAG_STDOUT 1
 #define TAG_STDIN 2
 #define TAG_STDERR 3
+/* exec-resume/1: [tag][u64 BE offset][bytes], at most 32 KiB a frame */
+#define TAG_STDOUT_AT 0x11
+#define TAG_STDERR_AT 0x13
+#define WS_RESUME_FRAME_MAX 32768
 
 typedef struct mp_ws_session ws_session;
 
@@ -102,6 +121,8 @@ struct mp_ws_session {
   char *extra;               /* bytes MHD read past the request head */
   size_t extra_len, extra_off;
   mastra__proc *proc;        /* ours until mp_sandbox_exec_done */
+  mp_exec *exec;             /* a resumable exec attached to (execs.h) */
+  uint64_t sent[2];          /* its next offset to send, each stream */
   int depth;                 /* entry points on the stack */
   unsigned started : 1;      /* init_exec was handled */
   unsigned closing : 1;      /* a close frame is queued (ours or wslay's) */
@@ -115,6 +136,11 @@ struct mp_ws_session {
   unsigned in_eof : 1;       /* stdin_close came: close after the bytes */
   unsigned in_done : 1;      /* stdin is closed (or gone): drop bytes */
   unsigned keep : 1;         /* keep_running came: a close lets it run on */
+  unsigned resumable : 1;    /* init_exec named an exec: typed errors */
+  unsigned exit_sent : 1;    /* its exit is queued: acks still count */
+  unsigned v2 : 1;           /* exec_hello came: Railway's version 2 */
+  uint64_t in_skip;          /* stdin bytes resent that the exec has */
+  uint64_t in_acked;         /* the last stdin_ack's offset */
   char *in_buf;              /* stdin bytes waiting for the pipe */
   size_t in_len, in_off, in_cap;
   uint16_t close_code;
@@ -122,6 +148,11 @@ struct mp_ws_session {
 };
 
 static void session_end(ws_session *s);
+
+/* the command that stdin frames go to: ours, or the attached exec's */
+static mastra__proc *in_proc(const ws_session *s) {
+  return s->proc != NULL ? s->proc : s->exec != NULL ? s->exec->proc : NULL;
+}
 
 /* Enough stdin waits for the pipe: the socket is not read meanwhile. */
 static int stdin_full(const ws_session *s) {
@@ -188,6 +219,11 @@ static void release_proc(ws_session *s) {
   s->in_buf = NULL;
   s->in_len = s->in_off = s->in_cap = 0;
   s->in_done = 1;
+  if (s->exec != NULL) { /* a resumable exec runs on, detached */
+    mp_exec *e = s->exec;
+    s->exec = NULL;
+    mp_exec_detach(e, s);
+  }
   if (p == NULL) return;
   s->proc = NULL;
   if (s->keep) { /* the client asked: it runs on, the sandbox's */
@@ -303,10 +339,120 @@ static int send_output(ws_session *s, uint8_t tag, const char *data,
 }
 
 static int send_exit(ws_session *s, int code) {
-  char text[80];
-  int n = snprintf(text, sizeof text,
-                   "{\"type\":\"exit\",\"data\":{\"exit_code\":%d}}", code);
+  char text[120];
+  const mastra__proc *p = s->proc;
+  int n = s->v2 && p != NULL /* Railway v2 has a reason */
+              ? snprintf(text, sizeof text, "{\"type\":\"exit\",\"data\":"
+                         "{\"exit_code\":%d,\"reason\":\"%s\"}}", code,
+                         p->timed_out ? "timeout"
+                         : p->term_signal != 0 ? "signaled" : "exited")
+              : snprintf(text, sizeof text, "{\"type\":\"exit\",\"data\":"
+                         "{\"exit_code\":%d}}", code);
   return queue_msg(s, WSLAY_TEXT_FRAME, text, (size_t)n);
+}
+
+static void put_u64(uint8_t *b, uint64_t v) {
+  int i;
+  for (i = 7; i >= 0; i--) {
+    b[i] = (uint8_t)(v & 0xff);
+    v >>= 8;
+  }
+}
+
+/* {"type":T,"data":data} (data is consumed) */
+static int send_json(ws_session *s, const char *type, cJSON *data) {
+  cJSON *o = cJSON_CreateObject();
+  char *text;
+  int rc = -1;
+  cJSON_AddStringToObject(o, "type", type);
+  cJSON_AddItemToObject(o, "data", data);
+  text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (text != NULL) rc = queue_msg(s, WSLAY_TEXT_FRAME, text, strlen(text));
+  cJSON_free(text);
+  return rc;
+}
+
+/* Railway's typed error, just before a close (code, reason <= 123 bytes) */
+static void fail_typed(ws_session *s, const char *code, const char *message,
+                       uint16_t close_code) {
+  cJSON *d = cJSON_CreateObject();
+  char reason[123];
+  cJSON_AddStringToObject(d, "code", code);
+  cJSON_AddStringToObject(d, "message", message);
+  send_json(s, "error", d);
+  snprintf(reason, sizeof reason, "%s: %.100s", code, message);
+  queue_close(s, close_code, reason);
+}
+
+static cJSON *range_json(const mp_exec *e, int i) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddNumberToObject(r, "start", (double)e->start[i]);
+  cJSON_AddNumberToObject(r, "end", (double)e->end[i]);
+  return r;
+}
+
+static int send_resumable_exit(ws_session *s, int code, const char *reason,
+                               uint64_t out_total, uint64_t err_total) {
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddNumberToObject(d, "exit_code", code);
+  cJSON_AddStringToObject(d, "reason", reason);
+  cJSON_AddNumberToObject(d, "stdout_total", (double)out_total);
+  cJSON_AddNumberToObject(d, "stderr_total", (double)err_total);
+  return send_json(s, "exit", d);
+}
+
+/* The attached exec's spools into offset frames from s->sent while the
+** send queue is short; a range that was trimmed below s->sent is
+** announced (output_gap). Once it ended and everything is queued: the
+** exit (with the totals) and close 1000, or exec_lost. */
+static void forward_exec(ws_session *s) {
+  static const char *const names[2] = {"stdout", "stderr"};
+  mp_exec *e = s->exec;
+  uint8_t frame[WS_RESUME_FRAME_MAX];
+  int i, moved = 1;
+  if (s->failed || s->closing || s->exit_sent) return;
+  while (moved && wslay_event_get_queued_msg_length(s->ctx) < WS_SEND_HIGH) {
+    moved = 0;
+    for (i = 0; i < 2; i++) {
+      ssize_t n;
+      if (s->sent[i] < e->start[i]) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "stream", names[i]);
+        cJSON_AddNumberToObject(d, "from", (double)s->sent[i]);
+        cJSON_AddNumberToObject(d, "to", (double)e->start[i]);
+        if (send_json(s, "output_gap", d) < 0) return;
+        s->sent[i] = e->start[i];
+      }
+      if (s->sent[i] >= e->end[i]) continue;
+      n = mp_exec_read(e, i, s->sent[i], frame + 9, sizeof frame - 9);
+      if (n <= 0) {
+        fail_typed(s, "output_failed", "cannot read the exec's output", 1011);
+        release_proc(s);
+        return;
+      }
+      frame[0] = i == 0 ? TAG_STDOUT_AT : TAG_STDERR_AT;
+      put_u64(frame + 1, s->sent[i]);
+      if (queue_msg(s, WSLAY_BINARY_FRAME, frame, (size_t)n + 9) < 0) return;
+      s->sent[i] += (uint64_t)n;
+      moved = 1;
+    }
+  }
+  if (e->state == MP_EXEC_RUNNING || s->sent[0] < e->end[0]
+      || s->sent[1] < e->end[1])
+    return;
+  if (e->state == MP_EXEC_LOST) {
+    fail_typed(s, "exec_lost", "the exec's command died with a previous"
+               " server; it is not run again", 1008);
+  } else {
+    if (send_resumable_exit(s, e->exit_code, e->reason, e->end[0],
+                            e->end[1]) < 0)
+      return;
+    queue_close(s, 1000, "");
+  }
+  /* attached until the closing handshake ends: the acks of the last
+  ** frames come after the exit */
+  s->exit_sent = 1;
 }
 
 /* Move the command's output into frames while the send queue is short.
@@ -314,6 +460,10 @@ static int send_exit(ws_session *s, int code) {
 ** and the command is let go. */
 static void forward(ws_session *s) {
   mastra__proc *p = s->proc;
+  if (s->exec != NULL) {
+    forward_exec(s);
+    return;
+  }
   if (p == NULL || s->failed || s->closing) return;
   if (wslay_event_get_queued_msg_length(s->ctx) >= WS_SEND_HIGH) return;
   if (p->out.len > 0) {
@@ -381,11 +531,23 @@ static void on_proc(mastra__proc *p, void *data);
 
 /* {====== stdin ====== */
 
+/* A resumable exec's stdin: what reached its pipe, by offset (a client
+** that reattaches resends from there) */
+static void stdin_ack(ws_session *s) {
+  cJSON *d;
+  if (s->exec == NULL || s->exec->stdin_off == s->in_acked || s->closing)
+    return;
+  s->in_acked = s->exec->stdin_off;
+  d = cJSON_CreateObject();
+  cJSON_AddNumberToObject(d, "offset", (double)s->in_acked);
+  send_json(s, "stdin_ack", d);
+}
+
 /* Write what waits to the command's stdin; once it is all out and
 ** stdin_close came, close stdin. A pipe that is full asks to be told when
 ** it drains (on_proc then pumps again). */
 static void stdin_flush(ws_session *s) {
-  mastra__proc *p = s->proc;
+  mastra__proc *p = in_proc(s);
   if (p == NULL || s->in_done) return;
   while (s->in_off < s->in_len) {
     ssize_t n = mastra__proc_write(p, s->in_buf + s->in_off,
@@ -396,16 +558,20 @@ static void stdin_flush(ws_session *s) {
     }
     if (n < 0) break; /* EPIPE: the command stopped reading */
     s->in_off += (size_t)n;
+    if (s->exec != NULL) s->exec->stdin_off += (uint64_t)n;
   }
+  stdin_ack(s);
   if (s->in_off < s->in_len) { /* not writable: drop the rest */
     s->in_done = 1;
     mastra__proc_close_stdin(p);
+    if (s->exec != NULL) s->exec->stdin_closed = 1;
   }
   /* all written: keep the buffer for the next frames */
   s->in_len = s->in_off = 0;
   if (s->in_eof && !s->in_done) {
     s->in_done = 1;
     mastra__proc_close_stdin(p);
+    if (s->exec != NULL) s->exec->stdin_closed = 1;
   }
 }
 
@@ -414,7 +580,14 @@ static void stdin_flush(ws_session *s) {
 ** as many as those left, so each byte is moved at most once on average. */
 static void stdin_push(ws_session *s, const uint8_t *data, size_t len) {
   size_t have;
-  if (s->proc == NULL || s->in_done || s->in_eof || len == 0) return;
+  if (in_proc(s) == NULL || s->in_done || s->in_eof || len == 0) return;
+  if (s->in_skip > 0) { /* resent bytes that the exec already has */
+    size_t k = s->in_skip < len ? (size_t)s->in_skip : len;
+    s->in_skip -= k;
+    data += k;
+    len -= k;
+    if (len == 0) return;
+  }
   have = s->in_len - s->in_off;
   if (s->in_off > 0 && s->in_off >= have) {
     memmove(s->in_buf, s->in_buf + s->in_off, have);
@@ -441,6 +614,238 @@ static void stdin_push(ws_session *s, const uint8_t *data, size_t len) {
 
 /* }====== */
 
+/* {====== resumable execs (exec-resume/1) ====== */
+
+static void pump(ws_session *s, int readable);
+
+static void on_exec_changed(void *data) {
+  ws_session *s = data;
+  int was_full;
+  enter(s);
+  was_full = stdin_full(s);
+  stdin_flush(s);
+  pump(s, was_full && !stdin_full(s));
+  leave(s);
+}
+
+/* another socket attached (4001 "superseded"), or the exec went */
+static void on_exec_taken(void *data, uint16_t code, const char *reason) {
+  ws_session *s = data;
+  enter(s);
+  s->exec = NULL; /* the exec let go of us already */
+  release_proc(s);
+  queue_close(s, code, reason);
+  pump(s, 0);
+  leave(s);
+}
+
+/* a member of obj, with null as absent */
+static const cJSON *member(const cJSON *obj, const char *name) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+  return cJSON_IsNull(v) ? NULL : v;
+}
+
+/* an integer in [lo, hi] (absent: dflt) into *out; 0, or -1 */
+static int int_member(const cJSON *obj, const char *name, double lo,
+                      double hi, uint64_t dflt, uint64_t *out) {
+  const cJSON *v = member(obj, name);
+  *out = dflt;
+  if (v == NULL) return 0;
+  if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi
+      || v->valuedouble != (double)(uint64_t)v->valuedouble)
+    return -1;
+  *out = (uint64_t)v->valuedouble;
+  return 0;
+}
+
+/* s becomes e's socket: `attached`, then the replay from off */
+static void attach(ws_session *s, mp_exec *e, const uint64_t off[3]) {
+  mp_exec_watcher w;
+  cJSON *d;
+  int i;
+  char msg[200];
+  if (e->state == MP_EXEC_LOST) {
+    fail_typed(s, "exec_lost", "the exec's command died with a previous"
+               " server; it is not run again", 1008);
+    return;
+  }
+  for (i = 0; i < 2; i++)
+    if (off[i] > e->end[i]) {
+      snprintf(msg, sizeof msg, "resume.%s is %llu, past the %llu bytes"
+               " the exec wrote", i == 0 ? "stdout" : "stderr",
+               (unsigned long long)off[i], (unsigned long long)e->end[i]);
+      fail_typed(s, "invalid_request", msg, 1008);
+      return;
+    }
+  if (off[2] != UINT64_MAX && off[2] > e->stdin_off) {
+    snprintf(msg, sizeof msg, "resume.stdin is %llu, past the %llu bytes"
+             " of stdin the exec took", (unsigned long long)off[2],
+             (unsigned long long)e->stdin_off);
+    fail_typed(s, "invalid_request", msg, 1008);
+    return;
+  }
+  w.changed = on_exec_changed;
+  w.taken = on_exec_taken;
+  w.data = s;
+  mp_exec_attach(e, &w); /* the previous socket is superseded */
+  s->exec = e;
+  s->sent[0] = off[0];
+  s->sent[1] = off[1];
+  /* what a client resumes from it holds: an ack (without it, a client
+  ** that held the whole bound would wait for bytes that wait for it) */
+  mp_exec_ack(e, off[0], off[1]);
+  s->in_done = !s->srv->exec_stdin || e->proc == NULL || e->stdin_closed;
+  /* resent from off[2] (absent: from attached's stdin.offset): the exec
+  ** has these already */
+  s->in_skip = off[2] == UINT64_MAX ? 0 : e->stdin_off - off[2];
+  s->in_acked = e->stdin_off;
+  d = cJSON_CreateObject();
+  cJSON_AddStringToObject(d, "exec_id", e->id);
+  cJSON_AddStringToObject(d, "state", e->state == MP_EXEC_RUNNING
+                                          ? "running" : "exited");
+  cJSON_AddItemToObject(d, "stdout", range_json(e, 0));
+  cJSON_AddItemToObject(d, "stderr", range_json(e, 1));
+  {
+    cJSON *in = cJSON_AddObjectToObject(d, "stdin");
+    cJSON_AddNumberToObject(in, "offset", (double)e->stdin_off);
+    cJSON_AddBoolToObject(in, "closed", e->stdin_closed || e->proc == NULL);
+  }
+  send_json(s, "attached", d);
+}
+
+/* init_exec with exec_id (a start, or its idempotent re-send) or
+** durable_session_name (a reattach, which never spawns) */
+static void start_resumable(ws_session *s, const cJSON *data) {
+  const cJSON *id = member(data, "exec_id");
+  const cJSON *dsn = member(data, "durable_session_name");
+  const cJSON *resume = member(data, "resume"), *it;
+  const cJSON *name = id != NULL ? id : dsn;
+  uint64_t off[3] = {0, 0, UINT64_MAX}, detach_ms, timeout_ms;
+  int truncate = 0;
+  mp_exec_spec spec;
+  char fp[65], err[600];
+  mp_exec *e;
+  s->resumable = 1;
+  if (id != NULL && dsn != NULL) {
+    fail_typed(s, "invalid_request", "init_exec takes exec_id (a start) or"
+               " durable_session_name (a reattach), not both", 1008);
+    return;
+  }
+  if (!cJSON_IsString(name) || !mp_exec_id_valid(name->valuestring)) {
+    snprintf(err, sizeof err, "field 'data.%s' must be 1-128 characters of"
+             " [A-Za-z0-9._:-], such as a UUID", id != NULL ? "exec_id"
+             : "durable_session_name");
+    fail_typed(s, "invalid_request", err, 1008);
+    return;
+  }
+  if (resume != NULL && !cJSON_IsObject(resume)) {
+    fail_typed(s, "invalid_request", "field 'data.resume' must be an object"
+               " {stdout, stderr} of byte offsets", 1008);
+    return;
+  }
+  cJSON_ArrayForEach(it, resume) {
+    if (strcmp(it->string, "stdout") != 0
+        && strcmp(it->string, "stderr") != 0
+        && strcmp(it->string, "stdin") != 0) {
+      snprintf(err, sizeof err, "field 'data.resume' takes stdout, stderr"
+               " and stdin only (got '%.60s')", it->string);
+      fail_typed(s, "invalid_request", err, 1008);
+      return;
+    }
+  }
+  if (int_member(resume, "stdout", 0, 9007199254740991.0, 0, &off[0]) < 0
+      || int_member(resume, "stderr", 0, 9007199254740991.0, 0, &off[1]) < 0
+      || int_member(resume, "stdin", 0, 9007199254740991.0, UINT64_MAX,
+                    &off[2]) < 0) {
+    fail_typed(s, "invalid_request", "fields 'data.resume.stdout', 'stderr'"
+               " and 'stdin' must be byte offsets (integers >= 0)", 1008);
+    return;
+  }
+  if (dsn != NULL) { /* a reattach */
+    if (member(data, "cwd") != NULL || member(data, "env") != NULL) {
+      fail_typed(s, "invalid_request", "a reattach (durable_session_name)"
+                 " takes no cwd or env: they belong to the exec's start",
+                 1008);
+      return;
+    }
+    e = mp_exec_find(s->sb, dsn->valuestring);
+    if (e == NULL) {
+      snprintf(err, sizeof err, "sandbox %s has no exec '%s' (it never"
+               " started, or its retention ended)", s->sb->id,
+               dsn->valuestring);
+      fail_typed(s, "exec_not_found", err, 1008);
+      return;
+    }
+    attach(s, e, off);
+    return;
+  }
+  if (mp_exec_request_parse(data, "data", 0, &spec, err, sizeof err) < 0) {
+    fail_typed(s, "invalid_request", err, 1008);
+    return;
+  }
+  if (int_member(data, "detach_timeout_ms", 1, MP_EXEC_DETACH_MAX_MS,
+                 MP_EXEC_DETACH_DEFAULT_MS, &detach_ms) < 0) {
+    fail_typed(s, "invalid_request", "field 'data.detach_timeout_ms' must be"
+               " an integer from 1 to 3600000 (ms; default 300000)", 1008);
+    return;
+  }
+  if (int_member(data, "timeout_ms", 0, 9007199254740991.0, 0, &timeout_ms)
+      < 0) {
+    fail_typed(s, "invalid_request", "field 'data.timeout_ms' must be an"
+               " integer >= 0 (ms; 0: no deadline)", 1008);
+    return;
+  }
+  {
+    const cJSON *ov = member(data, "overflow");
+    if (ov != NULL && (!cJSON_IsString(ov)
+                       || (strcmp(ov->valuestring, "block") != 0
+                           && strcmp(ov->valuestring, "truncate_head") != 0))) {
+      fail_typed(s, "invalid_request", "field 'data.overflow' must be"
+                 " \"block\" (the default) or \"truncate_head\"", 1008);
+      return;
+    }
+    truncate = ov != NULL && strcmp(ov->valuestring, "truncate_head") == 0;
+  }
+  spec.stdin_pipe = 1;
+  spec.timeout_ms = timeout_ms;
+  mp_exec_fingerprint(&spec, fp);
+  e = mp_exec_find(s->sb, id->valuestring);
+  if (e != NULL && strcmp(e->fingerprint, fp) != 0) {
+    snprintf(err, sizeof err, "exec '%s' was started with another request;"
+             " use a new exec_id for a new command", id->valuestring);
+    fail_typed(s, "exec_id_conflict", err, 1008);
+    return;
+  }
+  if (e == NULL) {
+    err[0] = '\0';
+    if (mp_exec_start(s->sb, id->valuestring, fp, &spec, detach_ms, &e, err,
+                      sizeof err - 1) < 0) {
+      /* like a shell that cannot run the command: a message and 127;
+      ** nothing was recorded, so a retry may start it */
+      uint8_t frame[9 + sizeof err];
+      size_t n = strlen(err);
+      if (n == 0) n = (size_t)snprintf(err, sizeof err - 1, "cannot start");
+      err[n++] = '\n';
+      frame[0] = TAG_STDERR_AT;
+      put_u64(frame + 1, 0);
+      memcpy(frame + 9, err, n);
+      if (queue_msg(s, WSLAY_BINARY_FRAME, frame, n + 9) == 0
+          && send_resumable_exit(s, 127, "exited", 0, n) == 0)
+        queue_close(s, 1000, "");
+      return;
+    }
+    e->truncate_head = (unsigned)truncate; /* before any output: on the loop */
+  }
+  {
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "durable_session_name", e->id);
+    send_json(s, "durable_session", d);
+  }
+  attach(s, e, off);
+}
+
+/* }====== */
+
 static void start_exec(ws_session *s, const cJSON *data) {
   mp_exec_spec spec;
   mastra__proc *p = NULL;
@@ -453,6 +858,12 @@ static void start_exec(ws_session *s, const cJSON *data) {
   }
   if (s->sb->destroyed_ms) {
     queue_close(s, 1011, "the sandbox was destroyed");
+    return;
+  }
+  if (s->srv->exec_stdin
+      && (member(data, "exec_id") != NULL
+          || member(data, "durable_session_name") != NULL)) {
+    start_resumable(s, data);
     return;
   }
   if (mp_exec_request_parse(data, "data", 0, &spec, err, sizeof err) < 0) {
@@ -482,7 +893,10 @@ static void start_exec(ws_session *s, const cJSON *data) {
 static void on_text(ws_session *s, const char *msg, size_t len) {
   cJSON *j;
   const cJSON *type;
-  if (s->closing || s->failed) return;
+  if (s->failed) return;
+  if (s->closing) { /* only what the client holds still counts */
+    if (s->exec == NULL || memmem(msg, len, "output_ack", 10) == NULL) return;
+  }
   if (mp_json_has_nul(msg, len)) { /* as the HTTP routes answer 400 */
     queue_close(s, 1008, "strings in a message may not contain NUL"
                          " (\\u0000)");
@@ -490,7 +904,10 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
   }
   j = mastra__json_parse(msg, len, NULL, NULL);
   type = cJSON_GetObjectItemCaseSensitive(j, "type");
-  if (!cJSON_IsString(type)) {
+  if (s->closing && (!cJSON_IsString(type)
+                     || strcmp(type->valuestring, "output_ack") != 0)) {
+    /* closing: nothing but acks */
+  } else if (!cJSON_IsString(type)) {
     if (!s->started)
       queue_close(s, 1008, "expected a JSON message"
                            " {\"type\":\"init_exec\",\"data\":{...}}");
@@ -500,6 +917,42 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
   } else if (strcmp(type->valuestring, "stdin_close") == 0) {
     s->in_eof = 1;
     stdin_flush(s); /* closes stdin once what waits is written */
+  } else if (strcmp(type->valuestring, "exec_hello") == 0 && !s->started) {
+    /* Railway's version 2 handshake: what we take, and our extensions */
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "version", 2);
+    cJSON_AddNumberToObject(d, "stdin_chunks", WS_STDIN_CHUNKS);
+    cJSON_AddNumberToObject(d, "stdin_chunk_bytes", WS_STDIN_CHUNK_BYTES);
+    if (s->srv->exec_stdin) {
+      cJSON *x = cJSON_AddArrayToObject(d, "extensions");
+      cJSON_AddItemToArray(x, cJSON_CreateString(MP_EXEC_EXTENSION));
+    }
+    s->v2 = 1;
+    send_json(s, "exec_capabilities", d);
+  } else if (strcmp(type->valuestring, "output_ack") == 0
+             && s->exec != NULL) {
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "data");
+    uint64_t a[2];
+    if (int_member(d, "stdout", 0, 9007199254740991.0, 0, &a[0]) == 0
+        && int_member(d, "stderr", 0, 9007199254740991.0, 0, &a[1]) == 0)
+      /* only what was sent can be held */
+      mp_exec_ack(s->exec, a[0] < s->sent[0] ? a[0] : s->sent[0],
+                  a[1] < s->sent[1] ? a[1] : s->sent[1]);
+  } else if (strcmp(type->valuestring, "signal") == 0) {
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "data");
+    const cJSON *sig = cJSON_GetObjectItemCaseSensitive(d, "signal");
+    int n = !cJSON_IsString(sig) ? 0
+            : strcmp(sig->valuestring, "TERM") == 0 ? SIGTERM
+            : strcmp(sig->valuestring, "KILL") == 0 ? SIGKILL : 0;
+    if (n == 0 && s->resumable) {
+      fail_typed(s, "invalid_request", "field 'data.signal' must be \"TERM\""
+                 " or \"KILL\"", 1008);
+      release_proc(s);
+    } else if (n != 0 && s->exec != NULL) {
+      mp_exec_signal(s->exec, n);
+    } else if (n != 0 && s->proc != NULL && !s->proc->done) {
+      kill(-s->proc->pid, n);
+    }
   } else if (strcmp(type->valuestring, "keep_running") == 0
              && s->srv->exec_stdin) {
     static const char ack[] = "{\"type\":\"kept_running\"}";
@@ -518,8 +971,15 @@ static void on_msg(wslay_event_context_ptr ctx,
   if (arg->opcode == WSLAY_TEXT_FRAME)
     on_text(s, (const char *)arg->msg, arg->msg_length);
   else if (arg->opcode == WSLAY_BINARY_FRAME && arg->msg_length > 0
-           && arg->msg[0] == TAG_STDIN && !s->closing && !s->failed)
+           && arg->msg[0] == TAG_STDIN && !s->closing && !s->failed) {
     stdin_push(s, arg->msg + 1, arg->msg_length - 1);
+    if (s->v2 && !s->closing && !s->failed) {
+      /* taken in (the socket is not read while WS_STDIN_HIGH waits) */
+      static const char credit[] =
+          "{\"type\":\"stdin_credit\",\"data\":{\"chunks\":1}}";
+      queue_msg(s, WSLAY_TEXT_FRAME, credit, sizeof credit - 1);
+    }
+  }
   /* other binary frames are ignored; wslay answers pings, and a close is
   ** seen by pump() as reading having stopped */
 }
@@ -567,6 +1027,13 @@ static int can_move(ws_session *s) {
   mastra__proc *p = s->proc;
   if (s->failed || s->ended) return 0;
   if (s->close_pending) return wslay_event_get_queued_msg_count(s->ctx) == 0;
+  if (s->exec != NULL) {
+    const mp_exec *e = s->exec;
+    return !s->closing
+           && (s->sent[0] < e->end[0] || s->sent[1] < e->end[1]
+               || e->state != MP_EXEC_RUNNING)
+           && wslay_event_get_queued_msg_length(s->ctx) < WS_SEND_HIGH;
+  }
   if (p == NULL || s->closing) return 0;
   return (p->out.len > 0 || p->err.len > 0 || p->done)
          && wslay_event_get_queued_msg_length(s->ctx) < WS_SEND_HIGH;

@@ -15,7 +15,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/routes_exec.h"
 #include "sandbox/checkpoint.h"
+#include "sandbox/execs.h"
 #include "api/exec_legacy.h"
 #include "sandbox/lease.h"
 #include "util/log.h"
@@ -484,6 +486,7 @@ static enum MHD_Result lease(mp_server *srv, struct MHD_Connection *conn,
     if (caps != NULL) {
       cJSON_AddItemToArray(caps, cJSON_CreateString("stdin"));
       cJSON_AddItemToArray(caps, cJSON_CreateString("keepRunning"));
+      cJSON_AddItemToArray(caps, cJSON_CreateString(MP_EXEC_EXTENSION));
       if (srv->driver->egress_narrow != NULL)
         cJSON_AddItemToArray(caps, cJSON_CreateString("egressRules"));
     }
@@ -610,6 +613,8 @@ enum MHD_Result mp_routes_sandbox(mp_server *srv, struct MHD_Connection *conn,
   } else if (nseg == 3 && strcmp(seg[2], "exec") == 0
              && strcmp(method, "POST") == 0) {
     return mp_exec_legacy(srv, conn, sb, r);
+  } else if (nseg >= 3 && nseg <= 5 && strcmp(seg[2], "execs") == 0) {
+    return mp_routes_exec(srv, conn, method, sb, seg, nseg, r);
   } else if (nseg == 3 && strcmp(seg[2], "egress") == 0 && strcmp(method, "GET") == 0) {
     return egress_log(conn, sb);
   } else if (nseg == 3 && strcmp(seg[2], "egress") == 0 && strcmp(method, "PUT") == 0) {

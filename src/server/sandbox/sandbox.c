@@ -327,6 +327,7 @@ static void teardown(mp_server *srv, mp_sandbox *sb) {
   mp_lease_drop_sandbox(srv, sb);
   mastra__timer_stop(&sb->idle_timer);
   mastra__timer_stop(&sb->checkpoint_timer);
+  if (srv->drop_execs != NULL) srv->drop_execs(sb, 1);
   srv->driver->teardown(srv, sb);
   mp_record_save(srv, sb);
   gone_add(srv, sb);
@@ -575,6 +576,8 @@ static void sandbox_free(mp_sandbox *sb) {
   mastra__timer_stop(&sb->checkpoint_timer);
   mp_lease_drop_sandbox(sb->srv, sb);
   mp_index_del(&sb->srv->sandbox_index, sb->id, sb);
+  /* the server exits: the execs' files tell the next one */
+  if (sb->srv->drop_execs != NULL) sb->srv->drop_execs(sb, 0);
   free(sb->procs);
   free(sb->proc_starts);
   sandbox_discard(sb);

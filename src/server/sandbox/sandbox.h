@@ -203,6 +203,7 @@ struct mp_sandbox {
   struct mp_lease *leases;        /* lease.c: its live leases, newest first */
   unsigned nleases;
   unsigned refs;                  /* exec sessions and legacy runs holding it */
+  struct mp_exec *execs;          /* execs.c: its resumable execs */
   /* template.c: the template whose layer is under its own ("": none), its
   ** folder's name under DATA/templates; and for a build sandbox, where its
   ** teardown moves its layer (NULL: removed with its tree) */

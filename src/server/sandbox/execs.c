@@ -1,0 +1,644 @@
+/*
+** Resumable execs (execs.h; docs/platform.md "Resumable execs").
+**
+** Files, in SANDBOX_ROOT/execs/ (beside the working tree, never in it or
+** in its checkpoints): e-<exec_id>.json, the record (written before the
+** spawn and at the end, atomically), and e-<exec_id>.stdout / .stderr,
+** the spools. A spool's byte k is byte k of its stream; what an ack let go
+** of is punched out (the offsets stay). The server reads a command's pipes
+** only while the exec's retained bytes (both streams) are below
+** srv->exec_log_max: past that the pipes fill and the command blocks on
+** its writes ("block"; nothing is lost). All the execs of the server
+** retain at most srv->exec_log_total (srv->exec_spooled counts it): past
+** that the oldest ended exec is evicted, and with none the command
+** blocks until an ack, a delete or an eviction makes room (execs whose
+** commands wait for room are pumped on a timer of their own then).
+** An ended exec is kept for
+** srv->exec_retain_ms after its end or its last ack, whichever is later.
+*/
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "sandbox/execs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "sha256.h"
+#include "util.h"
+#include "util/log.h"
+
+static const char *const stream_ext[2] = {"stdout", "stderr"};
+
+int mp_exec_id_valid(const char *id) {
+  size_t i, n = id != NULL ? strlen(id) : 0;
+  if (n == 0 || n > MP_EXEC_ID_MAX) return 0;
+  for (i = 0; i < n; i++) {
+    char c = id[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')
+          || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':'
+          || c == '-'))
+      return 0;
+  }
+  return 1;
+}
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* {"command":..,"cwd":..|null,"env":{sorted},"stdin_mode":"pipe"|"null"},
+** with cJSON's unformatted printing: one text for one request */
+void mp_exec_fingerprint(const mp_exec_spec *spec, char out[65]) {
+  cJSON *o = cJSON_CreateObject(), *env = cJSON_CreateObject();
+  const cJSON *it;
+  const char **names = NULL;
+  size_t n = 0, i;
+  char *text;
+  cJSON_AddStringToObject(o, "command", spec->command);
+  if (spec->cwd != NULL)
+    cJSON_AddStringToObject(o, "cwd", spec->cwd);
+  else
+    cJSON_AddNullToObject(o, "cwd");
+  cJSON_ArrayForEach(it, spec->env) n++;
+  if (n > 0) names = calloc(n, sizeof *names);
+  if (names != NULL) {
+    n = 0;
+    cJSON_ArrayForEach(it, spec->env) names[n++] = it->string;
+    qsort(names, n, sizeof *names, cmp_names);
+    for (i = 0; i < n; i++) {
+      it = cJSON_GetObjectItemCaseSensitive(spec->env, names[i]);
+      cJSON_AddStringToObject(env, names[i],
+                              cJSON_IsString(it) ? it->valuestring : "");
+    }
+    free(names);
+  }
+  cJSON_AddItemToObject(o, "env", env);
+  cJSON_AddStringToObject(o, "stdin_mode", spec->stdin_pipe ? "pipe"
+                                                            : "null");
+  text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (text == NULL) { /* out of memory: a fingerprint no request has */
+    memset(out, '0', 64);
+    out[64] = '\0';
+    return;
+  }
+  mastra__sha256_hex(text, strlen(text), out);
+  cJSON_free(text);
+}
+
+const char *mp_exec_state_name(const mp_exec *e) {
+  if (e->state == MP_EXEC_LOST) return "lost";
+  if (e->state == MP_EXEC_EXITED)
+    return e->abandoned ? "abandoned" : "exited";
+  return e->attached ? "running" : "detached";
+}
+
+/* {====== files ====== */
+
+static void file_path(const mp_sandbox *sb, const char *id, const char *ext,
+                      char *out, size_t n) {
+  snprintf(out, n, "%s/execs/e-%s.%s", sb->root, id, ext);
+}
+
+static void save(mp_exec *e) {
+  char path[4096];
+  cJSON *o = cJSON_CreateObject();
+  char *text;
+  int i;
+  cJSON_AddStringToObject(o, "exec_id", e->id);
+  cJSON_AddStringToObject(o, "fingerprint", e->fingerprint);
+  cJSON_AddStringToObject(o, "state", e->state == MP_EXEC_RUNNING
+                                          ? "running"
+                                          : mp_exec_state_name(e));
+  cJSON_AddNumberToObject(o, "startedMs", (double)e->started_ms);
+  if (e->state != MP_EXEC_RUNNING) {
+    cJSON_AddNumberToObject(o, "endedMs", (double)e->ended_ms);
+    if (e->state == MP_EXEC_EXITED) {
+      cJSON_AddNumberToObject(o, "exit_code", e->exit_code);
+      cJSON_AddStringToObject(o, "reason", e->reason);
+    }
+  }
+  for (i = 0; i < 2; i++) {
+    cJSON *s = cJSON_AddObjectToObject(o, stream_ext[i]);
+    cJSON_AddNumberToObject(s, "start", (double)e->start[i]);
+    cJSON_AddNumberToObject(s, "end", (double)e->end[i]);
+  }
+  text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (text == NULL) return;
+  file_path(e->sb, e->id, "json", path, sizeof path);
+  /* a kill -9 of the server is what this is for: no fsync needed for it */
+  if (mastra__write_file_atomic(path, text, strlen(text), 0600, 0) < 0)
+    mp_log("exec %s of %s: cannot write its record: %s", e->id, e->sb->id,
+           strerror(errno));
+  cJSON_free(text);
+}
+
+static void remove_files(mp_exec *e) {
+  char path[4096];
+  int i;
+  for (i = 0; i < 2; i++) {
+    file_path(e->sb, e->id, stream_ext[i], path, sizeof path);
+    unlink(path);
+  }
+  file_path(e->sb, e->id, "json", path, sizeof path);
+  unlink(path);
+}
+
+/* }====== */
+
+/* {====== the table ====== */
+
+static void on_retain(mastra__timer *t);
+static void on_detach_timer(mastra__timer *t);
+static void on_wake(mastra__timer *t);
+static void fire_polls(mp_exec *e, int all);
+
+static uint64_t retained(const mp_exec *e) {
+  return (e->end[0] - e->start[0]) + (e->end[1] - e->start[1]);
+}
+
+/* room was made: every exec whose command waits with output is pumped
+** from the loop (on_wake), not from under the caller */
+static void wake_blocked(mp_server *srv) {
+  mp_sandbox *sb;
+  mp_exec *e;
+  if (srv->stopping) return;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    for (e = sb->execs; e != NULL; e = e->next)
+      if (e->proc != NULL && (e->proc->out.len > 0 || e->proc->err.len > 0))
+        mastra__timer_start(&e->wake_timer, 0);
+}
+
+static mp_exec *exec_new(mp_sandbox *sb, const char *id) {
+  mp_exec *e = calloc(1, sizeof *e);
+  if (e == NULL) return NULL;
+  e->sb = sb;
+  snprintf(e->id, sizeof e->id, "%s", id);
+  e->fd[0] = e->fd[1] = -1;
+  e->detach_ms = MP_EXEC_DETACH_DEFAULT_MS;
+  mastra__timer_init(sb->srv->loop, &e->detach_timer, on_detach_timer, e);
+  mastra__timer_init(sb->srv->loop, &e->retain_timer, on_retain, e);
+  mastra__timer_init(sb->srv->loop, &e->wake_timer, on_wake, e);
+  e->next = sb->execs;
+  sb->execs = e;
+  return e;
+}
+
+static void take_watcher(mp_exec *e, uint16_t code, const char *reason) {
+  mp_exec_watcher w = e->watcher;
+  if (!e->attached) return;
+  e->attached = 0;
+  memset(&e->watcher, 0, sizeof e->watcher);
+  if (w.taken != NULL) w.taken(w.data, code, reason);
+}
+
+/* unlink e from its sandbox and free it (a running command is killed) */
+static void exec_free(mp_exec *e, int files) {
+  mp_exec **pp;
+  int i;
+  for (pp = &e->sb->execs; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == e) {
+      *pp = e->next;
+      break;
+    }
+  take_watcher(e, 1011, "the exec was deleted");
+  fire_polls(e, 1);
+  mastra__timer_stop(&e->detach_timer);
+  mastra__timer_stop(&e->retain_timer);
+  mastra__timer_stop(&e->wake_timer);
+  e->sb->srv->exec_spooled -= retained(e);
+  if (e->proc != NULL) {
+    mastra__proc *p = e->proc;
+    e->proc = NULL;
+    mastra__proc_kill(p);
+    mp_sandbox_exec_done(e->sb->srv, e->sb, p);
+  }
+  for (i = 0; i < 2; i++)
+    if (e->fd[i] >= 0) close(e->fd[i]);
+  if (files) remove_files(e);
+  free(e);
+}
+
+static void on_retain(mastra__timer *t) {
+  mp_exec *e = t->data;
+  mp_server *srv = e->sb->srv;
+  exec_free(e, 1);
+  wake_blocked(srv);
+}
+
+static void retain(mp_exec *e, int64_t from_ms) {
+  int64_t due = from_ms + (int64_t)e->sb->srv->exec_retain_ms
+                - mastra__wall_ms();
+  mastra__timer_stop(&e->retain_timer);
+  mastra__timer_start(&e->retain_timer, due > 0 ? (uint64_t)due : 0);
+}
+
+/* a record file that a previous server left */
+static mp_exec *load(mp_sandbox *sb, const char *id) {
+  char path[4096], *text = NULL;
+  size_t len = 0;
+  cJSON *o;
+  const cJSON *v;
+  mp_exec *e;
+  int i;
+  file_path(sb, id, "json", path, sizeof path);
+  if (mastra__read_file(path, &text, &len) < 0) return NULL;
+  o = mastra__json_parse(text, len, NULL, NULL);
+  free(text);
+  v = cJSON_GetObjectItemCaseSensitive(o, "fingerprint");
+  if (!cJSON_IsString(v) || strlen(v->valuestring) != 64
+      || (e = exec_new(sb, id)) == NULL) {
+    cJSON_Delete(o);
+    return NULL;
+  }
+  snprintf(e->fingerprint, sizeof e->fingerprint, "%s", v->valuestring);
+  v = cJSON_GetObjectItemCaseSensitive(o, "startedMs");
+  e->started_ms = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+  v = cJSON_GetObjectItemCaseSensitive(o, "endedMs");
+  e->ended_ms = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+  v = cJSON_GetObjectItemCaseSensitive(o, "state");
+  if (cJSON_IsString(v) && (strcmp(v->valuestring, "exited") == 0
+                            || strcmp(v->valuestring, "abandoned") == 0)) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "reason");
+    static const char *const reasons[] = {"exited", "signaled", "timeout",
+                                          "abandoned"};
+    size_t k;
+    e->state = MP_EXEC_EXITED;
+    e->abandoned = strcmp(v->valuestring, "abandoned") == 0;
+    v = cJSON_GetObjectItemCaseSensitive(o, "exit_code");
+    e->exit_code = cJSON_IsNumber(v) ? v->valueint : -1;
+    e->reason = "exited";
+    for (k = 0; k < sizeof reasons / sizeof *reasons; k++)
+      if (cJSON_IsString(r) && strcmp(r->valuestring, reasons[k]) == 0)
+        e->reason = reasons[k];
+    for (i = 0; i < 2; i++) {
+      const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, stream_ext[i]);
+      const cJSON *a = cJSON_GetObjectItemCaseSensitive(s, "start");
+      const cJSON *b = cJSON_GetObjectItemCaseSensitive(s, "end");
+      file_path(sb, id, stream_ext[i], path, sizeof path);
+      e->fd[i] = open(path, O_RDONLY | O_CLOEXEC);
+      if (e->fd[i] < 0 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b)) {
+        e->state = MP_EXEC_LOST; /* its output is gone: as good as lost */
+        break;
+      }
+      e->start[i] = (uint64_t)a->valuedouble;
+      e->end[i] = (uint64_t)b->valuedouble;
+    }
+  } else {
+    e->state = MP_EXEC_LOST; /* it ran when the server died */
+  }
+  cJSON_Delete(o);
+  if (e->state == MP_EXEC_LOST) {
+    for (i = 0; i < 2; i++) {
+      if (e->fd[i] >= 0) close(e->fd[i]);
+      e->fd[i] = -1;
+      e->start[i] = e->end[i] = 0;
+      file_path(sb, id, stream_ext[i], path, sizeof path);
+      unlink(path);
+    }
+    e->ended_ms = mastra__wall_ms();
+    save(e);
+    mp_log("exec %s of %s: lost (its command died with the server)", id,
+           sb->id);
+  }
+  sb->srv->exec_spooled += retained(e);
+  retain(e, e->ended_ms);
+  return e;
+}
+
+mp_exec *mp_exec_find(mp_sandbox *sb, const char *id) {
+  mp_exec *e;
+  for (e = sb->execs; e != NULL; e = e->next)
+    if (strcmp(e->id, id) == 0) return e;
+  return load(sb, id);
+}
+
+void mp_execs_drop(mp_sandbox *sb, int files) {
+  while (sb->execs != NULL) exec_free(sb->execs, files);
+}
+
+/* }====== */
+
+/* {====== the command ====== */
+
+/* the polls whose stream passed their offset (all, with `all`) */
+static void fire_polls(mp_exec *e, int all) {
+  mp_exec_poll **pp = &e->polls;
+  while (*pp != NULL) {
+    mp_exec_poll *p = *pp;
+    if (all || e->state != MP_EXEC_RUNNING || e->end[p->stream] > p->off) {
+      *pp = p->next;
+      p->next = NULL;
+      p->exec = NULL;
+      p->ready(p);
+    } else {
+      pp = &p->next;
+    }
+  }
+}
+
+static void notify(mp_exec *e) {
+  fire_polls(e, 0);
+  if (e->attached && e->watcher.changed != NULL)
+    e->watcher.changed(e->watcher.data);
+}
+
+void mp_exec_poll_add(mp_exec *e, mp_exec_poll *p) {
+  p->exec = e;
+  p->next = e->polls;
+  e->polls = p;
+}
+
+void mp_exec_poll_cancel(mp_exec_poll *p) {
+  mp_exec_poll **pp;
+  if (p->exec == NULL) return;
+  for (pp = &p->exec->polls; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == p) {
+      *pp = p->next;
+      break;
+    }
+  p->exec = NULL;
+  p->next = NULL;
+}
+
+void mp_execs_release_polls(mp_server *srv) {
+  mp_sandbox *sb;
+  mp_exec *e;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    for (e = sb->execs; e != NULL; e = e->next) fire_polls(e, 1);
+}
+
+/* stream's spool below `to` goes: the retained start moves up, and whole
+** 4 KiB blocks give their space back */
+static void forget_below(mp_exec *e, int stream, uint64_t to) {
+  uint64_t a = (e->start[stream] + 4095) & ~(uint64_t)4095;
+  uint64_t b = to & ~(uint64_t)4095;
+  if (to <= e->start[stream]) return;
+  if (b > a && e->fd[stream] >= 0)
+    (void)fallocate(e->fd[stream], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    (off_t)a, (off_t)(b - a));
+  e->sb->srv->exec_spooled -= to - e->start[stream];
+  e->start[stream] = to;
+}
+
+/* the ended exec (not keep) that ended first, among those that retain
+** output; or NULL */
+static mp_exec *oldest_ended(mp_server *srv, const mp_exec *keep) {
+  mp_sandbox *sb;
+  mp_exec *e, *best = NULL;
+  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+    for (e = sb->execs; e != NULL; e = e->next)
+      if (e != keep && e->state != MP_EXEC_RUNNING && retained(e) > 0
+          && (best == NULL || e->ended_ms < best->ended_ms))
+        best = e;
+  return best;
+}
+
+/* room for n more bytes of e: its own bound, then the server's, for
+** which ended execs are evicted, oldest first */
+static uint64_t room(mp_exec *e) {
+  mp_server *srv = e->sb->srv;
+  uint64_t have = retained(e), mine, all;
+  mp_exec *old;
+  mine = have < srv->exec_log_max ? srv->exec_log_max - have : 0;
+  while (srv->exec_spooled >= srv->exec_log_total
+         && (old = oldest_ended(srv, e)) != NULL) {
+    mp_log("exec %s of %s: evicted (--exec-log-total %llu reached)",
+           old->id, old->sb->id, (unsigned long long)srv->exec_log_total);
+    exec_free(old, 1);
+  }
+  all = srv->exec_spooled < srv->exec_log_total
+            ? srv->exec_log_total - srv->exec_spooled : 0;
+  return mine < all ? mine : all;
+}
+
+/* Move what the command wrote into the spools, as far as the bound
+** lets; 0, or -1 when a spool cannot be written. */
+static int drain(mp_exec *e) {
+  mastra__proc *p = e->proc;
+  int i;
+  for (i = 0; i < 2; i++) {
+    mastra__buf *b = i == 0 ? &p->out : &p->err;
+    uint64_t free_bytes;
+    size_t n = b->len;
+    if (n == 0) continue;
+    free_bytes = room(e);
+    if (free_bytes < n && e->truncate_head) {
+      /* the oldest bytes go instead (an attach is told: output_gap), this
+      ** stream's first; the server-wide bound still blocks */
+      uint64_t need = (n < e->sb->srv->exec_log_max
+                       ? n : e->sb->srv->exec_log_max) - free_bytes;
+      int j, k;
+      for (k = 0; k < 2 && need > 0; k++) {
+        uint64_t have, cut;
+        j = k == 0 ? i : 1 - i;
+        have = e->end[j] - e->start[j];
+        cut = have < need ? have : need;
+        forget_below(e, j, e->start[j] + cut);
+        need -= cut;
+      }
+      free_bytes = room(e);
+    }
+    if (free_bytes == 0) continue; /* block: the pipe fills, the command waits */
+    if (n > free_bytes) n = (size_t)free_bytes;
+    if (mastra__write_all(e->fd[i], b->data, n) < 0) return -1;
+    e->end[i] += n;
+    e->sb->srv->exec_spooled += n;
+    if (n == b->len) {
+      mastra__proc_consumed(p, b);
+    } else { /* keep the rest: the pipe stays paused until it is out */
+      memmove(b->data, b->data + n, b->len - n);
+      b->len -= n;
+    }
+  }
+  return 0;
+}
+
+static void finish(mp_exec *e) {
+  mastra__proc *p = e->proc;
+  mp_server *srv = e->sb->srv;
+  int i;
+  e->proc = NULL;
+  e->exit_code = p->exit_code;
+  e->reason = e->abandoned ? "abandoned"
+              : p->timed_out ? "timeout"
+              : p->term_signal != 0 ? "signaled" : "exited";
+  e->ended_ms = mastra__wall_ms();
+  /* a server that is stopping killed it: it died with the server */
+  e->state = srv->stopping && !e->abandoned ? MP_EXEC_LOST : MP_EXEC_EXITED;
+  mastra__timer_stop(&e->detach_timer);
+  mp_sandbox_exec_done(srv, e->sb, p);
+  for (i = 0; i < 2; i++)
+    if (e->fd[i] >= 0) fdatasync(e->fd[i]);
+  save(e);
+  retain(e, e->ended_ms);
+}
+
+static void pump(mp_exec *e) {
+  mastra__proc *p = e->proc;
+  if (p == NULL) return;
+  if (drain(e) < 0) {
+    mp_log("exec %s of %s: cannot write its output: %s; killed", e->id,
+           e->sb->id, strerror(errno));
+    mastra__proc_consumed(p, &p->out);
+    mastra__proc_consumed(p, &p->err);
+    mastra__proc_kill(p);
+  }
+  if (p->done && p->out.len == 0 && p->err.len == 0) finish(e);
+}
+
+static void on_wake(mastra__timer *t) {
+  mp_exec *e = t->data;
+  pump(e);
+  notify(e);
+}
+
+static void on_proc(mastra__proc *p, void *data) {
+  mp_exec *e = data;
+  if (e->proc != p) return;
+  pump(e);
+  notify(e);
+}
+
+/* the detach timeout ran out: TERM; MP_EXEC_ABANDON_KILL_MS later, KILL */
+static void on_detach_timer(mastra__timer *t) {
+  mp_exec *e = t->data;
+  if (e->proc == NULL) return;
+  if (!e->abandoned) {
+    if (e->attached) return; /* an attach came as it fell due */
+    e->abandoned = 1;
+    mp_log("exec %s of %s: nobody attached for %llu ms: abandoned", e->id,
+           e->sb->id, (unsigned long long)e->detach_ms);
+    mp_exec_signal(e, SIGTERM);
+    mastra__timer_start(&e->detach_timer, MP_EXEC_ABANDON_KILL_MS);
+  } else {
+    mp_exec_signal(e, SIGKILL);
+  }
+}
+
+int mp_exec_start(mp_sandbox *sb, const char *id, const char *fingerprint,
+                  const mp_exec_spec *spec, uint64_t detach_ms,
+                  mp_exec **out, char *err, size_t errlen) {
+  mp_server *srv = sb->srv;
+  char path[4096];
+  mp_exec *e;
+  mastra__proc *p = NULL;
+  int i;
+  *out = NULL;
+  snprintf(path, sizeof path, "%s/execs", sb->root);
+  if (mastra__mkdirs(path, 0700, NULL) < 0) {
+    snprintf(err, errlen, "cannot make %s: %s", path, strerror(errno));
+    return -1;
+  }
+  e = exec_new(sb, id);
+  if (e == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  snprintf(e->fingerprint, sizeof e->fingerprint, "%s", fingerprint);
+  e->detach_ms = detach_ms;
+  e->started_ms = mastra__wall_ms();
+  for (i = 0; i < 2; i++) {
+    file_path(sb, id, stream_ext[i], path, sizeof path);
+    e->fd[i] = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+                    0600);
+    if (e->fd[i] < 0) {
+      snprintf(err, errlen, "cannot make %s: %s", path, strerror(errno));
+      exec_free(e, 1);
+      return -1;
+    }
+  }
+  save(e); /* recorded before the spawn: a restart finds it */
+  if (mp_sandbox_exec(srv, sb, spec, on_proc, e, &p, err, errlen) != 0
+      || p == NULL) {
+    exec_free(e, 1);
+    return -1;
+  }
+  e->proc = p;
+  *out = e;
+  return 0;
+}
+
+/* }====== */
+
+/* {====== sockets ====== */
+
+void mp_exec_attach(mp_exec *e, const mp_exec_watcher *w) {
+  take_watcher(e, 4001, "superseded");
+  e->watcher = *w;
+  e->attached = 1;
+  if (e->proc != NULL && !e->abandoned) mastra__timer_stop(&e->detach_timer);
+}
+
+void mp_exec_detach(mp_exec *e, void *data) {
+  if (!e->attached || e->watcher.data != data) return;
+  e->attached = 0;
+  memset(&e->watcher, 0, sizeof e->watcher);
+  if (e->proc != NULL && !e->abandoned) {
+    mastra__timer_stop(&e->detach_timer);
+    mastra__timer_start(&e->detach_timer, e->detach_ms);
+  }
+}
+
+void mp_exec_unattended(mp_exec *e) {
+  if (e->attached || e->proc == NULL || e->abandoned) return;
+  mastra__timer_stop(&e->detach_timer);
+  mastra__timer_start(&e->detach_timer, e->detach_ms);
+}
+
+void mp_exec_delete(mp_exec *e) {
+  mp_server *srv = e->sb->srv;
+  exec_free(e, 1);
+  wake_blocked(srv);
+}
+
+ssize_t mp_exec_read(mp_exec *e, int stream, uint64_t off, void *buf,
+                     size_t n) {
+  ssize_t r;
+  if (e->fd[stream] < 0 || off < e->start[stream] || off >= e->end[stream])
+    return -1;
+  if (n > e->end[stream] - off) n = (size_t)(e->end[stream] - off);
+  do
+    r = pread(e->fd[stream], buf, n, (off_t)off);
+  while (r < 0 && errno == EINTR);
+  return r;
+}
+
+void mp_exec_ack(mp_exec *e, uint64_t out, uint64_t err) {
+  uint64_t acks[2];
+  int i, moved = 0;
+  acks[0] = out;
+  acks[1] = err;
+  for (i = 0; i < 2; i++) {
+    uint64_t to = acks[i] < e->end[i] ? acks[i] : e->end[i];
+    if (to <= e->start[i] || e->fd[i] < 0) continue;
+    forget_below(e, i, to);
+    moved = 1;
+  }
+  if (!moved) return;
+  wake_blocked(e->sb->srv); /* room in the server's bound */
+  if (e->proc != NULL) {
+    pump(e); /* room in the bound: the pipes are read again */
+  } else if (e->state == MP_EXEC_EXITED) {
+    save(e);
+    if (e->start[0] == e->end[0] && e->start[1] == e->end[1])
+      retain(e, mastra__wall_ms()); /* kept as long after the last ack */
+  }
+}
+
+int mp_exec_signal(mp_exec *e, int sig) {
+  mastra__proc *p = e->proc;
+  if (p == NULL || p->done) return 0;
+  kill(-p->pid, sig);
+  return 1;
+}
+
+/* }====== */
