@@ -1,8 +1,10 @@
 /*
-** Templates of mastra-platform (template.c, docs/platform.md
-** "Templates"): records keyed by the hash of their definition, and the
-** build that runs a definition's operations in a build sandbox and keeps
-** its layer, read-only, under DATA/templates/<key>/layer.
+** Templates of mastra-platform (docs/platform.md "Templates"): records
+** keyed by the hash of their definition, and the build that runs a
+** definition's operations in a build sandbox and keeps its layer,
+** read-only, under DATA/templates/<key>/layer. template.c has the records
+** and the build, template_def.c the definition's checks and hash,
+** template_store.c the files.
 */
 #ifndef MP_TEMPLATE_H
 #define MP_TEMPLATE_H
