@@ -203,6 +203,77 @@ describe("templates on the local platform", function()
     no_process(srv)
   end)
 
+  -- the file `leaf` of sandbox id's cgroup in hierarchy `tree` (v1: cpu,
+  -- memory) or the unified one (v2: leaf2), or nil without cgroups
+  local function cgroup_file(id, tree, leaf, leaf2)
+    local r = srv:sh("find /sys/fs/cgroup/" .. tree .. "/mastra-platform"
+      .. " /sys/fs/cgroup/mastra-platform -maxdepth 2 -type d -name " .. id
+      .. " 2>/dev/null | head -1")
+    local d = util.trim(r.stdout)
+    if d == "" then return nil end
+    local f = lfs.attributes(d .. "/" .. leaf2, "mode") and leaf2 or leaf
+    return util.trim(util.read_file(d .. "/" .. f) or "")
+  end
+
+  it("makes cpuCount and memoryMB its sandboxes' cgroup limits", function()
+    local dir = platform.tmpdir()
+    finally(function() platform.rm_rf(dir) end)
+    serve{ dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+    local t = mastra.Template.new():runCmd("echo sized > /opt/sized.txt")
+      :cpuCount(3):memoryMB(300)
+    local plain = srv:startSandbox()
+    local sb = srv:startSandbox{ template = t }
+    assert.are.equal(0, sb:executeCommand("true").exitCode)
+    assert.are.equal(0, plain:executeCommand("true").exitCode)
+    -- the sandbox JSON says them; a plain one has none
+    local g = srv:json("GET", P .. "/sandbox/" .. sb.sandboxId)
+    assert.are.equal(3, g.json.cpuCount)
+    assert.are.equal(300, g.json.memoryMB)
+    local gp = srv:json("GET", P .. "/sandbox/" .. plain.sandboxId)
+    assert.is_nil(gp.json.cpuCount)
+    assert.is_nil(gp.json.memoryMB)
+    local quota = cgroup_file(sb.sandboxId, "cpu", "cpu.cfs_quota_us", "cpu.max")
+    if quota == nil then
+      pending("no cgroups for the sandboxes here")
+      return
+    end
+    assert.matches("^300000", quota)
+    assert.are.equal(tostring(300 * 1024 * 1024),
+      cgroup_file(sb.sandboxId, "memory", "memory.limit_in_bytes", "memory.max"))
+    -- the plain one keeps the server's defaults
+    assert.are_not.equal(tostring(300 * 1024 * 1024),
+      cgroup_file(plain.sandboxId, "memory", "memory.limit_in_bytes", "memory.max"))
+    assert.is_nil(cgroup_file(plain.sandboxId, "cpu", "cpu.cfs_quota_us", "cpu.max")
+      :match("^300000"))
+    -- the limits survive a restart of the server (the record keeps them)
+    local id = sb.sandboxId
+    sb:destroy()
+    plain:destroy()
+    srv:stop()
+    serve{ dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+    g = srv:json("GET", P .. "/sandbox/" .. id)
+    assert.are.equal(3, g.json.cpuCount)
+    assert.are.equal(300, g.json.memoryMB)
+  end)
+
+  it("makes the last setWorkdir its sandboxes' default cwd", function()
+    serve()
+    local t = mastra.Template.new():setWorkdir("/opt/wd/first"):setWorkdir("/opt/wd/app")
+      :runCmd("echo here > marker.txt")
+    local sb = srv:startSandbox{ template = t }
+    local r = sb:executeCommand("pwd; cat marker.txt")
+    assert.are.equal(0, r.exitCode, r.stderr)
+    assert.are.equal("/opt/wd/app\nhere\n", r.stdout)
+    -- a relative cwd is under it; an absolute one is itself
+    sb:executeCommand("mkdir -p sub /tmp/abs")
+    assert.are.equal("/opt/wd/app/sub\n", sb:executeCommand("pwd", nil, { cwd = "sub" }).stdout)
+    assert.are.equal("/tmp/abs\n", sb:executeCommand("pwd", nil, { cwd = "/tmp/abs" }).stdout)
+    -- the sandbox JSON says it; a plain sandbox stays in /workspace
+    assert.are.equal("/opt/wd/app", srv:json("GET", P .. "/sandbox/" .. sb.sandboxId).json.workdir)
+    local plain = srv:startSandbox()
+    assert.are.equal("/workspace\n", plain:executeCommand("pwd").stdout)
+  end)
+
   it("refuses a wrong definition, naming the operation", function()
     serve()
     local r = srv:json("POST", P .. "/sandbox/templates/builds", { environmentId = "env",

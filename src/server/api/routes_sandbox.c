@@ -52,6 +52,11 @@ static cJSON *sandbox_json(const mp_sandbox *sb) {
   cJSON_AddStringToObject(o, "driver", sb->srv->driver->name);
   if (sb->srv->driver->limits != NULL)
     cJSON_AddStringToObject(o, "limits", sb->srv->driver->limits(sb->srv));
+  /* ours: its template's limits and working directory (the namespaces
+  ** driver's cgroups; docs/platform.md "Templates") */
+  if (sb->cpu_count > 0) cJSON_AddNumberToObject(o, "cpuCount", sb->cpu_count);
+  if (sb->memory_mb > 0) cJSON_AddNumberToObject(o, "memoryMB", sb->memory_mb);
+  if (sb->workdir[0] != '\0') cJSON_AddStringToObject(o, "workdir", sb->workdir);
   cJSON_AddBoolToObject(o, "restoredFromCheckpoint", sb->restored);
   if (sb->restored_from[0] != '\0')
     cJSON_AddStringToObject(o, "restoredCheckpointName", sb->restored_from);
@@ -225,6 +230,7 @@ static int template_of(mp_server *srv, struct MHD_Connection *conn,
     return -1;
   }
   spec->template_key = mp_template_key(t);
+  mp_template_runtime(t, &spec->cpu_count, &spec->memory_mb, &spec->workdir);
   tenv = mp_template_env(t);
   if (tenv != NULL) { /* the template's env, under the create's own */
     cJSON *env = cJSON_GetObjectItemCaseSensitive(body, MP_CREATE_ENV);

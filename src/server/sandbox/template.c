@@ -72,6 +72,13 @@ const cJSON *mp_template_env(const mp_template *t) {
   return t->env != NULL && t->env->child != NULL ? t->env : NULL;
 }
 
+void mp_template_runtime(const mp_template *t, int *cpu_count, int *memory_mb,
+                         const char **workdir) {
+  *cpu_count = t->cpu_count;
+  *memory_mb = t->memory_mb;
+  *workdir = t->workdir[0] ? t->workdir : NULL;
+}
+
 static void on_step(mastra__timer *tm);
 
 static mp_template *template_new(mp_server *srv, const char *project,

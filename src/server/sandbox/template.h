@@ -50,6 +50,10 @@ const char *mp_template_error(const mp_template *t);
 int mp_template_retry_after_ms(const mp_template *t);
 /* the env of its sandboxes (setEnvs), or NULL */
 const cJSON *mp_template_env(const mp_template *t);
+/* its sandboxes' limits (cpuCount, memoryMB; 0: none) and default cwd
+** (its last setWorkdir, or NULL) */
+void mp_template_runtime(const mp_template *t, int *cpu_count, int *memory_mb,
+                         const char **workdir);
 /* {templateId, status (legacy: queued|building|ready|failed; else
 ** pending|ready|failed), error, family, environmentId, ...} */
 cJSON *mp_template_json(const mp_template *t, int legacy);
