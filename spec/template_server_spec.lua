@@ -274,6 +274,68 @@ describe("templates on the local platform", function()
     assert.are.equal("/workspace\n", plain:executeCommand("pwd").stdout)
   end)
 
+  -- the records of the key checkpoints (DATA/checkpoints/*.json)
+  local function checkpoint_records()
+    local out = {}
+    for _, name in ipairs(ls(srv.dataDir .. "/checkpoints")) do
+      if name:match("%.json$") then
+        out[#out + 1] = { name = name:gsub("%.json$", ""),
+          json = platform.json.decode(
+            util.read_file(srv.dataDir .. "/checkpoints/" .. name)) }
+      end
+    end
+    return out
+  end
+
+  it("checkpoints a template's sandbox as its own layer, and restores over the template",
+    function()
+    serve()
+    local t = mastra.Template.new():runCmd("mkdir -p /opt/app && echo from-template"
+      .. " > /opt/app/base.txt"):setWorkdir("/opt/app")
+    local r = t:build(srv:sandboxOptions())
+    local a = srv:startSandbox{ id = "keep-1", template = t }
+    assert.are.equal(0, a:executeCommand("echo mine > mine.txt").exitCode)
+    a:destroy()
+    -- the checkpoint holds only the sandbox's layer, and names its template
+    local recs = checkpoint_records()
+    assert.are.equal(1, #recs)
+    local keys = ls(srv.dataDir .. "/templates")
+    assert.are.equal(keys[1], recs[1].json.template)
+    assert.are.equal("setWorkdir", recs[1].json.templateDefinition.operations[2].method)
+    local tar = srv.dataDir .. "/checkpoints/" .. recs[1].name .. ".tar"
+    local list = srv:sh("tar -tf " .. tar).stdout
+    assert.matches("opt/app/mine.txt", list)
+    assert.is_nil(list:find("base.txt", 1, true), list)
+    -- a create of that id without the template restores over it
+    local b = srv:startSandbox{ id = "keep-1" }
+    local rb = b:executeCommand("cat base.txt mine.txt; pwd")
+    assert.are.equal("from-template\nmine\n/opt/app\n", rb.stdout, rb.stderr)
+    b:destroy()
+    -- the template gone, a restore rebuilds it from the kept definition
+    assert.are.equal(204, srv:json("DELETE", P .. "/sandbox/templates/" .. r.templateId).status)
+    assert.are.same({}, ls(srv.dataDir .. "/templates"))
+    local c = srv:startSandbox{ id = "keep-1" }
+    local rc = c:executeCommand("cat base.txt mine.txt")
+    assert.are.equal("from-template\nmine\n", rc.stdout, rc.stderr)
+    local _, builds = srv.stderrTail:gsub("building template", "")
+    assert.are.equal(2, builds, srv.stderrTail)
+    c:destroy()
+    -- without a kept definition, it fails saying so, and creates nothing
+    assert.are.equal(204, srv:json("DELETE", P .. "/sandbox/templates/" .. r.templateId).status)
+    local path = srv.dataDir .. "/checkpoints/" .. recs[1].name .. ".json"
+    local rec = checkpoint_records()[1].json
+    rec.templateDefinition = nil
+    local f = assert(io.open(path, "w"))
+    f:write(platform.json.encode(rec))
+    f:close()
+    local before = #ls(srv.dataDir .. "/state/sandboxes")
+    local res = srv:json("POST", P .. "/sandbox", { id = "keep-1", environmentId = "env" })
+    assert.are.equal(409, res.status)
+    assert.matches("taken over template " .. keys[1], res.json.error.message)
+    assert.matches("templateDefinition", res.json.error.message)
+    assert.are.equal(before, #ls(srv.dataDir .. "/state/sandboxes"))
+  end)
+
   it("refuses a wrong definition, naming the operation", function()
     serve()
     local r = srv:json("POST", P .. "/sandbox/templates/builds", { environmentId = "env",

@@ -60,6 +60,9 @@ cJSON *mp_template_json(const mp_template *t, int legacy);
 /* every template of (project, environment NULL: any) as a JSON array */
 cJSON *mp_template_list(mp_server *srv, const char *project,
                         const char *environment);
+/* The definition kept under DATA/templates/<key> (template_store.c; a
+** checkpoint keeps it to rebuild its template), or NULL. */
+cJSON *mp_template_stored_definition(mp_server *srv, const char *key);
 /* How many live sandboxes use t's layer. */
 size_t mp_template_users(mp_server *srv, const mp_template *t);
 /* Cancel t's build (if it runs) and remove t and its layer: 0, or -1 when

@@ -107,3 +107,10 @@ void mp_template_read(mp_server *srv, const char *key, cJSON **definition,
   snprintf(path, sizeof path, "%s/templates/%s/state.json", srv->data_dir, key);
   *state = read_json(path);
 }
+
+cJSON *mp_template_stored_definition(mp_server *srv, const char *key) {
+  cJSON *def, *st;
+  mp_template_read(srv, key, &def, &st);
+  cJSON_Delete(st);
+  return def;
+}
