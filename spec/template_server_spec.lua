@@ -71,7 +71,9 @@ describe("templates on the local platform", function()
   local srv
   local function serve(o)
     o = o or {}
-    o.args = { "--driver", "namespaces", "--warm-pool", "0" } -- no keeper left but ours
+    local args = { "--driver", "namespaces", "--warm-pool", "0" } -- no keeper left but ours
+    for _, a in ipairs(o.extra or {}) do args[#args + 1] = a end
+    o.args, o.extra = args, nil
     srv = platform.start(o)
     return srv
   end
@@ -334,6 +336,57 @@ describe("templates on the local platform", function()
     assert.matches("taken over template " .. keys[1], res.json.error.message)
     assert.matches("templateDefinition", res.json.error.message)
     assert.are.equal(before, #ls(srv.dataDir .. "/state/sandboxes"))
+  end)
+
+  it("lists templates in the inspector; retention removes unused ones, never one in use",
+    function()
+    -- 0.00002 days: 1.7 s, swept every second
+    serve{ extra = { "--template-retention", "0.00002" } }
+    local base = srv.info.inspector
+    local function templates()
+      local r = srv:curl("GET", base .. "api/templates?project=proj&environment=env")
+      assert.are.equal(200, r.status, r.body)
+      local by = {}
+      for _, t in ipairs(r.json.templates) do by[t.templateId] = t end
+      return by, #r.json.templates
+    end
+    local used = mastra.Template.new():runCmd("echo used > /opt/used.txt"):withFamily("fam-a")
+    local unused = mastra.Template.new():runCmd("echo unused > /opt/unused.txt")
+    local ru, rn = used:build(srv:sandboxOptions()), unused:build(srv:sandboxOptions())
+    local sb = srv:startSandbox{ template = used }
+    local by, n = templates()
+    assert.are.equal(2, n)
+    local u = by[ru.templateId]
+    assert.are.equal("ready", u.status)
+    assert.are.equal("fam-a", u.family)
+    assert.is_true(u.sizeBytes > 0)
+    assert.are.equal("number", type(u.builtAt))
+    assert.are.equal("number", type(u.lastUsedAt))
+    assert.are.same({ sb.sandboxId }, u.usedBy)
+    assert.are.equal(platform.null, u.removeAt)
+    assert.are.same({}, by[rn.templateId].usedBy)
+    assert.are.equal("number", type(by[rn.templateId].removeAt))
+    -- the unused one goes; the one in use stays, however long
+    assert.is_true(util.wait_until(function()
+      local b = templates()
+      return b[rn.templateId] == nil
+    end, 10000), srv.stderrTail)
+    mastra.sleep(2500)
+    by, n = templates()
+    assert.are.equal(1, n)
+    assert.is_not_nil(by[ru.templateId])
+    assert.are.equal(1, #ls(srv.dataDir .. "/templates"))
+    assert.are.equal("used\n", sb:executeCommand("cat /opt/used.txt").stdout)
+    -- the inspector's Remove refuses one in use; once unused it goes by retention
+    local d = srv:curl("DELETE", base .. "api/template?project=proj&environment=env&id="
+      .. ru.templateId)
+    assert.are.equal(409, d.status)
+    sb:destroy()
+    assert.is_true(util.wait_until(function()
+      local _, c = templates()
+      return c == 0
+    end, 10000), srv.stderrTail)
+    assert.are.same({}, ls(srv.dataDir .. "/templates"))
   end)
 
   it("refuses a wrong definition, naming the operation", function()

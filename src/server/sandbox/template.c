@@ -430,7 +430,8 @@ static int start_build(mp_template *t, char *err, size_t errlen) {
   if (mp_template_save_definition(t, err, errlen) < 0) return -1;
   t->status = MP_TEMPLATE_BUILDING;
   t->error[0] = '\0';
-  t->created_ms = mastra__wall_ms();
+  t->created_ms = t->last_used_ms = mastra__wall_ms();
+  t->dirty = 0;
   t->built_ms = 0;
   t->size_bytes = 0;
   if (mp_template_save_state(t) < 0) {
@@ -484,6 +485,8 @@ int mp_template_request(mp_server *srv, const char *project,
   if (rc < 0) return rc;
   t = by_key(srv, key);
   if (t != NULL) {
+    t->last_used_ms = mastra__wall_ms(); /* saved by the sweep */
+    t->dirty = 1;
     if (family[0] && strcmp(family, t->family) != 0)
       snprintf(t->family, sizeof t->family, "%s", family);
     *out = t;
@@ -534,13 +537,109 @@ int mp_template_remove(mp_server *srv, mp_template *t, char *err,
 }
 
 void mp_template_free_all(mp_server *srv) {
+  mastra__timer_stop(&srv->template_sweep);
   while (srv->templates != NULL) {
     mp_template *t = srv->templates;
     srv->templates = t->next;
+    if (t->dirty && t->status != MP_TEMPLATE_BUILDING) mp_template_save_state(t);
     t->sb = NULL; /* the sandboxes are freed by their owner */
     t->proc = NULL;
     template_free(t);
   }
+}
+
+/* }====== */
+
+/* {====== retention ====== */
+
+static int64_t retention_ms(const mp_server *srv) {
+  return (int64_t)(srv->template_retention_days * 86400000.0);
+}
+
+/* when the sweep removes t (0: never, as things are: it builds, a live
+** sandbox uses it, or the retention is 0) */
+static int64_t remove_at(mp_server *srv, const mp_template *t) {
+  int64_t keep = retention_ms(srv);
+  if (keep <= 0 || t->status == MP_TEMPLATE_BUILDING || mp_template_users(srv, t) > 0)
+    return 0;
+  return t->last_used_ms + keep;
+}
+
+cJSON *mp_template_inspect(mp_server *srv, const char *project,
+                           const char *environment) {
+  cJSON *a = cJSON_CreateArray();
+  mp_template *t;
+  for (t = srv->templates; t != NULL; t = t->next) {
+    cJSON *o, *users;
+    mp_sandbox *sb;
+    int64_t at;
+    if ((project != NULL && strcmp(t->project, project) != 0)
+        || (environment != NULL && strcmp(t->environment, environment) != 0))
+      continue;
+    o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "templateId", t->id);
+    cJSON_AddStringToObject(o, "key", t->key);
+    cJSON_AddStringToObject(o, "family", t->family);
+    cJSON_AddStringToObject(o, "status", mp_template_status_word(t->status));
+    if (t->status == MP_TEMPLATE_FAILED) cJSON_AddStringToObject(o, "error", t->error);
+    cJSON_AddNumberToObject(o, "operations", cJSON_GetArraySize(
+        cJSON_GetObjectItemCaseSensitive(t->definition, "operations")));
+    if (t->status == MP_TEMPLATE_READY)
+      cJSON_AddNumberToObject(o, "sizeBytes", (double)t->size_bytes);
+    else
+      cJSON_AddNullToObject(o, "sizeBytes");
+    cJSON_AddNumberToObject(o, "createdAt", (double)t->created_ms);
+    if (t->built_ms) cJSON_AddNumberToObject(o, "builtAt", (double)t->built_ms);
+    else cJSON_AddNullToObject(o, "builtAt");
+    cJSON_AddNumberToObject(o, "lastUsedAt", (double)t->last_used_ms);
+    users = cJSON_AddArrayToObject(o, "usedBy");
+    for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+      if (!sb->destroyed_ms && strcmp(sb->template_key, t->key) == 0)
+        cJSON_AddItemToArray(users, cJSON_CreateString(sb->id));
+    at = remove_at(srv, t);
+    if (at > 0) cJSON_AddNumberToObject(o, "removeAt", (double)at);
+    else cJSON_AddNullToObject(o, "removeAt");
+    cJSON_AddNumberToObject(o, "retentionDays", srv->template_retention_days);
+    cJSON_AddItemToArray(a, o);
+  }
+  return a;
+}
+
+/* a template in use is used now; one unused for the retention goes (never
+** one that builds, never one a live sandbox uses) */
+static void sweep(mp_server *srv) {
+  mp_template *t, *next;
+  int64_t now = mastra__wall_ms();
+  char err[256];
+  for (t = srv->templates; t != NULL; t = next) {
+    int64_t at = remove_at(srv, t);
+    next = t->next;
+    if (t->status != MP_TEMPLATE_BUILDING && mp_template_users(srv, t) > 0) {
+      t->last_used_ms = now;
+      t->dirty = 1;
+    } else if (at > 0 && now >= at) {
+      mp_log("retention: template %s (%s), unused for %g days, is removed", t->id,
+             t->environment, srv->template_retention_days);
+      if (mp_template_remove(srv, t, err, sizeof err) == 0) continue;
+    }
+    if (t->dirty && t->status != MP_TEMPLATE_BUILDING && mp_template_save_state(t) == 0)
+      t->dirty = 0;
+  }
+}
+
+/* a quarter of the retention, within [1 s, 1 h] */
+static void arm_sweep(mp_server *srv) {
+  int64_t every = retention_ms(srv) / 4;
+  if (retention_ms(srv) <= 0) every = 3600000; /* last used is still saved */
+  if (every < 1000) every = 1000;
+  if (every > 3600000) every = 3600000;
+  mastra__timer_start(&srv->template_sweep, (uint64_t)every);
+}
+
+static void on_sweep(mastra__timer *tm) {
+  mp_server *srv = tm->data;
+  sweep(srv);
+  arm_sweep(srv);
 }
 
 /* }====== */
@@ -573,6 +672,9 @@ static void load_one(mp_server *srv, const char *key) {
   t->created_ms = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
   v = cJSON_GetObjectItemCaseSensitive(st, "builtMs");
   t->built_ms = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+  v = cJSON_GetObjectItemCaseSensitive(st, "lastUsedMs");
+  t->last_used_ms = cJSON_IsNumber(v) && v->valuedouble > 0 ? (int64_t)v->valuedouble
+                    : t->built_ms ? t->built_ms : t->created_ms;
   v = cJSON_GetObjectItemCaseSensitive(st, "sizeBytes");
   t->size_bytes = cJSON_IsNumber(v) ? (unsigned long long)v->valuedouble : 0;
   v = cJSON_GetObjectItemCaseSensitive(st, "status");
@@ -623,6 +725,12 @@ void mp_template_load(mp_server *srv) {
     load_one(srv, e->d_name);
   }
   closedir(d);
+}
+
+void mp_template_start(mp_server *srv) {
+  mastra__timer_init(srv->loop, &srv->template_sweep, on_sweep, srv);
+  sweep(srv);
+  arm_sweep(srv);
 }
 
 /* }====== */

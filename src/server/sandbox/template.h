@@ -72,6 +72,15 @@ int mp_template_remove(mp_server *srv, mp_template *t, char *err,
 /* Build a failed template again: 0, or -1 (err). */
 int mp_template_retry(mp_server *srv, mp_template *t, char *err,
                       size_t errlen);
+/* After mp_template_load and the sandboxes' records: the retention sweep,
+** now and on a timer (srv->template_retention_days; last used saved). */
+void mp_template_start(mp_server *srv);
+/* For the inspector: the templates of (project, environment; NULL: any):
+** [{templateId, key, family, status, error?, operations, sizeBytes,
+** createdAt, builtAt, lastUsedAt (ms), usedBy: [sandbox ids], removeAt
+** (ms, or null: never, as things are), retentionDays}] */
+cJSON *mp_template_inspect(mp_server *srv, const char *project,
+                           const char *environment);
 /* At exit: cancel the builds (their layers are removed at the next start). */
 void mp_template_free_all(mp_server *srv);
 

@@ -38,6 +38,7 @@ int mp_template_save_state(const mp_template *t) {
   cJSON_AddNumberToObject(o, "createdMs", (double)t->created_ms);
   cJSON_AddNumberToObject(o, "builtMs", (double)t->built_ms);
   cJSON_AddNumberToObject(o, "sizeBytes", (double)t->size_bytes);
+  cJSON_AddNumberToObject(o, "lastUsedMs", (double)t->last_used_ms);
   text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   if (text == NULL) return -1;

@@ -42,6 +42,8 @@ struct mp_template {
   mp_template_status status;
   char error[4096];
   int64_t created_ms, built_ms;
+  int64_t last_used_ms; /* its last request, or last seen in use */
+  int dirty;            /* last_used_ms is newer than state.json's */
   unsigned long long size_bytes;
   /* the build */
   mp_sandbox *sb;
