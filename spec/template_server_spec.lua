@@ -389,6 +389,79 @@ describe("templates on the local platform", function()
     assert.are.same({}, ls(srv.dataDir .. "/templates"))
   end)
 
+  -- the pids of processes (anyone's) whose command line has `marker`
+  local function processes_with(marker)
+    local found = {}
+    for name in lfs.dir("/proc") do
+      if tonumber(name) then
+        local cmd = (util.read_file("/proc/" .. name .. "/cmdline") or ""):gsub("%z", " ")
+        if cmd:find(marker, 1, true) and not cmd:find("find", 1, true) then
+          found[#found + 1] = name .. ": " .. cmd
+        end
+      end
+    end
+    return found
+  end
+
+  it("a cancelled build leaves no layer, no record and no process", function()
+    serve()
+    local t = mastra.Template.new():runCmd("echo started > /opt/c.txt; sleep 30.25")
+    local b = srv:json("POST", P .. "/sandbox/templates/builds",
+      { environmentId = "env", templateDefinition = t:definition() })
+    assert.are.equal("pending", b.json.status)
+    assert.is_true(util.wait_until(function() return #processes_with("sleep 30.25") > 0 end,
+      10000), srv.stderrTail)
+    local d = srv:json("DELETE", P .. "/sandbox/templates/" .. b.json.templateId)
+    assert.are.equal(204, d.status)
+    assert.matches("its build is cancelled", srv.stderrTail)
+    assert.are.same({}, ls(srv.dataDir .. "/templates"))
+    no_process(srv)
+    assert.is_true(util.wait_until(function() return #processes_with("sleep 30.25") == 0 end,
+      5000), table.concat(processes_with("sleep 30.25"), "; "))
+    assert.are.equal(404, srv:json("GET", P .. "/sandbox/templates/" .. b.json.templateId).status)
+    -- asked for again, it builds from the start, never from a half layer
+    b = srv:json("POST", P .. "/sandbox/templates/builds",
+      { environmentId = "env", templateDefinition = t:definition() })
+    assert.are.equal("pending", b.json.status)
+    assert.are.equal(204,
+      srv:json("DELETE", P .. "/sandbox/templates/" .. b.json.templateId).status)
+    no_process(srv)
+  end)
+
+  it("a kill -9 mid-build: the next start fails it, removes its layers, leaves nothing running",
+    function()
+    local dir = platform.tmpdir()
+    finally(function() platform.rm_rf(dir) end)
+    serve{ dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+    local t = mastra.Template.new():runCmd("mkdir -p /opt/half && echo x > /opt/half/a.txt;"
+      .. " sleep 31.25")
+    local b = srv:json("POST", P .. "/sandbox/templates/builds",
+      { environmentId = "env", templateDefinition = t:definition() })
+    assert.are.equal("pending", b.json.status)
+    assert.is_true(util.wait_until(function() return #processes_with("sleep 31.25") > 0 end,
+      10000), srv.stderrTail)
+    local data = srv.dataDir
+    local key = ls(data .. "/templates")[1]
+    srv:kill9()
+    -- as if it died while keeping the layer: a half one, and one under the final name
+    for _, leaf in ipairs{ "layer.tmp", "layer" } do
+      assert.is_true(lfs.mkdir(data .. "/templates/" .. key .. "/" .. leaf))
+    end
+    serve{ dataDir = data, tokenFile = dir .. "/token" }
+    local g = srv:json("GET", P .. "/sandbox/templates/" .. b.json.templateId)
+    assert.are.equal("failed", g.json.status)
+    assert.matches("stopped during it", g.json.error)
+    assert.are.same({ "build.log", "definition.json", "state.json" },
+      ls(data .. "/templates/" .. key))
+    -- a create of it is refused with that error, not booted over a half layer
+    local c = srv:json("POST", P .. "/sandbox", { environmentId = "env",
+      templateDefinition = t:definition() })
+    assert.are.equal(422, c.status)
+    assert.is_true(util.wait_until(function() return #processes_with("sleep 31.25") == 0 end,
+      5000), table.concat(processes_with("sleep 31.25"), "; "))
+    no_process(srv)
+  end)
+
   it("refuses a wrong definition, naming the operation", function()
     serve()
     local r = srv:json("POST", P .. "/sandbox/templates/builds", { environmentId = "env",
