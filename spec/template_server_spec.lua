@@ -471,3 +471,21 @@ describe("templates on the local platform", function()
     assert.matches("operation #2 %(fly%): unknown method", r.json.error.message)
   end)
 end)
+
+describe("templates on the process driver", function()
+  it("are refused, limits and all, saying which driver runs them", function()
+    local srv = platform.start{ args = { "--driver", "process" } }
+    finally(function() srv:close() end)
+    local def = mastra.Template.new():runCmd("true"):cpuCount(2):memoryMB(512):definition()
+    local b = srv:json("POST", P .. "/sandbox/templates/builds",
+      { environmentId = "env", templateDefinition = def })
+    assert.are.equal(400, b.status)
+    assert.matches("the process driver does not run templates: start mastra%-platform with"
+      .. " %-%-driver namespaces", b.json.error.message)
+    local c = srv:json("POST", P .. "/sandbox", { environmentId = "env",
+      templateDefinition = def })
+    assert.are.equal(400, c.status)
+    assert.matches("does not run templates", c.json.error.message)
+    assert.are.same({}, ls(srv.dataDir .. "/templates"))
+  end)
+end)
