@@ -80,7 +80,7 @@ local function serve(name, extra)
   end
   function s.exec(id, cmd)
     local r = client.request(s.cfg, "POST", "/sandbox/" .. id .. "/exec",
-      { json = { command = cmd, timeout = 600000 } }).json
+      { json = { command = cmd, timeout = 600000 }, timeout = 600000 }).json
     assert(r.exitCode == 0, name .. ": " .. cmd .. ": " .. tostring(r.stderr))
     return r.stdout
   end
@@ -97,11 +97,11 @@ local function serve(name, extra)
 end
 
 local each = math.max(1, KIB // FILES)
-local def = mastra.Template.new()
-  :runCmd(("mkdir -p /opt/app && cd /opt/app && for i in $(seq 1 %d); do"
-    .. " head -c %d /dev/urandom > f$i; done"):format(FILES, each * 1024))
-  :setWorkdir("/opt/app")
-  :definition()
+local INSTALL = ("mkdir -p /opt/app && cd /opt/app && for i in $(seq 1 %d); do"
+  .. " head -c %d /dev/urandom > f$i; done"):format(FILES, each * 1024)
+local def = mastra.Template.new():runCmd(INSTALL):setWorkdir("/opt/app"):definition()
+local FLEET = tonumber(os.getenv("MASTRA_BENCH_FLEET") or "50")
+local CONC = tonumber(os.getenv("MASTRA_BENCH_FLEET_CONCURRENCY") or "8")
 
 local servers = {}
 local ok, err = pcall(function()
@@ -144,6 +144,38 @@ local ok, err = pcall(function()
     pct(plain, 0.9), pct(tpl, 0.5), pct(tpl, 0.9), pct(tpl, 0.5) / pct(plain, 0.5), n))
   print(("create->first exec, plain with the default warm pool: p50 %.1f ms p90 %.1f ms")
     :format(pct(warm, 0.5), pct(warm, 0.9)))
+  -- a fleet: FLEET sandboxes of the template, ready with its files, beside
+  -- FLEET plain ones that each run the same install (CONC at a time)
+  if FLEET > 0 then
+    local function du(path) return tonumber(sh("du -sk " .. mastra.quote(path)):match("^(%d+)")) end
+    local ids = {}
+    local function fleet(kind)
+      local tt = mastra.now()
+      local slots = {}
+      for i = 1, FLEET do slots[i] = i end
+      local got = mastra.map(slots, function()
+        local id = s.create(kind == "template" and def or nil)
+        if kind == "plain" then s.exec(id, INSTALL) end
+        assert(s.exec(id, "cd /opt/app && ls | wc -l"):match("%d+") == tostring(FILES))
+        return id
+      end, { concurrency = CONC })
+      local wall = mastra.now() - tt
+      for _, id in ipairs(got) do ids[#ids + 1] = id end
+      return wall
+    end
+    local before = du(s.data .. "/sandboxes")
+    local tw = fleet("template")
+    local tdisk = du(s.data .. "/sandboxes") - before
+    for _, id in ipairs(ids) do s.destroy(id) end
+    ids = {}
+    before = du(s.data .. "/sandboxes")
+    local pw = fleet("plain")
+    local pdisk = du(s.data .. "/sandboxes") - before
+    for _, id in ipairs(ids) do s.destroy(id) end
+    print(("fleet of %d, %d at a time, until each sees the install's files: template %.1f s,"
+      .. " %d KiB of sandbox layers (+ %s KiB its layer, once); plain, each installing: %.1f s,"
+      .. " %d KiB"):format(FLEET, CONC, tw / 1000, tdisk, layer:gsub("%s+$", ""), pw / 1000, pdisk))
+  end
 end)
 for _, s in ipairs(servers) do s.stop() end
 sh("rm -rf " .. mastra.quote(dir))
