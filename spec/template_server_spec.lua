@@ -297,6 +297,9 @@ describe("templates on the local platform", function()
     local r = t:build(srv:sandboxOptions())
     local a = srv:startSandbox{ id = "keep-1", template = t }
     assert.are.equal(0, a:executeCommand("echo mine > mine.txt").exitCode)
+    local cp = srv:json("POST", P .. "/sandbox/" .. a.sandboxId .. "/checkpoint", { id = "keep-1" })
+    assert.are.equal(200, cp.status, cp.body)
+    local seed = cp.json.checkpointName
     a:destroy()
     -- the checkpoint holds only the sandbox's layer, and names its template
     local recs = checkpoint_records()
@@ -313,6 +316,13 @@ describe("templates on the local platform", function()
     local rb = b:executeCommand("cat base.txt mine.txt; pwd")
     assert.are.equal("from-template\nmine\n/opt/app\n", rb.stdout, rb.stderr)
     b:destroy()
+    -- so does a create seeded with its named copy, under another id
+    local seeded = platform.decode(util.read_file(srv.dataDir .. "/checkpoints/seeds/" .. seed
+      .. ".json"))
+    assert.are.equal(keys[1], seeded.template)
+    local sd = srv:startSandbox{ id = "other-1", seedCheckpointName = seed }
+    assert.are.equal("from-template\nmine\n", sd:executeCommand("cat base.txt mine.txt").stdout)
+    sd:destroy()
     -- the template gone, a restore rebuilds it from the kept definition
     assert.are.equal(204, srv:json("DELETE", P .. "/sandbox/templates/" .. r.templateId).status)
     assert.are.same({}, ls(srv.dataDir .. "/templates"))
@@ -325,7 +335,7 @@ describe("templates on the local platform", function()
     -- without a kept definition, it fails saying so, and creates nothing
     assert.are.equal(204, srv:json("DELETE", P .. "/sandbox/templates/" .. r.templateId).status)
     local path = srv.dataDir .. "/checkpoints/" .. recs[1].name .. ".json"
-    local rec = checkpoint_records()[1].json
+    local rec = platform.decode(util.read_file(path))
     rec.templateDefinition = nil
     local f = assert(io.open(path, "w"))
     f:write(platform.json.encode(rec))
