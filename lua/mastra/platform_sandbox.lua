@@ -215,11 +215,12 @@ local function create(self)
   }, { __jsonorder = { "id", "seedCheckpointName", "templateDefinition",
     "templateBuildEnvs", "environmentId", "idleTimeoutMinutes",
     "networkIsolation", "env" } })
-  local tpl_wait
+  -- a create without a template waits too: the checkpoint it restores may
+  -- need its template rebuilt (docs/platform.md "Templates")
+  local tpl_wait = Template._createWait(self._opts.templateTimeout)
   if self.template then
     body.templateDefinition = self.template:definition()
     body.templateBuildEnvs = self.template:buildEnvs()
-    tpl_wait = Template._createWait(self._opts.templateTimeout)
   end
   local res, j
   repeat
@@ -248,7 +249,7 @@ local function create(self)
     j = res.json or {}
     -- the template is still building: no sandbox yet; ask again after
     -- retryAfterMs (template.lua, docs/platform.md "Templates")
-  until not (tpl_wait and j.id == nil and type(j.templatePending) == "table"
+  until not (j.id == nil and type(j.templatePending) == "table"
     and tpl_wait(j.templatePending))
   if type(j.id) ~= "string" then
     errors.PlatformApiError:raise({

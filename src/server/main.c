@@ -9,6 +9,7 @@
 **                         [--idle-exit SECONDS] [--lease-ttl SECONDS]
 **                         [--checkpoint-retention DAYS]
 **                         [--checkpoint-retention-unused DAYS]
+**                         [--template-retention DAYS]
 **                         [--default-idle-minutes M]
 **                         [--inspector HOST:PORT|off] [--session-history N]
 **   mastra-platform base build [--data-dir DIR | --base DIR] [--minimal]
@@ -71,6 +72,7 @@
 #define DEFAULT_LEASE_TTL_S 900
 #define DEFAULT_CHECKPOINT_RETENTION_DAYS 7.0
 #define DEFAULT_CHECKPOINT_RETENTION_UNUSED_DAYS 1.0
+#define DEFAULT_TEMPLATE_RETENTION_DAYS 7.0
 #define DEFAULT_MAX_BODY (1u << 20)
 #define DEFAULT_MAX_OBJECT ((size_t)256 << 20)
 #define DEFAULT_IDLE_MINUTES 30.0
@@ -107,6 +109,10 @@ static void usage(FILE *f) {
           "                       for) after DAYS unused (default 1; at most"
           " the above;\n"
           "                       0: as long as the above)\n"
+          "  --template-retention DAYS\n"
+          "                       remove templates that no sandbox used for"
+          " DAYS (never one\n"
+          "                       in use; default 7; 0: keep them)\n"
           "  --default-idle-minutes M\n"
           "                       reap a sandbox created without"
           " idleTimeoutMinutes after M\n"
@@ -362,6 +368,7 @@ int main(int argc, char **argv) {
   long header_timeout = MP_HEADER_TIMEOUT_DEFAULT_S;
   double retention = DEFAULT_CHECKPOINT_RETENTION_DAYS;
   double retention_unused = DEFAULT_CHECKPOINT_RETENTION_UNUSED_DAYS;
+  double template_retention = DEFAULT_TEMPLATE_RETENTION_DAYS;
   int exec_stdin = 1;
   uint64_t exec_log_max = MP_EXEC_LOG_MAX_DEFAULT;
   uint64_t exec_log_total = MP_EXEC_LOG_TOTAL_DEFAULT;
@@ -457,6 +464,8 @@ int main(int argc, char **argv) {
       if (parse_days(a, v, &retention) < 0) return 2;
     } else if (strcmp(a, "--checkpoint-retention-unused") == 0) {
       if (parse_days(a, v, &retention_unused) < 0) return 2;
+    } else if (strcmp(a, "--template-retention") == 0) {
+      if (parse_days(a, v, &template_retention) < 0) return 2;
     } else if (strcmp(a, "--exec-stdin") == 0) {
       if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
         fprintf(stderr, "mastra-platform: --exec-stdin wants on or off (got"
@@ -499,6 +508,7 @@ int main(int argc, char **argv) {
   srv.idle_exit_s = (int)idle_exit;
   srv.checkpoint_retention_days = retention;
   srv.checkpoint_retention_unused_days = retention_unused;
+  srv.template_retention_days = template_retention;
   srv.default_idle_min = default_idle;
   srv.exec_stdin = exec_stdin;
   srv.exec_log_max = exec_log_max;
@@ -536,6 +546,7 @@ int main(int argc, char **argv) {
   mp_trash_empty(&srv);
   mp_driver_start(&srv);
   mp_template_load(&srv);
+  mp_template_start(&srv);
   /* from here on a failure stops what started, as an exit does */
   if (mp_checkpoint_start(&srv) < 0
       || mp_activity_start(&srv, (size_t)history) < 0) {

@@ -87,6 +87,8 @@ struct mp_server {
   struct mp_inspector *inspector; /* inspector.c; NULL: not served */
   struct mp_diskuse *diskuse;     /* diskuse.c: made on first use */
   struct mp_template *templates;  /* sandbox/template.c */
+  double template_retention_days; /* unused templates go after; 0: never */
+  mastra__timer template_sweep;   /* template.c: the retention sweep */
   volatile int stopping;
 };
 

@@ -276,8 +276,13 @@ async function main() {
 
     await step("both checkpoint retentions and each checkpoint's rule are shown", async () => {
       await page.goto(base);
+      // the list is filled by the page's first refresh: wait for it
+      await page.locator("#health-list dt", { hasText: "Template retention" }).waitFor({ timeout: 15000 });
       const health = await page.locator("#health-list").innerText();
       assert.match(health, /Checkpoint retention\s+7 days after the last use/);
+      assert.match(health, /Template retention\s+7 days unused/);
+      // the templates' table is there (this server's driver runs none)
+      await page.locator("#template-table tbody", { hasText: "No templates." }).waitFor({ timeout: 15000 });
       assert.match(health, /never asked for\s+1 day/);
       // inspector-demo is an explicit id of our client: asked for, 7 days
       // (kept while its sandbox lives)

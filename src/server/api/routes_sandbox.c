@@ -72,6 +72,11 @@ static cJSON *sandbox_json(const mp_sandbox *sb) {
   cJSON_AddStringToObject(o, "driver", sb->srv->driver->name);
   if (sb->srv->driver->limits != NULL)
     cJSON_AddStringToObject(o, "limits", sb->srv->driver->limits(sb->srv));
+  /* ours: its template's limits and working directory (the namespaces
+  ** driver's cgroups; docs/platform.md "Templates") */
+  if (sb->cpu_count > 0) cJSON_AddNumberToObject(o, "cpuCount", sb->cpu_count);
+  if (sb->memory_mb > 0) cJSON_AddNumberToObject(o, "memoryMB", sb->memory_mb);
+  if (sb->workdir[0] != '\0') cJSON_AddStringToObject(o, "workdir", sb->workdir);
   cJSON_AddBoolToObject(o, "restoredFromCheckpoint", sb->restored);
   if (sb->restored_from[0] != '\0')
     cJSON_AddStringToObject(o, "restoredCheckpointName", sb->restored_from);
@@ -309,10 +314,12 @@ static enum MHD_Result answer_create(struct MHD_Connection *conn,
 ** template is ready (spec names it; its env goes under the create's, in
 ** body); else -1 and *res: 202 templatePending while it builds (no sandbox
 ** yet: the client asks again after retryAfterMs), 422 when it failed, 400
-** when the definition is wrong. */
+** when the definition is wrong. whose: what the template is, for its
+** failure's message ("": the create's own). */
 static int template_of(mp_server *srv, struct MHD_Connection *conn,
                        const char *project, cJSON *body, const cJSON *def,
-                       mp_create_spec *spec, enum MHD_Result *res) {
+                       const char *whose, mp_create_spec *spec,
+                       enum MHD_Result *res) {
   mp_template *t;
   char err[1400];
   const cJSON *tenv, *x;
@@ -325,8 +332,9 @@ static int template_of(mp_server *srv, struct MHD_Connection *conn,
     return -1;
   }
   if (mp_template_status_of(t) == MP_TEMPLATE_FAILED) {
-    *res = mp_send_error(conn, 422, "template_build_failed", "template %s failed"
-                         " to build: %s", mp_template_id(t), mp_template_error(t));
+    *res = mp_send_error(conn, 422, "template_build_failed", "%stemplate %s failed"
+                         " to build: %s", whose, mp_template_id(t),
+                         mp_template_error(t));
     return -1;
   }
   if (mp_template_status_of(t) != MP_TEMPLATE_READY) {
@@ -339,6 +347,7 @@ static int template_of(mp_server *srv, struct MHD_Connection *conn,
     return -1;
   }
   spec->template_key = mp_template_key(t);
+  mp_template_runtime(t, &spec->cpu_count, &spec->memory_mb, &spec->workdir);
   tenv = mp_template_env(t);
   if (tenv != NULL) { /* the template's env, under the create's own */
     cJSON *env = cJSON_GetObjectItemCaseSensitive(body, MP_CREATE_ENV);
@@ -427,9 +436,35 @@ static enum MHD_Result create_sandbox(mp_server *srv,
   v = cJSON_GetObjectItemCaseSensitive(body, "templateDefinition");
   if (v != NULL && !cJSON_IsNull(v)) {
     enum MHD_Result res;
-    if (template_of(srv, conn, project, body, v, &spec, &res) < 0) {
+    if (template_of(srv, conn, project, body, v, "", &spec, &res) < 0) {
       cJSON_Delete(body);
       return res;
+    }
+  } else {
+    /* A create without a template that restores a checkpoint taken over
+    ** one: that template, rebuilt from the definition the checkpoint kept
+    ** when it is gone (templatePending meanwhile), or an error that says
+    ** so; the checkpoint holds only the sandbox's own layer. */
+    char tkey[MP_TEMPLATE_KEY_MAX];
+    cJSON *kept = NULL;
+    if (mp_checkpoint_template(srv, project, spec.environment, spec.recovery_key,
+                               spec.seed, tkey, &kept) == 1) {
+      enum MHD_Result res;
+      if (kept == NULL) {
+        cJSON_Delete(body);
+        return mp_send_error(conn, 409, "template_gone", "the checkpoint this"
+                             " create restores was taken over template %s, and"
+                             " kept no definition of it to rebuild it: create"
+                             " with its templateDefinition", tkey);
+      }
+      rc = template_of(srv, conn, project, body, kept,
+                       "the checkpoint this create restores needs its"
+                       " template: ", &spec, &res);
+      cJSON_Delete(kept);
+      if (rc < 0) {
+        cJSON_Delete(body);
+        return res;
+      }
     }
   }
   st = route_wait_new(conn, r, NULL);

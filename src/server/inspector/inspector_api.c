@@ -21,6 +21,7 @@
 #include "sandbox/activity.h"
 #include "bucket/bucket.h"
 #include "sandbox/checkpoint.h"
+#include "sandbox/template.h"
 #include "inspector/diskuse.h"
 #include "util/log.h"
 #include "http/respond.h"
@@ -154,6 +155,8 @@ static enum MHD_Result health(mp_server *srv, struct MHD_Connection *conn) {
                           srv->checkpoint_retention_days);
   cJSON_AddNumberToObject(o, "checkpointRetentionUnusedDays",
                           mp_checkpoint_unused_days(srv));
+  cJSON_AddNumberToObject(o, "templateRetentionDays",
+                          srv->template_retention_days);
   cJSON_AddNumberToObject(o, "defaultIdleMinutes", srv->default_idle_min);
   if (srv->driver->health != NULL) srv->driver->health(srv, o);
   return mp_send_json(conn, 200, o);
@@ -317,7 +320,7 @@ static enum MHD_Result object_delete(mp_server *srv,
 
 /* }====== */
 
-/* {====== sandboxes, sessions, checkpoints, failures ====== */
+/* {====== sandboxes, sessions, checkpoints, templates, failures ====== */
 
 static cJSON *time_or_null(int64_t ms) {
   return ms > 0 ? cJSON_CreateNumber((double)ms) : cJSON_CreateNull();
@@ -479,6 +482,22 @@ static enum MHD_Result checkpoint_delete(mp_server *srv,
   return mp_send_empty(conn, 204);
 }
 
+static enum MHD_Result template_delete(mp_server *srv,
+                                       struct MHD_Connection *conn,
+                                       const args *a) {
+  char err[256];
+  mp_template *t;
+  if (a->project == NULL || a->environment == NULL || a->id == NULL)
+    return missing(conn, "project, environment, id");
+  t = mp_template_find(srv, a->project, a->environment, a->id);
+  if (t == NULL)
+    return mp_send_error(conn, 404, "not_found", "no template '%.100s'", a->id);
+  if (mp_template_remove(srv, t, err, sizeof err) < 0)
+    return mp_send_error(conn, 409, "conflict", "%s", err);
+  mp_log("inspector: removed template %s", a->id);
+  return mp_send_empty(conn, 204);
+}
+
 static enum MHD_Result failure_retry(mp_server *srv,
                                      struct MHD_Connection *conn,
                                      const args *a) {
@@ -539,6 +558,10 @@ enum MHD_Result mp_inspector_api(mp_server *srv, struct MHD_Connection *conn,
     out = listing(conn, &a, "checkpoints", mp_checkpoint_list, srv);
   else if (del && strcmp(url, "/api/checkpoint") == 0)
     out = checkpoint_delete(srv, conn, &a);
+  else if (get && strcmp(url, "/api/templates") == 0)
+    out = listing(conn, &a, "templates", mp_template_inspect, srv);
+  else if (del && strcmp(url, "/api/template") == 0)
+    out = template_delete(srv, conn, &a);
   else if (get && strcmp(url, "/api/failures") == 0)
     out = listing(conn, &a, "failures", mp_failure_list, srv);
   else if (post && strcmp(url, "/api/failures/retry") == 0)

@@ -31,6 +31,7 @@
 #include "hash.h"
 #include "util/log.h"
 #include "sandbox/record.h"
+#include "sandbox/template.h"
 #include "util/trash.h"
 #include "util.h"
 
@@ -88,13 +89,16 @@ void mp_ckpt_file_path(mp_server *srv, int seed, const char *name,
 ** key is its own) or a restore (restored: a create booted from it). What
 ** the older record of the same key counted is kept: restores,
 ** lastRestoredMs, asked (retention.c's rule by use). */
+/* template_key: the template under the tree captured ("": none), whose
+** key and definition (template_store.h) the record keeps; NULL (a
+** restore): what the older record said. */
 static int write_record(mp_server *srv, int seed, const char *name,
                         const char *project, const char *environment,
                         const char *key, int64_t created_ms, int restored,
-                        int asked) {
+                        int asked, const char *template_key) {
   char path[PATH_LEN];
-  cJSON *o = cJSON_CreateObject(), *old;
-  char *text;
+  cJSON *o = cJSON_CreateObject(), *old, *tdef = NULL;
+  char *text, tkey[MP_TEMPLATE_KEY_MAX] = "";
   double restores = 0, last_restored = 0;
   int rc;
   int64_t now = mastra__wall_ms();
@@ -108,7 +112,16 @@ static int write_record(mp_server *srv, int seed, const char *name,
       if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(old, "asked")))
         asked = 1;
     }
+    if (template_key == NULL) {
+      const cJSON *d = cJSON_GetObjectItemCaseSensitive(old, "templateDefinition");
+      snprintf(tkey, sizeof tkey, "%s", mp_ckpt_rec_str(old, "template"));
+      if (cJSON_IsObject(d)) tdef = cJSON_Duplicate(d, 1);
+    }
     cJSON_Delete(old);
+  }
+  if (template_key != NULL && template_key[0] != '\0') {
+    snprintf(tkey, sizeof tkey, "%s", template_key);
+    tdef = mp_template_stored_definition(srv, tkey); /* to rebuild it */
   }
   if (restored) {
     restores += 1;
@@ -124,6 +137,12 @@ static int write_record(mp_server *srv, int seed, const char *name,
   if (last_restored > 0)
     cJSON_AddNumberToObject(o, "lastRestoredMs", last_restored);
   cJSON_AddBoolToObject(o, "asked", asked);
+  if (tkey[0] != '\0') {
+    cJSON_AddStringToObject(o, "template", tkey);
+    if (tdef != NULL) cJSON_AddItemToObject(o, "templateDefinition", tdef);
+    tdef = NULL;
+  }
+  cJSON_Delete(tdef);
   text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   if (text == NULL) {
@@ -206,7 +225,7 @@ int mp_checkpoint_source(mp_server *srv, const char *project,
     key_name(project, environment, key, name);
     mp_ckpt_file_path(srv, 0, name, ".tar", path, pathlen);
     if (access(path, R_OK) == 0) {
-      write_record(srv, 0, name, project, environment, key, 0, 1, 0);
+      write_record(srv, 0, name, project, environment, key, 0, 1, 0, NULL);
       return 0;
     }
   }
@@ -237,10 +256,47 @@ int mp_checkpoint_source(mp_server *srv, const char *project,
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, "createdMs");
     write_record(srv, 1, seed, project, environment,
                  mp_ckpt_rec_str(rec, "key"),
-                 cJSON_IsNumber(c) ? (int64_t)c->valuedouble : 0, 1, 0);
+                 cJSON_IsNumber(c) ? (int64_t)c->valuedouble : 0, 1, 0, NULL);
   }
   cJSON_Delete(rec);
   return 0;
+}
+
+int mp_checkpoint_template(mp_server *srv, const char *project,
+                           const char *environment, const char *key,
+                           const char *seed,
+                           char template_key[MP_TEMPLATE_KEY_MAX],
+                           cJSON **definition) {
+  char name[MP_CHECKPOINT_NAME_MAX], path[PATH_LEN];
+  cJSON *rec = NULL;
+  const cJSON *d;
+  template_key[0] = '\0';
+  *definition = NULL;
+  if (key != NULL && key[0] != '\0') {
+    key_name(project, environment, key, name);
+    mp_ckpt_file_path(srv, 0, name, ".tar", path, sizeof path);
+    if (access(path, R_OK) == 0) {
+      mp_ckpt_file_path(srv, 0, name, ".json", path, sizeof path);
+      rec = mp_ckpt_read_record(path);
+    }
+  }
+  if (rec == NULL && seed != NULL && seed_name_ok(seed)) {
+    mp_ckpt_file_path(srv, 1, seed, ".json", path, sizeof path);
+    rec = mp_ckpt_read_record(path);
+    if (rec != NULL && (strcmp(mp_ckpt_rec_str(rec, "projectId"), project) != 0
+                        || strcmp(mp_ckpt_rec_str(rec, "environmentId"),
+                                  environment) != 0)) {
+      cJSON_Delete(rec); /* not this project's: mp_checkpoint_source says so */
+      rec = NULL;
+    }
+  }
+  if (rec == NULL) return 0;
+  snprintf(template_key, MP_TEMPLATE_KEY_MAX, "%s", mp_ckpt_rec_str(rec, "template"));
+  d = cJSON_GetObjectItemCaseSensitive(rec, "templateDefinition");
+  if (template_key[0] != '\0' && cJSON_IsObject(d))
+    *definition = cJSON_Duplicate(d, 1);
+  cJSON_Delete(rec);
+  return template_key[0] != '\0';
 }
 
 /* }====== */
@@ -508,7 +564,8 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
     snprintf(run->seed, sizeof run->seed, "%.38s-%.12s", name, hex);
     mp_ckpt_file_path(srv, 1, run->seed, ".tar", seed, sizeof seed);
     if (write_record(srv, 1, run->seed, sb->project, sb->environment,
-                     sb->recovery_key, mastra__wall_ms(), 0, 1) < 0) {
+                     sb->recovery_key, mastra__wall_ms(), 0, 1,
+                     sb->template_key) < 0) {
       fail(run, "cannot write the record of the named copy: %s",
            strerror(errno));
       return;
@@ -516,7 +573,8 @@ static void start_run(mp_server *srv, mp_sandbox *sb) {
   }
   if (write_record(srv, 0, name, sb->project, sb->environment,
                    sb->recovery_key, 0, 0,
-                   run->explicit_request || sb->key_explicit) < 0) {
+                   run->explicit_request || sb->key_explicit,
+                   sb->template_key) < 0) {
     fail(run, "cannot write the checkpoint's record: %s", strerror(errno));
     return;
   }

@@ -29,6 +29,16 @@ int mp_checkpoint_source(mp_server *srv, const char *project,
                          const char *seed, char *path, size_t pathlen,
                          char name[MP_CHECKPOINT_NAME_MAX], char *err,
                          size_t errlen);
+/* The template under the checkpoint that a create of (key, seed) would
+** restore (mp_checkpoint_source's choice, counting nothing): 1 with
+** template_key set and *definition its kept definition (the caller
+** deletes it; NULL when the record kept none), 0 when that checkpoint was
+** of no template or there is none. */
+int mp_checkpoint_template(mp_server *srv, const char *project,
+                           const char *environment, const char *key,
+                           const char *seed,
+                           char template_key[MP_TEMPLATE_KEY_MAX],
+                           cJSON **definition);
 /* Extract path into sb's prepared (empty) tree; w is told (rc 0 with the
 ** name, or -1). */
 void mp_checkpoint_restore(mp_server *srv, mp_sandbox *sb, const char *path,

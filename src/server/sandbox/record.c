@@ -47,6 +47,9 @@ static cJSON *record_json(const mp_sandbox *sb) {
       cJSON_AddStringToObject(o, "egressAllow", sb->egress_allow);
     cJSON_AddStringToObject(o, "egressDeny", sb->egress_deny);
   }
+  if (sb->cpu_count > 0) cJSON_AddNumberToObject(o, "cpuCount", sb->cpu_count);
+  if (sb->memory_mb > 0) cJSON_AddNumberToObject(o, "memoryMB", sb->memory_mb);
+  if (sb->workdir[0] != '\0') cJSON_AddStringToObject(o, "workdir", sb->workdir);
   return o;
 }
 
@@ -200,6 +203,16 @@ int mp_record_read(mp_sandbox *sb, const cJSON *o, char *err, size_t errlen) {
     if (cJSON_IsString(t) && strlen(t->valuestring) < sizeof sb->template_key
         && strspn(t->valuestring, "0123456789abcdef") == strlen(t->valuestring))
       snprintf(sb->template_key, sizeof sb->template_key, "%s", t->valuestring);
+    t = cJSON_GetObjectItemCaseSensitive(o, "cpuCount");
+    if (cJSON_IsNumber(t) && t->valuedouble >= 1 && t->valuedouble <= 64)
+      sb->cpu_count = (int)t->valuedouble;
+    t = cJSON_GetObjectItemCaseSensitive(o, "memoryMB");
+    if (cJSON_IsNumber(t) && t->valuedouble >= 1 && t->valuedouble <= 1048576)
+      sb->memory_mb = (int)t->valuedouble;
+    t = cJSON_GetObjectItemCaseSensitive(o, "workdir");
+    if (cJSON_IsString(t) && t->valuestring[0] == '/'
+        && strlen(t->valuestring) < sizeof sb->workdir)
+      snprintf(sb->workdir, sizeof sb->workdir, "%s", t->valuestring);
   }
   {
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(o, "hostUidBase");

@@ -425,6 +425,10 @@ int mp_sandbox_create(mp_server *srv, const mp_create_spec *spec,
   sb->idle_timeout_min = spec->idle_timeout_min;
   snprintf(sb->template_key, sizeof sb->template_key, "%s",
            spec->template_key ? spec->template_key : "");
+  sb->cpu_count = spec->cpu_count;
+  sb->memory_mb = spec->memory_mb;
+  snprintf(sb->workdir, sizeof sb->workdir, "%s",
+           spec->workdir ? spec->workdir : "");
   sb->env = spec->env ? cJSON_Duplicate(spec->env, 1) : cJSON_CreateObject();
   sb->created_ms = mastra__wall_ms();
   if (set_dirs(srv, sb) < 0) {

@@ -212,6 +212,11 @@ struct mp_sandbox {
   /* the host uid of its root, set by its driver (the namespaces driver's
   ** uid range, ns_uids.h) and kept in its record; 0: none */
   unsigned uid_base;
+  /* its template's cpuCount and memoryMB (0: the driver's defaults), the
+  ** namespaces driver's cgroup limits; its setWorkdir, the default cwd of
+  ** its commands ("": the driver's) */
+  int cpu_count, memory_mb;
+  char workdir[1024];
   mp_server *srv;
 };
 
@@ -240,6 +245,8 @@ typedef struct mp_create_spec {
   const char *seed;           /* seedCheckpointName, or NULL */
   int key_explicit;           /* MP_CREATE_KEY_HEADER said "explicit" */
   const char *template_key;   /* a ready template's key (template.h), or NULL */
+  int cpu_count, memory_mb;   /* the template's limits; 0: the driver's */
+  const char *workdir;        /* the template's setWorkdir, or NULL */
 } mp_create_spec;
 
 /* -1 failed (err says why), -2 the request is wrong (an unknown seed: err

@@ -1,11 +1,9 @@
 /*
-** Templates (docs/platform.md "Templates"): a recipe's definition
-** ({"schemaVersion":1,"family"?,"operations":[{"method","args"}]}),
-** checked with upstream's limits, is a template of its (project,
-** environment) whose id is tpl_ and the first 32 hex digits of the SHA-256
-** of the definition without its family. The first request for it starts
-** its build; every later one (a create, a build request) sees the same
-** record: one build, however many wait.
+** Templates (docs/platform.md "Templates"): the records' life and the
+** build. A definition (checked, and named by its hash, in template_def.c)
+** is a template of its (project, environment); the first request for it
+** starts its build, every later one (a create, a build request) sees the
+** same record: one build, however many wait.
 **
 ** A build is a sandbox of the project MP_TEMPLATE_BUILD_PROJECT, over the
 ** base, with the server's outbound networking: the operations run in it
@@ -18,307 +16,29 @@
 ** A failure (an operation's exit code, the time limit, the size limit, a
 ** full disk, a cancel, a restart) keeps build.log and the error (the
 ** operation, its exit code, its output's tail), removes the half-made
-** layer and never says ready.
-**
-**   DATA/templates/<key>/definition.json   as sent, family and all
-**                        state.json        status, error, times, size
-**                        build.log         every operation's output
-**                        layer/            the read-only layer (ready)
-**
-** Over 800 lines: the definition's checks (one per method, each naming
-** its operation), the build's steps and the startup's repair are one
-** record's life, and split they would call each other.
+** layer and never says ready. The files are template_store.c's.
 */
 #define _GNU_SOURCE
-#include "sandbox/template.h"
+#include "sandbox/template_store.h"
 
 #include <dirent.h>
-#include <stdarg.h>
-#include <unistd.h>
 #include <errno.h>
-#include <ftw.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "sandbox/activity.h"
 #include "sandbox/sandbox.h"
 #include "util/log.h"
 #include "util/trash.h"
-#include "sha256.h"
 #include "util.h"
 
-#define MAX_OPERATIONS 256
-#define MAX_STRING (32 * 1024)
-#define MAX_ITEMS 512
-#define MAX_SERIALIZED (256 * 1024)
-#define MAX_FAMILY 200
-#define TAIL_MAX 2048
 #define RETRY_AFTER_MS 500
 #define BUILD_TIMEOUT_MS (30 * 60 * 1000)
 #define MAX_LAYER_BYTES (20ull << 30)
-
-struct mp_template {
-  mp_template *next;
-  mp_server *srv;
-  char id[MP_TEMPLATE_ID_MAX];
-  char key[MP_TEMPLATE_KEY_MAX];
-  char project[MP_NAME_MAX];
-  char environment[MP_NAME_MAX];
-  char family[MAX_FAMILY + 1];
-  cJSON *definition;  /* as sent */
-  cJSON *build_envs;  /* templateBuildEnvs (memory only), or NULL */
-  cJSON *env;         /* its sandboxes' env (setEnvs) */
-  char workdir[1024]; /* the last setWorkdir, or "" */
-  int cpu_count, memory_mb;
-  mp_template_status status;
-  char error[4096];
-  int64_t created_ms, built_ms;
-  unsigned long long size_bytes;
-  /* the build */
-  mp_sandbox *sb;
-  mastra__proc *proc;
-  int op;               /* the operation running (0-based) */
-  cJSON *op_env;        /* env of the operations so far */
-  char cwd[1024];
-  int64_t deadline_ms;
-  FILE *log;
-  char tail[TAIL_MAX];
-  size_t tail_len;
-  mastra__timer step;
-  mp_waiter gone; /* the build sandbox's destroy */
-};
-
-/* {====== files ====== */
-
-static void path_of(const mp_template *t, const char *leaf, char *out,
-                    size_t n) {
-  snprintf(out, n, "%s/templates/%s%s%s", t->srv->data_dir, t->key,
-           leaf[0] ? "/" : "", leaf);
-}
-
-static const char *status_word(mp_template_status s) {
-  return s == MP_TEMPLATE_READY ? "ready"
-         : s == MP_TEMPLATE_FAILED ? "failed" : "building";
-}
-
-static int save_state(mp_template *t) {
-  char path[4400], *text;
-  int rc;
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "templateId", t->id);
-  cJSON_AddStringToObject(o, "projectId", t->project);
-  cJSON_AddStringToObject(o, "environmentId", t->environment);
-  cJSON_AddStringToObject(o, "status", status_word(t->status));
-  cJSON_AddStringToObject(o, "error", t->error);
-  cJSON_AddNumberToObject(o, "createdMs", (double)t->created_ms);
-  cJSON_AddNumberToObject(o, "builtMs", (double)t->built_ms);
-  cJSON_AddNumberToObject(o, "sizeBytes", (double)t->size_bytes);
-  text = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  if (text == NULL) return -1;
-  path_of(t, "state.json", path, sizeof path);
-  rc = mastra__write_file_atomic(path, text, strlen(text), 0600,
-                                 MASTRA__ATOMIC_SYNC);
-  free(text);
-  return rc;
-}
-
-/* }====== */
-
-/* {====== the definition ====== */
-
-static int bad(char *err, size_t n, int op, const char *method,
-               const char *fmt, const char *what) {
-  if (op >= 0)
-    snprintf(err, n, "templateDefinition: operation #%d (%s): ", op + 1,
-             method ? method : "?");
-  else
-    snprintf(err, n, "templateDefinition: ");
-  snprintf(err + strlen(err), n - strlen(err), fmt, what);
-  return -2;
-}
-
-static int check_str(const cJSON *v, int op, const char *m, const char *what,
-                     char *err, size_t n) {
-  if (!cJSON_IsString(v)) return bad(err, n, op, m, "%s must be a string", what);
-  if (strlen(v->valuestring) > MAX_STRING)
-    return bad(err, n, op, m, "%s is longer than 32 KiB", what);
-  return 0;
-}
-
-/* a list of strings (1 to 512) */
-static int check_list(const cJSON *v, int op, const char *m, const char *what,
-                      char *err, size_t n) {
-  const cJSON *x;
-  int k = 0;
-  if (!cJSON_IsArray(v))
-    return bad(err, n, op, m, "%s must be a list of strings", what);
-  cJSON_ArrayForEach(x, v) {
-    if (++k > MAX_ITEMS)
-      return bad(err, n, op, m, "%s has more than 512 items", what);
-    if (check_str(x, op, m, what, err, n) < 0) return -2;
-  }
-  if (k == 0) return bad(err, n, op, m, "%s is empty", what);
-  return 0;
-}
-
-static int name_ok(const char *s) {
-  size_t i;
-  if (!((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
-    return 0;
-  for (i = 1; s[i]; i++)
-    if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z')
-          || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
-      return 0;
-  return 1;
-}
-
-static int check_env(const cJSON *v, int op, const char *m, char *err,
-                     size_t n) {
-  const cJSON *x;
-  int k = 0;
-  if (!cJSON_IsObject(v)) return bad(err, n, op, m, "%s must be an object", "envs");
-  cJSON_ArrayForEach(x, v) {
-    if (++k > MAX_ITEMS) return bad(err, n, op, m, "%s has more than 512 names", "envs");
-    if (!name_ok(x->string))
-      return bad(err, n, op, m, "envs: '%.64s' is not a variable name", x->string);
-    if (check_str(x, op, m, "an env value", err, n) < 0) return -2;
-  }
-  return 0;
-}
-
-static int check_flags(const cJSON *v, const char *const *known, int op,
-                       const char *m, char *err, size_t n) {
-  const cJSON *x;
-  if (v == NULL || cJSON_IsNull(v)) return 0;
-  if (!cJSON_IsObject(v)) return bad(err, n, op, m, "%s must be an object", "options");
-  cJSON_ArrayForEach(x, v) {
-    int i, ok = 0;
-    for (i = 0; known[i]; i++) ok |= strcmp(known[i], x->string) == 0;
-    if (!ok) return bad(err, n, op, m, "unknown option '%.64s'", x->string);
-    if (!cJSON_IsBool(x))
-      return bad(err, n, op, m, "option '%.64s' must be a boolean", x->string);
-  }
-  return 0;
-}
-
-static const char *const apt_flags[] = {"noInstallRecommends", "fixMissing", NULL};
-static const char *const pip_flags[] = {"g", NULL};
-static const char *const npm_flags[] = {"g", "dev", NULL};
-
-static int check_op(const cJSON *o, int i, char *err, size_t n) {
-  const cJSON *mv = cJSON_GetObjectItemCaseSensitive(o, "method");
-  const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "args");
-  const cJSON *a0, *a1;
-  const char *m;
-  if (!cJSON_IsObject(o) || !cJSON_IsString(mv))
-    return bad(err, n, i, NULL, "%s", "must be {\"method\", \"args\"}");
-  m = mv->valuestring;
-  if (args != NULL && !cJSON_IsArray(args))
-    return bad(err, n, i, m, "%s must be an array", "args");
-  if (cJSON_GetArraySize(args) > 2) return bad(err, n, i, m, "%s", "too many args");
-  a0 = cJSON_GetArrayItem(args, 0);
-  a1 = cJSON_GetArrayItem(args, 1);
-  if (strcmp(m, "runCmd") == 0) {
-    if (cJSON_IsArray(a0)) return check_list(a0, i, m, "command", err, n);
-    if (check_str(a0, i, m, "command", err, n) < 0) return -2;
-    if (a0->valuestring[0] == '\0') return bad(err, n, i, m, "%s is empty", "command");
-    return 0;
-  }
-  if (strcmp(m, "setWorkdir") == 0) {
-    if (check_str(a0, i, m, "path", err, n) < 0) return -2;
-    if (a0->valuestring[0] != '/' || strlen(a0->valuestring) >= 1000)
-      return bad(err, n, i, m, "%s must be absolute (under 1000 bytes)", "path");
-    return 0;
-  }
-  if (strcmp(m, "setEnvs") == 0) return check_env(a0, i, m, err, n);
-  if (strcmp(m, "aptInstall") == 0)
-    return check_list(a0, i, m, "packages", err, n) < 0 ? -2
-           : check_flags(a1, apt_flags, i, m, err, n);
-  if (strcmp(m, "pipInstall") == 0 || strcmp(m, "npmInstall") == 0) {
-    if (a0 != NULL && !cJSON_IsNull(a0)
-        && check_list(a0, i, m, "packages", err, n) < 0)
-      return -2;
-    return check_flags(a1, m[0] == 'p' ? pip_flags : npm_flags, i, m, err, n);
-  }
-  if (strcmp(m, "cpuCount") == 0 || strcmp(m, "memoryMB") == 0) {
-    double max = m[0] == 'c' ? 64 : 1048576;
-    if (!cJSON_IsNumber(a0) || a0->valuedouble < 1 || a0->valuedouble > max
-        || a0->valuedouble != (double)(long)a0->valuedouble)
-      return bad(err, n, i, m, "%s must be a positive integer within its bound",
-                 m[0] == 'c' ? "count" : "megabytes");
-    return 0;
-  }
-  return bad(err, n, i, m, "unknown method '%.64s'", m);
-}
-
-/* -2 and err when def is not a definition; else 0, id and key set (the
-** key: the (project, environment, id)'s folder) */
-static int check_definition(const cJSON *def, const char *project,
-                            const char *environment, char *id, char *key,
-                            char *family, char *err, size_t n) {
-  const cJSON *sv, *ops, *fam, *o;
-  cJSON *ident;
-  char *text, hex[65];
-  int i = 0;
-  size_t len;
-  if (!cJSON_IsObject(def))
-    return bad(err, n, -1, NULL, "%s", "must be an object");
-  sv = cJSON_GetObjectItemCaseSensitive(def, "schemaVersion");
-  if (!cJSON_IsNumber(sv) || sv->valuedouble != 1)
-    return bad(err, n, -1, NULL, "%s", "schemaVersion must be 1");
-  fam = cJSON_GetObjectItemCaseSensitive(def, "family");
-  family[0] = '\0';
-  if (fam != NULL && !cJSON_IsNull(fam)) {
-    if (!cJSON_IsString(fam) || strlen(fam->valuestring) > MAX_FAMILY)
-      return bad(err, n, -1, NULL, "%s", "family must be a string of at most 200 characters");
-    snprintf(family, MAX_FAMILY + 1, "%s", fam->valuestring);
-  }
-  ops = cJSON_GetObjectItemCaseSensitive(def, "operations");
-  if (!cJSON_IsArray(ops) || cJSON_GetArraySize(ops) == 0)
-    return bad(err, n, -1, NULL, "%s", "operations must be a non-empty array");
-  if (cJSON_GetArraySize(ops) > MAX_OPERATIONS)
-    return bad(err, n, -1, NULL, "%s", "more than 256 operations");
-  cJSON_ArrayForEach(o, ops) {
-    if (check_op(o, i, err, n) < 0) return -2;
-    i++;
-  }
-  /* identity: the definition without its family */
-  ident = cJSON_CreateObject();
-  cJSON_AddNumberToObject(ident, "schemaVersion", 1);
-  cJSON_AddItemToObject(ident, "operations", cJSON_Duplicate(ops, 1));
-  text = cJSON_PrintUnformatted(ident);
-  cJSON_Delete(ident);
-  if (text == NULL) {
-    snprintf(err, n, "out of memory");
-    return -1;
-  }
-  len = strlen(text);
-  if (len > MAX_SERIALIZED) {
-    free(text);
-    return bad(err, n, -1, NULL, "%s", "more than 256 KiB serialized");
-  }
-  mastra__sha256_hex(text, len, hex);
-  free(text);
-  snprintf(id, MP_TEMPLATE_ID_MAX, "tpl_%.32s", hex);
-  {
-    size_t kl = strlen(project) + strlen(environment) + strlen(id) + 3;
-    char *k = malloc(kl);
-    if (k == NULL) {
-      snprintf(err, n, "out of memory");
-      return -1;
-    }
-    snprintf(k, kl, "%s\n%s\n%s", project, environment, id);
-    mastra__sha256_hex(k, strlen(k), hex);
-    free(k);
-  }
-  snprintf(key, MP_TEMPLATE_KEY_MAX, "%.32s", hex);
-  return 0;
-}
-
-/* }====== */
 
 /* {====== records ====== */
 
@@ -352,6 +72,13 @@ const cJSON *mp_template_env(const mp_template *t) {
   return t->env != NULL && t->env->child != NULL ? t->env : NULL;
 }
 
+void mp_template_runtime(const mp_template *t, int *cpu_count, int *memory_mb,
+                         const char **workdir) {
+  *cpu_count = t->cpu_count;
+  *memory_mb = t->memory_mb;
+  *workdir = t->workdir[0] ? t->workdir : NULL;
+}
+
 static void on_step(mastra__timer *tm);
 
 static mp_template *template_new(mp_server *srv, const char *project,
@@ -377,26 +104,12 @@ static mp_template *template_new(mp_server *srv, const char *project,
 /* what a template's sandboxes get from its operations: env, workdir,
 ** limits */
 static void settle_runtime(mp_template *t) {
-  const cJSON *o, *ops = cJSON_GetObjectItemCaseSensitive(t->definition, "operations");
   cJSON_Delete(t->env);
   t->env = cJSON_CreateObject();
-  cJSON_ArrayForEach(o, ops) {
-    const char *m = cJSON_GetObjectItemCaseSensitive(o, "method")->valuestring;
-    const cJSON *a0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "args"), 0);
-    if (strcmp(m, "setEnvs") == 0) {
-      const cJSON *x;
-      cJSON_ArrayForEach(x, a0) {
-        cJSON_DeleteItemFromObjectCaseSensitive(t->env, x->string);
-        cJSON_AddStringToObject(t->env, x->string, x->valuestring);
-      }
-    } else if (strcmp(m, "setWorkdir") == 0) {
-      snprintf(t->workdir, sizeof t->workdir, "%s", a0->valuestring);
-    } else if (strcmp(m, "cpuCount") == 0) {
-      t->cpu_count = (int)a0->valuedouble;
-    } else if (strcmp(m, "memoryMB") == 0) {
-      t->memory_mb = (int)a0->valuedouble;
-    }
-  }
+  t->workdir[0] = '\0';
+  t->cpu_count = t->memory_mb = 0;
+  mp_template_def_runtime(t->definition, t->env, t->workdir, sizeof t->workdir,
+                          &t->cpu_count, &t->memory_mb);
 }
 
 static void unlink_template(mp_server *srv, mp_template *t) {
@@ -429,7 +142,7 @@ size_t mp_template_users(mp_server *srv, const mp_template *t) {
 cJSON *mp_template_json(const mp_template *t, int legacy) {
   char ts[32];
   cJSON *o = cJSON_CreateObject();
-  const char *w = status_word(t->status);
+  const char *w = mp_template_status_word(t->status);
   if (!legacy && t->status == MP_TEMPLATE_BUILDING) w = "pending";
   cJSON_AddStringToObject(o, "templateId", t->id);
   cJSON_AddStringToObject(o, "status", w);
@@ -500,12 +213,6 @@ static void drop_build_sandbox(mp_template *t) {
   mp_sandbox_destroy(t->srv, sb, NULL);
 }
 
-static void remove_half_layer(mp_template *t) {
-  char path[4400];
-  path_of(t, "layer.tmp", path, sizeof path);
-  mastra__remove_tree(path);
-}
-
 static void build_fail(mp_template *t, const char *fmt, ...) {
   va_list ap;
   cJSON *args;
@@ -515,13 +222,13 @@ static void build_fail(mp_template *t, const char *fmt, ...) {
   t->status = MP_TEMPLATE_FAILED;
   mastra__timer_stop(&t->step);
   drop_build_sandbox(t);
-  remove_half_layer(t);
+  mp_template_drop_half_layer(t);
   if (t->log != NULL) {
     fprintf(t->log, "\n== failed: %s\n", t->error);
     fclose(t->log);
     t->log = NULL;
   }
-  save_state(t);
+  mp_template_save_state(t);
   mp_log("template %s (%s) failed: %s", t->id, t->environment, t->error);
   args = cJSON_CreateObject();
   cJSON_AddStringToObject(args, "key", t->key);
@@ -533,143 +240,18 @@ static void build_fail(mp_template *t, const char *fmt, ...) {
 static void tail_add(mp_template *t, const char *data, size_t n) {
   if (n == 0) return; /* an empty read: data may be NULL */
   if (t->log != NULL) fwrite(data, 1, n, t->log);
-  if (n >= TAIL_MAX) {
-    memcpy(t->tail, data + n - TAIL_MAX, TAIL_MAX);
-    t->tail_len = TAIL_MAX;
+  if (n >= MP_TEMPLATE_TAIL_MAX) {
+    memcpy(t->tail, data + n - MP_TEMPLATE_TAIL_MAX, MP_TEMPLATE_TAIL_MAX);
+    t->tail_len = MP_TEMPLATE_TAIL_MAX;
     return;
   }
-  if (t->tail_len + n > TAIL_MAX) {
-    size_t drop = t->tail_len + n - TAIL_MAX;
+  if (t->tail_len + n > MP_TEMPLATE_TAIL_MAX) {
+    size_t drop = t->tail_len + n - MP_TEMPLATE_TAIL_MAX;
     memmove(t->tail, t->tail + drop, t->tail_len - drop);
     t->tail_len -= drop;
   }
   memcpy(t->tail + t->tail_len, data, n);
   t->tail_len += n;
-}
-
-/* 'text' quoted for sh, appended to b */
-static void put_quoted(char **b, size_t *len, size_t *cap, const char *s) {
-  size_t need = *len + strlen(s) * 4 + 4;
-  char *o;
-  if (need > *cap) {
-    char *nb = realloc(*b, need * 2);
-    if (nb == NULL) return;
-    *b = nb;
-    *cap = need * 2;
-  }
-  o = *b + *len;
-  *o++ = ' ';
-  *o++ = '\'';
-  for (; *s; s++) {
-    if (*s == '\'') {
-      memcpy(o, "'\\''", 4);
-      o += 4;
-    } else {
-      *o++ = *s;
-    }
-  }
-  *o++ = '\'';
-  *o = '\0';
-  *len = (size_t)(o - *b);
-}
-
-static char *packages_cmd(const char *head, const cJSON *list,
-                          const char *none) {
-  size_t cap = strlen(head) + 256, len;
-  char *b = malloc(cap);
-  const cJSON *x;
-  if (b == NULL) return NULL;
-  snprintf(b, cap, "%s", head);
-  len = strlen(b);
-  if (!cJSON_IsArray(list)) {
-    char *nb = realloc(b, len + strlen(none) + 1);
-    if (nb == NULL) {
-      free(b);
-      return NULL;
-    }
-    strcpy(nb + len, none);
-    return nb;
-  }
-  cJSON_ArrayForEach(x, list) put_quoted(&b, &len, &cap, x->valuestring);
-  return b;
-}
-
-static int flag(const cJSON *opts, const char *name) {
-  return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(opts, name));
-}
-
-/* the shell text of operation o, or NULL with *skip (setEnvs, limits) */
-static char *op_command(mp_template *t, const cJSON *o, int *skip) {
-  const char *m = cJSON_GetObjectItemCaseSensitive(o, "method")->valuestring;
-  const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "args");
-  const cJSON *a0 = cJSON_GetArrayItem(args, 0), *a1 = cJSON_GetArrayItem(args, 1);
-  char head[256];
-  *skip = 0;
-  if (strcmp(m, "runCmd") == 0) {
-    if (cJSON_IsString(a0)) return strdup(a0->valuestring);
-    {
-      size_t cap = 64, len = 0;
-      char *b = malloc(cap);
-      const cJSON *x;
-      if (b == NULL) return NULL;
-      len = (size_t)snprintf(b, cap, "set -e");
-      cJSON_ArrayForEach(x, a0) {
-        size_t need = len + strlen(x->valuestring) + 2;
-        if (need > cap) {
-          char *nb = realloc(b, need * 2);
-          if (nb == NULL) {
-            free(b);
-            return NULL;
-          }
-          b = nb;
-          cap = need * 2;
-        }
-        len += (size_t)snprintf(b + len, cap - len, "\n%s", x->valuestring);
-      }
-      return b;
-    }
-  }
-  if (strcmp(m, "setWorkdir") == 0) {
-    size_t len = 0, cap = 16;
-    char *b = malloc(cap);
-    if (b == NULL) return NULL;
-    strcpy(b, "mkdir -p");
-    len = strlen(b);
-    cap = len + 1;
-    put_quoted(&b, &len, &cap, a0->valuestring);
-    snprintf(t->cwd, sizeof t->cwd, "%s", a0->valuestring);
-    return b;
-  }
-  if (strcmp(m, "setEnvs") == 0) {
-    const cJSON *x;
-    cJSON_ArrayForEach(x, a0) {
-      cJSON_DeleteItemFromObjectCaseSensitive(t->op_env, x->string);
-      cJSON_AddStringToObject(t->op_env, x->string, x->valuestring);
-    }
-    *skip = 1;
-    return NULL;
-  }
-  if (strcmp(m, "aptInstall") == 0) {
-    snprintf(head, sizeof head, "apt-get update -q && DEBIAN_FRONTEND=noninteractive"
-             " apt-get install -y -q%s%s", flag(a1, "noInstallRecommends")
-             ? " --no-install-recommends" : "", flag(a1, "fixMissing")
-             ? " --fix-missing" : "");
-    return packages_cmd(head, a0, "");
-  }
-  if (strcmp(m, "pipInstall") == 0) {
-    /* PEP 668's "externally managed" is the build's to override */
-    snprintf(head, sizeof head, "PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install"
-             " --no-input --disable-pip-version-check%s",
-             flag(a1, "g") ? "" : " --root-user-action=ignore");
-    return packages_cmd(head, a0, " -r requirements.txt");
-  }
-  if (strcmp(m, "npmInstall") == 0) {
-    snprintf(head, sizeof head, "npm install --no-audit --no-fund%s%s",
-             flag(a1, "g") ? " -g" : "", flag(a1, "dev") ? " --save-dev" : "");
-    return packages_cmd(head, a0, "");
-  }
-  *skip = 1; /* cpuCount, memoryMB: the sandboxes' limits */
-  return NULL;
 }
 
 static void start_op(mp_template *t);
@@ -689,7 +271,7 @@ static void op_notify(mastra__proc *p, void *data) {
                                                               "operations"), t->op),
           "method")->valuestring;
   if (p->timed_out || p->exit_code != 0) {
-    char tail[TAIL_MAX + 1];
+    char tail[MP_TEMPLATE_TAIL_MAX + 1];
     memcpy(tail, t->tail, t->tail_len);
     tail[t->tail_len] = '\0';
     if (t->srv->stopping)
@@ -707,20 +289,11 @@ static void op_notify(mastra__proc *p, void *data) {
   mastra__timer_start(&t->step, 0); /* off this callback */
 }
 
-static unsigned long long walked;
-static int walk_size(const char *path, const struct stat *st, int flag_,
-                     struct FTW *ftw) {
-  (void)path;
-  (void)flag_;
-  (void)ftw;
-  walked += (unsigned long long)st->st_blocks * 512;
-  return 0;
-}
-
 static void on_build_gone(mp_waiter *w, mp_sandbox *sb, int rc,
                           const char *name, const char *message) {
   mp_template *t = w->data;
   char tmp[4400], layer[4400];
+  unsigned long long walked;
   (void)name;
   t->sb = NULL;
   free(sb->keep_layer);
@@ -730,10 +303,9 @@ static void on_build_gone(mp_waiter *w, mp_sandbox *sb, int rc,
                message ? message : "?");
     return;
   }
-  path_of(t, "layer.tmp", tmp, sizeof tmp);
-  path_of(t, "layer", layer, sizeof layer);
-  walked = 0;
-  if (nftw(tmp, walk_size, 32, FTW_PHYS) < 0) {
+  mp_template_path(t, "layer.tmp", tmp, sizeof tmp);
+  mp_template_path(t, "layer", layer, sizeof layer);
+  if (mp_template_tree_size(tmp, &walked) < 0) {
     build_fail(t, "the build's layer was not kept (%s)", strerror(errno));
     return;
   }
@@ -750,7 +322,7 @@ static void on_build_gone(mp_waiter *w, mp_sandbox *sb, int rc,
   }
   t->status = MP_TEMPLATE_READY;
   t->built_ms = mastra__wall_ms();
-  if (save_state(t) < 0) {
+  if (mp_template_save_state(t) < 0) {
     int e = errno;
     mastra__remove_tree(layer);
     build_fail(t, "cannot write its state: %s%s", strerror(e),
@@ -772,7 +344,7 @@ static void on_build_gone(mp_waiter *w, mp_sandbox *sb, int rc,
 static void finish_build(mp_template *t) {
   char tmp[4400];
   mp_sandbox *sb = t->sb;
-  path_of(t, "layer.tmp", tmp, sizeof tmp);
+  mp_template_path(t, "layer.tmp", tmp, sizeof tmp);
   mastra__remove_tree(tmp);
   sb->keep_layer = strdup(tmp);
   if (sb->keep_layer == NULL) {
@@ -796,7 +368,7 @@ static void start_op(mp_template *t) {
     int64_t left = t->deadline_ms - mastra__wall_ms();
     int rc;
     snprintf(cwd, sizeof cwd, "%s", t->cwd);
-    cmd = op_command(t, o, &skip);
+    cmd = mp_template_def_command(o, t->op_env, t->cwd, sizeof t->cwd, &skip);
     if (skip) {
       if (t->log != NULL) fprintf(t->log, "== operation #%d (%s)\n", t->op + 1, m);
       t->op++;
@@ -850,36 +422,24 @@ static void on_step(mastra__timer *tm) {
 }
 
 static int start_build(mp_template *t, char *err, size_t errlen) {
-  char dir[4400], path[4400], *text;
+  char path[4400];
   mp_create_spec spec;
   mp_sandbox *sb;
   int rc;
-  path_of(t, "", dir, sizeof dir);
-  if (mastra__mkdirs(dir, 0700, NULL) < 0) {
-    snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
-    return -1;
-  }
-  remove_half_layer(t);
-  text = cJSON_PrintUnformatted(t->definition);
-  path_of(t, "definition.json", path, sizeof path);
-  if (text == NULL || mastra__write_file_atomic(path, text, strlen(text), 0600,
-                                                MASTRA__ATOMIC_SYNC) < 0) {
-    snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-    free(text);
-    return -1;
-  }
-  free(text);
+  mp_template_drop_half_layer(t);
+  if (mp_template_save_definition(t, err, errlen) < 0) return -1;
   t->status = MP_TEMPLATE_BUILDING;
   t->error[0] = '\0';
-  t->created_ms = mastra__wall_ms();
+  t->created_ms = t->last_used_ms = mastra__wall_ms();
+  t->dirty = 0;
   t->built_ms = 0;
   t->size_bytes = 0;
-  if (save_state(t) < 0) {
+  if (mp_template_save_state(t) < 0) {
     snprintf(err, errlen, "cannot write its state: %s", strerror(errno));
     return -1;
   }
   if (t->log != NULL) fclose(t->log);
-  path_of(t, "build.log", path, sizeof path);
+  mp_template_path(t, "build.log", path, sizeof path);
   t->log = fopen(path, "we");
   settle_runtime(t);
   cJSON_Delete(t->op_env);
@@ -909,7 +469,7 @@ int mp_template_request(mp_server *srv, const char *project,
                         const char *environment, const cJSON *definition,
                         const cJSON *build_envs, mp_template **out, char *err,
                         size_t errlen) {
-  char id[MP_TEMPLATE_ID_MAX], key[MP_TEMPLATE_KEY_MAX], family[MAX_FAMILY + 1];
+  char id[MP_TEMPLATE_ID_MAX], key[MP_TEMPLATE_KEY_MAX], family[MP_TEMPLATE_FAMILY_MAX + 1];
   mp_template *t;
   int rc;
   *out = NULL;
@@ -921,10 +481,12 @@ int mp_template_request(mp_server *srv, const char *project,
   if (build_envs != NULL && !cJSON_IsNull(build_envs)
       && mp_env_check(build_envs, "templateBuildEnvs", err, errlen) < 0)
     return -2;
-  rc = check_definition(definition, project, environment, id, key, family, err, errlen);
+  rc = mp_template_def_check(definition, project, environment, id, key, family, err, errlen);
   if (rc < 0) return rc;
   t = by_key(srv, key);
   if (t != NULL) {
+    t->last_used_ms = mastra__wall_ms(); /* saved by the sweep */
+    t->dirty = 1;
     if (family[0] && strcmp(family, t->family) != 0)
       snprintf(t->family, sizeof t->family, "%s", family);
     *out = t;
@@ -950,7 +512,7 @@ int mp_template_retry(mp_server *srv, mp_template *t, char *err,
   (void)srv;
   if (t->status != MP_TEMPLATE_FAILED) {
     snprintf(err, errlen, "template %s is %s, not failed", t->id,
-             status_word(t->status));
+             mp_template_status_word(t->status));
     return -1;
   }
   return start_build(t, err, errlen);
@@ -968,16 +530,18 @@ int mp_template_remove(mp_server *srv, mp_template *t, char *err,
     mp_log("template %s (%s): its build is cancelled", t->id, t->environment);
   drop_build_sandbox(t);
   unlink_template(srv, t);
-  path_of(t, "", dir, sizeof dir);
+  mp_template_path(t, "", dir, sizeof dir);
   mp_trash(srv, dir);
   template_free(t);
   return 0;
 }
 
 void mp_template_free_all(mp_server *srv) {
+  mastra__timer_stop(&srv->template_sweep);
   while (srv->templates != NULL) {
     mp_template *t = srv->templates;
     srv->templates = t->next;
+    if (t->dirty && t->status != MP_TEMPLATE_BUILDING) mp_template_save_state(t);
     t->sb = NULL; /* the sandboxes are freed by their owner */
     t->proc = NULL;
     template_free(t);
@@ -986,28 +550,115 @@ void mp_template_free_all(mp_server *srv) {
 
 /* }====== */
 
+/* {====== retention ====== */
+
+static int64_t retention_ms(const mp_server *srv) {
+  return (int64_t)(srv->template_retention_days * 86400000.0);
+}
+
+/* when the sweep removes t (0: never, as things are: it builds, a live
+** sandbox uses it, or the retention is 0) */
+static int64_t remove_at(mp_server *srv, const mp_template *t) {
+  int64_t keep = retention_ms(srv);
+  if (keep <= 0 || t->status == MP_TEMPLATE_BUILDING || mp_template_users(srv, t) > 0)
+    return 0;
+  return t->last_used_ms + keep;
+}
+
+cJSON *mp_template_inspect(mp_server *srv, const char *project,
+                           const char *environment) {
+  cJSON *a = cJSON_CreateArray();
+  mp_template *t;
+  for (t = srv->templates; t != NULL; t = t->next) {
+    cJSON *o, *users;
+    mp_sandbox *sb;
+    int64_t at;
+    if ((project != NULL && strcmp(t->project, project) != 0)
+        || (environment != NULL && strcmp(t->environment, environment) != 0))
+      continue;
+    o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "templateId", t->id);
+    cJSON_AddStringToObject(o, "key", t->key);
+    cJSON_AddStringToObject(o, "family", t->family);
+    cJSON_AddStringToObject(o, "status", mp_template_status_word(t->status));
+    if (t->status == MP_TEMPLATE_FAILED) cJSON_AddStringToObject(o, "error", t->error);
+    cJSON_AddNumberToObject(o, "operations", cJSON_GetArraySize(
+        cJSON_GetObjectItemCaseSensitive(t->definition, "operations")));
+    if (t->status == MP_TEMPLATE_READY)
+      cJSON_AddNumberToObject(o, "sizeBytes", (double)t->size_bytes);
+    else
+      cJSON_AddNullToObject(o, "sizeBytes");
+    cJSON_AddNumberToObject(o, "createdAt", (double)t->created_ms);
+    if (t->built_ms) cJSON_AddNumberToObject(o, "builtAt", (double)t->built_ms);
+    else cJSON_AddNullToObject(o, "builtAt");
+    cJSON_AddNumberToObject(o, "lastUsedAt", (double)t->last_used_ms);
+    users = cJSON_AddArrayToObject(o, "usedBy");
+    for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
+      if (!sb->destroyed_ms && strcmp(sb->template_key, t->key) == 0)
+        cJSON_AddItemToArray(users, cJSON_CreateString(sb->id));
+    at = remove_at(srv, t);
+    if (at > 0) cJSON_AddNumberToObject(o, "removeAt", (double)at);
+    else cJSON_AddNullToObject(o, "removeAt");
+    cJSON_AddNumberToObject(o, "retentionDays", srv->template_retention_days);
+    cJSON_AddItemToArray(a, o);
+  }
+  return a;
+}
+
+/* a template in use is used now; one unused for the retention goes (never
+** one that builds, never one a live sandbox uses) */
+static void sweep(mp_server *srv) {
+  mp_template *t, *next;
+  int64_t now = mastra__wall_ms();
+  char err[256];
+  for (t = srv->templates; t != NULL; t = next) {
+    int64_t at = remove_at(srv, t);
+    next = t->next;
+    if (t->status != MP_TEMPLATE_BUILDING && mp_template_users(srv, t) > 0) {
+      t->last_used_ms = now;
+      t->dirty = 1;
+    } else if (at > 0 && now >= at) {
+      mp_log("retention: template %s (%s), unused for %g days, is removed", t->id,
+             t->environment, srv->template_retention_days);
+      if (mp_template_remove(srv, t, err, sizeof err) == 0) continue;
+    }
+    if (t->dirty && t->status != MP_TEMPLATE_BUILDING && mp_template_save_state(t) == 0)
+      t->dirty = 0;
+  }
+}
+
+/* a quarter of the retention, within [1 s, 1 h] */
+static void arm_sweep(mp_server *srv) {
+  int64_t every = retention_ms(srv) / 4;
+  if (retention_ms(srv) <= 0) every = 3600000; /* last used is still saved */
+  if (every < 1000) every = 1000;
+  if (every > 3600000) every = 3600000;
+  mastra__timer_start(&srv->template_sweep, (uint64_t)every);
+}
+
+static void on_sweep(mastra__timer *tm) {
+  mp_server *srv = tm->data;
+  sweep(srv);
+  arm_sweep(srv);
+}
+
+/* }====== */
+
 /* {====== startup ====== */
 
 static void load_one(mp_server *srv, const char *key) {
-  char path[4400], *text = NULL, layer[4400];
-  size_t len;
-  cJSON *def = NULL, *st = NULL;
+  char path[4400], layer[4400];
+  cJSON *def, *st;
   const cJSON *v, *pv, *ev;
   mp_template *t;
-  char id[MP_TEMPLATE_ID_MAX], k2[MP_TEMPLATE_KEY_MAX], family[MAX_FAMILY + 1],
-      err[1024];
-  snprintf(path, sizeof path, "%s/templates/%s/definition.json", srv->data_dir, key);
-  if (mastra__read_file(path, &text, &len) == 0) def = cJSON_Parse(text);
-  free(text);
-  text = NULL;
-  snprintf(path, sizeof path, "%s/templates/%s/state.json", srv->data_dir, key);
-  if (mastra__read_file(path, &text, &len) == 0) st = cJSON_Parse(text);
-  free(text);
+  char id[MP_TEMPLATE_ID_MAX], k2[MP_TEMPLATE_KEY_MAX],
+      family[MP_TEMPLATE_FAMILY_MAX + 1], err[1024];
+  mp_template_read(srv, key, &def, &st);
   pv = cJSON_GetObjectItemCaseSensitive(st, "projectId");
   ev = cJSON_GetObjectItemCaseSensitive(st, "environmentId");
   if (def == NULL || !cJSON_IsString(pv) || !cJSON_IsString(ev)
-      || check_definition(def, pv->valuestring, ev->valuestring, id, k2, family,
-                          err, sizeof err) < 0
+      || mp_template_def_check(def, pv->valuestring, ev->valuestring, id, k2,
+                               family, err, sizeof err) < 0
       || strcmp(k2, key) != 0) {
     mp_log("templates/%s is not a template: removed", key);
     snprintf(path, sizeof path, "%s/templates/%s", srv->data_dir, key);
@@ -1021,17 +672,20 @@ static void load_one(mp_server *srv, const char *key) {
   t->created_ms = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
   v = cJSON_GetObjectItemCaseSensitive(st, "builtMs");
   t->built_ms = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+  v = cJSON_GetObjectItemCaseSensitive(st, "lastUsedMs");
+  t->last_used_ms = cJSON_IsNumber(v) && v->valuedouble > 0 ? (int64_t)v->valuedouble
+                    : t->built_ms ? t->built_ms : t->created_ms;
   v = cJSON_GetObjectItemCaseSensitive(st, "sizeBytes");
   t->size_bytes = cJSON_IsNumber(v) ? (unsigned long long)v->valuedouble : 0;
   v = cJSON_GetObjectItemCaseSensitive(st, "status");
-  path_of(t, "layer", layer, sizeof layer);
+  mp_template_path(t, "layer", layer, sizeof layer);
   if (cJSON_IsString(v) && strcmp(v->valuestring, "ready") == 0
       && access(layer, F_OK) == 0) {
     t->status = MP_TEMPLATE_READY;
   } else {
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(st, "error");
     t->status = MP_TEMPLATE_FAILED;
-    remove_half_layer(t);
+    mp_template_drop_half_layer(t);
     if (cJSON_IsString(v) && strcmp(v->valuestring, "failed") == 0 && cJSON_IsString(e))
       snprintf(t->error, sizeof t->error, "%s", e->valuestring);
     else {
@@ -1039,7 +693,7 @@ static void load_one(mp_server *srv, const char *key) {
       snprintf(t->error, sizeof t->error, "the build did not finish: the server"
                " stopped during it (retry it, or request the template again after"
                " removing it)");
-      save_state(t);
+      mp_template_save_state(t);
     }
   }
 done:
@@ -1071,6 +725,12 @@ void mp_template_load(mp_server *srv) {
     load_one(srv, e->d_name);
   }
   closedir(d);
+}
+
+void mp_template_start(mp_server *srv) {
+  mastra__timer_init(srv->loop, &srv->template_sweep, on_sweep, srv);
+  sweep(srv);
+  arm_sweep(srv);
 }
 
 /* }====== */

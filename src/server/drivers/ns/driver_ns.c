@@ -281,7 +281,12 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
   int sv[2], i, rc;
   if (mp_ns_uids_take_box(b, err, errlen) < 0) return -1;
   if (!b->cg_made) {
-    if (mp_nscg_make(b->id, err, errlen) < 0) return -1;
+    /* a template's cpuCount and memoryMB (a warm box has no sandbox) */
+    const mp_sandbox *sb = b->sb;
+    if (mp_nscg_make(b->id, sb != NULL ? sb->cpu_count : 0,
+                     sb != NULL ? (long long)sb->memory_mb << 20 : 0, err,
+                     errlen) < 0)
+      return -1;
     b->cg_made = 1;
   }
   mastra__timer_stop(&b->rmdir_timer);
@@ -566,12 +571,15 @@ static int ns_spawn(mp_server *srv, mp_sandbox *sb, const mp_exec_spec *spec,
   }
   if (start_init(srv, sb, err, errlen) < 0) return -EIO;
   if (sb->uid_base != uids) mp_record_save(srv, sb);
+  /* a template's setWorkdir is its sandboxes' default (and what a relative
+  ** cwd is under), else /workspace */
   if (spec->cwd == NULL || spec->cwd[0] == '\0')
-    snprintf(cwd, sizeof cwd, "/workspace");
+    snprintf(cwd, sizeof cwd, "%s", sb->workdir[0] ? sb->workdir : "/workspace");
   else if (spec->cwd[0] == '/')
     snprintf(cwd, sizeof cwd, "%s", spec->cwd);
-  else if ((size_t)snprintf(cwd, sizeof cwd, "/workspace/%s", spec->cwd)
-           >= sizeof cwd) {
+  else if ((size_t)snprintf(cwd, sizeof cwd, "%s/%s",
+                            sb->workdir[0] ? sb->workdir : "/workspace",
+                            spec->cwd) >= sizeof cwd) {
     snprintf(err, errlen, "the working directory is too long");
     return -ENAMETOOLONG;
   }

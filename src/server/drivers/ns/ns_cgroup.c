@@ -80,9 +80,12 @@ void mp_nscg_join_file(const char *id, int i, char *out, size_t n) {
   snprintf(out, n, "%s/%s/%s", cg.cg[i], id, cg.v2 ? "cgroup.procs" : "tasks");
 }
 
-int mp_nscg_make(const char *id, char *err, size_t errlen) {
+int mp_nscg_make(const char *id, double cpus, long long memory_bytes,
+                 char *err, size_t errlen) {
   char dir[4400], path[4500], val[32];
   int i;
+  double cpu_max = cpus > 0 ? cpus : cg.cpu_max;
+  long long memory_max = memory_bytes > 0 ? memory_bytes : cg.memory_max;
   for (i = 0; i < cg.ncg; i++) {
     snprintf(dir, sizeof dir, "%s/%s", cg.cg[i], id);
     if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
@@ -96,9 +99,9 @@ int mp_nscg_make(const char *id, char *err, size_t errlen) {
       if (cg.pids_max > 0 && mp_ns_write_text(path, val) < 0)
         mp_log("cannot write %s: %s", path, strerror(errno));
     }
-    if (cg.cpu_max > 0 && (cg.v2 || strstr(cg.cg[i], "/cpu/") != NULL
-                           || strstr(cg.cg[i], "/cpu,") != NULL)) {
-      long long quota = (long long)(cg.cpu_max * CPU_PERIOD_US);
+    if (cpu_max > 0 && (cg.v2 || strstr(cg.cg[i], "/cpu/") != NULL
+                        || strstr(cg.cg[i], "/cpu,") != NULL)) {
+      long long quota = (long long)(cpu_max * CPU_PERIOD_US);
       if (cg.v2) {
         snprintf(path, sizeof path, "%s/cpu.max", dir);
         snprintf(val, sizeof val, "%lld %d", quota, CPU_PERIOD_US);
@@ -116,8 +119,8 @@ int mp_nscg_make(const char *id, char *err, size_t errlen) {
     if (cg.v2 || strstr(cg.cg[i], "/memory/") != NULL) {
       snprintf(path, sizeof path, cg.v2 ? "%s/memory.max"
                : "%s/memory.limit_in_bytes", dir);
-      snprintf(val, sizeof val, "%lld", cg.memory_max);
-      if (cg.memory_max > 0 && mp_ns_write_text(path, val) < 0)
+      snprintf(val, sizeof val, "%lld", memory_max);
+      if (memory_max > 0 && mp_ns_write_text(path, val) < 0)
         mp_log("cannot write %s: %s", path, strerror(errno));
       if (cg.v2) {
         snprintf(path, sizeof path, "%s/memory.swap.max", dir);

@@ -24,8 +24,11 @@ int mp_nscg_count(void);
 /* the file of sandbox id in hierarchy i that a single-threaded process
 ** writes "0" to in order to join it (v1 `tasks`, v2 cgroup.procs) */
 void mp_nscg_join_file(const char *id, int i, char *out, size_t n);
-/* make sandbox id's cgroups and write its limits: 0, or -1 and err */
-int mp_nscg_make(const char *id, char *err, size_t errlen);
+/* make sandbox id's cgroups and write its limits (cpus, memory_bytes: its
+** template's; 0: the server's --sandbox-cpu-max, --sandbox-memory-max):
+** 0, or -1 and err */
+int mp_nscg_make(const char *id, double cpus, long long memory_bytes,
+                 char *err, size_t errlen);
 /* rename sandbox from's cgroups to sandbox to's (a warm sandbox taken by
 ** a create): 0, or -1 and errno with from's names kept */
 int mp_nscg_rename(const char *from, const char *to);

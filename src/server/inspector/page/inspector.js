@@ -116,7 +116,8 @@ async function loadHealth() {
     ["Data directory", h.dataDir],
     ["Checkpoint retention", days(h.checkpointRetentionDays) + " after the last use"],
     ["Checkpoint retention, never asked for", days(h.checkpointRetentionUnusedDays)
-      + " (no create restored it, no explicit capture or id)"]];
+      + " (no create restored it, no explicit capture or id)"],
+    ["Template retention", days(h.templateRetentionDays) + " unused (never while a sandbox uses it)"]];
   if (h.warmPool)
     items.push(["Warm pool", h.warmPool.ready + " of " + h.warmPool.size + " ready"
       + (h.warmPool.warming ? ", " + h.warmPool.warming + " starting" : "")]);
@@ -262,6 +263,27 @@ async function loadCheckpoints() {
     }, true, "Delete checkpoint " + c.key)))), "No checkpoints.", 7);
 }
 
+async function loadTemplates() {
+  const r = await api("/api/templates?" + envQuery());
+  r.templates.sort((a, b) => a.templateId.localeCompare(b.templateId));
+  fill("template-table", r.templates.map((t) => el("tr", { "data-status": t.status },
+    el("td", { className: "mono" }, t.templateId, " ", el("span", { className: "muted" }, t.status),
+      t.error ? el("div", { className: "bad" }, t.error) : ""),
+    el("td", {}, t.family || "–"),
+    el("td", { className: "num" }, t.sizeBytes == null ? "–" : size(t.sizeBytes)),
+    el("td", {}, t.builtAt == null ? "–" : when(t.builtAt)),
+    el("td", { className: "mono" }, t.usedBy.length ? t.usedBy.join(" ") : "–"),
+    el("td", {}, when(t.lastUsedAt)),
+    el("td", {}, t.removeAt == null
+      ? (t.usedBy.length ? "kept while a sandbox uses it" : t.status === "building"
+        ? "not while it builds" : "kept forever")
+      : when(t.removeAt), el("span", { className: "muted" }, " unused: " + days(t.retentionDays))),
+    el("td", {}, t.usedBy.length ? "–" : button("Remove", () => {
+      if (confirm("Remove template " + t.templateId + " and its layer?"))
+        act("Removing template " + t.templateId, () => api("/api/template?" + envQuery({ id: t.templateId }), { method: "DELETE" }));
+    }, true, "Remove template " + t.templateId)))), "No templates.", 8);
+}
+
 async function loadFailures() {
   const r = await api("/api/failures?" + envQuery());
   fill("failure-table", r.failures.map((f) => el("tr", {},
@@ -282,7 +304,7 @@ async function refresh(all) {
     await Promise.all([loadHealth(), loadSessions(), loadEgress(), loadSandboxes()]);
     if (all || slowTick++ % 3 === 0) {
       await loadBuckets();
-      await Promise.all([loadObjects(), loadCheckpoints(), loadFailures()]);
+      await Promise.all([loadObjects(), loadCheckpoints(), loadTemplates(), loadFailures()]);
     }
   } catch (e) {
     if (e.message !== "not logged in") setStatus("Cannot refresh: " + e.message, true);
