@@ -297,7 +297,7 @@ async function main() {
 
     await step("screenshots", async () => {
       await page.goto(base);
-      await page.locator("#session-table tbody tr[data-status='killed']").waitFor();
+      await page.locator("#session-table tbody tr[data-exit='137']").waitFor();
       await page.locator("#objects tr[data-key='dropped.csv']").waitFor();
       // the checkpoint of inspector-demo, captured 2 s after its commands
       await page.locator("#checkpoint-table tbody tr", { hasText: "inspector-demo" })
