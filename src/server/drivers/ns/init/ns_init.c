@@ -326,7 +326,12 @@ static void mount_root(const char *base, const char *root, const char *hosts,
   int host_usr = usr_dirs(base, root);
   /* the overlays name their layers relative to root: a sandbox sees their
   ** options in its mountinfo, and the host's paths are none of its
-  ** business */
+  ** business. The keeper goes back to the directory it was started in
+  ** once they are mounted: its cwd must not hold the sandbox's directory
+  ** (an operator's or a spec's scan of cwds under the data directory finds
+  ** commands, never keepers) */
+  int back = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (back < 0) die("open the working directory");
   if (chdir(root) < 0) die("chdir to the sandbox's directory");
   /* a template's layer, between the base and the sandbox's own */
   snprintf(tpl, sizeof tpl, "%s", MP_NS_TEMPLATE_LINK);
@@ -343,6 +348,8 @@ static void mount_root(const char *base, const char *root, const char *hosts,
   if (mount("overlay", merged, "overlay", MS_NOSUID, opts) < 0)
     die("mount / (an overlay of the base %s)", base);
   if (host_usr) mount_usr(lower, usr, layers, tpl, merged);
+  if (fchdir(back) < 0) die("chdir back to the working directory");
+  close(back);
   make_dir(merged, "tmp", 01777);
   make_dir(merged, "dev", 0755);
   make_dir(merged, "proc", 0555);
