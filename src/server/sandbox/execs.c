@@ -421,40 +421,44 @@ static uint64_t room(mp_exec *e) {
 }
 
 /* Move what the command wrote into the spools, as far as the bound
-** lets; 0, or -1 when a spool cannot be written. */
+** lets; 0, or -1 when a spool cannot be written. A stream's buffer can
+** hold more than the bound (the reads of a loaded loop add up): with
+** truncate_head it goes in rounds, each making room for the next, since
+** nothing else would call this again while the pipe waits for it. */
 static int drain(mp_exec *e) {
   mastra__proc *p = e->proc;
   int i;
   for (i = 0; i < 2; i++) {
     mastra__buf *b = i == 0 ? &p->out : &p->err;
-    uint64_t free_bytes;
-    size_t n = b->len;
-    if (n == 0) continue;
-    free_bytes = room(e);
-    if (free_bytes < n && e->truncate_head) {
-      /* the oldest bytes go instead (an attach is told: output_gap), this
-      ** stream's first; the server-wide bound still blocks */
-      uint64_t need = (n < e->sb->srv->exec_log_max
-                       ? n : e->sb->srv->exec_log_max) - free_bytes;
-      int j, k;
-      for (k = 0; k < 2 && need > 0; k++) {
-        uint64_t have, cut;
-        j = k == 0 ? i : 1 - i;
-        have = e->end[j] - e->start[j];
-        cut = have < need ? have : need;
-        forget_below(e, j, e->start[j] + cut);
-        need -= cut;
+    while (b->len > 0) {
+      size_t n = b->len;
+      uint64_t free_bytes = room(e);
+      if (free_bytes < n && e->truncate_head) {
+        /* the oldest bytes go instead (an attach is told: output_gap),
+        ** this stream's first; the server-wide bound still blocks */
+        uint64_t need = (n < e->sb->srv->exec_log_max
+                         ? n : e->sb->srv->exec_log_max) - free_bytes;
+        int j, k;
+        for (k = 0; k < 2 && need > 0; k++) {
+          uint64_t have, cut;
+          j = k == 0 ? i : 1 - i;
+          have = e->end[j] - e->start[j];
+          cut = have < need ? have : need;
+          forget_below(e, j, e->start[j] + cut);
+          need -= cut;
+        }
+        free_bytes = room(e);
       }
-      free_bytes = room(e);
-    }
-    if (free_bytes == 0) continue; /* block: the pipe fills, the command waits */
-    if (n > free_bytes) n = (size_t)free_bytes;
-    if (mastra__write_all(e->fd[i], b->data, n) < 0) return -1;
-    e->end[i] += n;
-    e->sb->srv->exec_spooled += n;
-    if (n == b->len) {
-      mastra__proc_consumed(p, b);
-    } else { /* keep the rest: the pipe stays paused until it is out */
+      if (free_bytes == 0) break; /* block: the pipe fills, the command waits */
+      if (n > free_bytes) n = (size_t)free_bytes;
+      if (mastra__write_all(e->fd[i], b->data, n) < 0) return -1;
+      e->end[i] += n;
+      e->sb->srv->exec_spooled += n;
+      if (n == b->len) {
+        mastra__proc_consumed(p, b);
+        break;
+      }
+      /* keep the rest: the pipe stays paused until it is out */
       memmove(b->data, b->data + n, b->len - n);
       b->len -= n;
     }
