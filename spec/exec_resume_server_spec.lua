@@ -67,6 +67,23 @@ local function wsrun(srv, lease, dir, command, opts)
   return r
 end
 
+-- fn(srv, sb, lease, dir) on a server of its own started with args, with
+-- a sandbox, its lease and a scratch directory; all three go afterwards,
+-- whatever fn raised (raised again then)
+local function with_own_server(args, fn)
+  local dir = platform.tmpdir()
+  local srv = platform.start{ args = args }
+  local sb
+  local ok, err = pcall(function()
+    sb = srv:startSandbox{}
+    fn(srv, sb, srv:lease(P, sb.sandboxId), dir)
+  end)
+  if sb then pcall(sb.destroy, sb) end
+  srv:close()
+  platform.rm_rf(dir)
+  assert(ok, err)
+end
+
 describe("exec-resume/1 on the server", function()
   local srv, sb, lease, scratch
 
@@ -476,12 +493,7 @@ end)
 describe("exec-resume/1 with its own server", function()
   it("--exec-log-max: past the bound the command blocks; an acking client gets every byte",
     function()
-    local dir = platform.tmpdir()
-    local srv = platform.start{ args = { "--exec-log-max", "64k" } }
-    local sb
-    local ok, err = pcall(function()
-      sb = srv:startSandbox{}
-      local lease = srv:lease(P, sb.sandboxId)
+    with_own_server({ "--exec-log-max", "64k" }, function(srv, _, lease, dir)
       local want = {}
       for i = 1, 400000 do want[i] = tostring(i) end
       want = table.concat(want, "\n") .. "\n"
@@ -503,22 +515,13 @@ describe("exec-resume/1 with its own server", function()
       probe = srv:wsExec(lease, "cat block-done")
       assert.are.equal("done\n", probe.stdout)
     end)
-    if sb then pcall(sb.destroy, sb) end
-    srv:close()
-    platform.rm_rf(dir)
-    assert(ok, err)
   end)
 end)
 
 describe("exec-resume/1 truncate_head", function()
   it("overflow truncate_head: the oldest bytes go, and output_gap accounts for them exactly",
     function()
-    local dir = platform.tmpdir()
-    local srv = platform.start{ args = { "--exec-log-max", "64k" } }
-    local sb
-    local ok, err = pcall(function()
-      sb = srv:startSandbox{}
-      local lease = srv:lease(P, sb.sandboxId)
+    with_own_server({ "--exec-log-max", "64k" }, function(srv, sb, lease, dir)
       local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
       local want = {}
       for i = 1, 100000 do want[i] = tostring(i) end
@@ -547,21 +550,13 @@ describe("exec-resume/1 truncate_head", function()
         { id = "trunc-2", initJson = { overflow = "drop" } })
       assert.are.equal("invalid_request", bad.frames.byType.error.data.code)
     end)
-    if sb then pcall(sb.destroy, sb) end
-    srv:close()
-    platform.rm_rf(dir)
-    assert(ok, err)
   end)
 end)
 
 describe("exec-resume/1 server-wide bound", function()
   it("--exec-log-total: the oldest ended exec is evicted to make room", function()
-    local dir = platform.tmpdir()
-    local srv = platform.start{ args = { "--exec-log-max", "64k", "--exec-log-total", "96k" } }
-    local sb
-    local ok, err = pcall(function()
-      sb = srv:startSandbox{}
-      local lease = srv:lease(P, sb.sandboxId)
+    local args = { "--exec-log-max", "64k", "--exec-log-total", "96k" }
+    with_own_server(args, function(srv, sb, lease, dir)
       local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
       local a = wsrun(srv, lease, dir, "head -c 60000 /dev/zero | tr '\\0' a", { id = "tot-a" })
       assert.are.equal(0, a.exitCode)
@@ -575,22 +570,13 @@ describe("exec-resume/1 server-wide bound", function()
       local c = wsrun(srv, lease, dir, ":", { attach = "tot-b" })
       assert.are.equal(string.rep("b", 60000), c.stdout)
     end)
-    if sb then pcall(sb.destroy, sb) end
-    srv:close()
-    platform.rm_rf(dir)
-    assert(ok, err)
   end)
 end)
 
 describe("exec-resume/1 retention", function()
   it("--exec-retain: an ended exec's record and spools go; DELETE removes them at once",
     function()
-    local dir = platform.tmpdir()
-    local srv = platform.start{ args = { "--exec-retain", "1s" } }
-    local sb
-    local ok, err = pcall(function()
-      sb = srv:startSandbox{}
-      local lease = srv:lease(P, sb.sandboxId)
+    with_own_server({ "--exec-retain", "1s" }, function(srv, sb, lease, dir)
       local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
       local files = srv.dataDir .. "/sandboxes/" .. sb.sandboxId .. "/execs"
       local function ls()
@@ -620,10 +606,6 @@ describe("exec-resume/1 retention", function()
         return srv:sh("pgrep -fx 'sleep 31.5' || true").stdout == ""
       end, 5000, 100), "the command of a deleted exec still runs")
     end)
-    if sb then pcall(sb.destroy, sb) end
-    srv:close()
-    platform.rm_rf(dir)
-    assert(ok, err)
   end)
 end)
 
@@ -702,6 +684,60 @@ describe("exec-resume/1 across a server's death", function()
     if srv2 then srv2:close() end
     srv:close()
     platform.rm_rf(data)
+    assert(ok, err)
+  end)
+end)
+
+describe("exec-resume/1 on a full disk", function()
+  it("a spool that cannot be written kills the command; the attach gets"
+    .. " insufficient_storage, the client a 507", function()
+    local id = io.popen("id -u")
+    local root = id:read("a"):match("^0%s") ~= nil
+    id:close()
+    if not root then
+      pending("mounting a small tmpfs for the data directory needs root")
+      return
+    end
+    local dir = platform.tmpdir()
+    local data = dir .. "/data"
+    assert(os.execute("mkdir -p " .. mastra.quote(data)
+      .. " && mount -t tmpfs -o size=16m tmpfs " .. mastra.quote(data)))
+    local srv, sb
+    local ok, err = pcall(function()
+      srv = platform.start{ dataDir = data, tokenFile = dir .. "/token" }
+      sb = srv:startSandbox{}
+      local lease = srv:lease(P, sb.sandboxId)
+      -- the command fills the disk (its tree is on it), then prints: the
+      -- server has nowhere to keep that output
+      local fill = "head -c 64m /dev/zero > fill 2>/dev/null; seq 1 200000"
+      local a = wsrun(srv, lease, dir, fill, { id = "full-1" })
+      assert.is_nil(a.exitCode, "an exit frame came: " .. tostring(a.exitCode))
+      assert.is_nil(a.frames.byType.exit)
+      local e = a.frames.byType.error
+      assert.is_not_nil(e, table.concat(a.summary.log, "; "))
+      assert.are.equal("insufficient_storage", e.data.code)
+      assert.matches("No space left on device", e.data.message, 1, true)
+      assert.are.equal(1011, a.summary.close)
+      local state = srv:curl("GET", P .. "/sandbox/" .. sb.sandboxId .. "/execs/full-1").json
+      assert.are.equal("exited", state.state)
+      assert.are.equal("output_lost", state.reason)
+      -- the client's exec-resume says so with a type, and runs nothing twice
+      assert.are.equal(0, srv:wsExec(lease, "rm -f fill").exitCode)
+      local cok, cerr = pcall(sb.executeCommand, sb, "echo run >> count-full; " .. fill)
+      assert.is_false(cok)
+      assert.is_true(require("mastra.errors").PlatformApiError:is(cerr), tostring(cerr))
+      assert.are.equal(507, cerr.status)
+      assert.are.equal("insufficient_storage", cerr.code)
+      assert.matches("Free space", cerr.message, 1, true)
+      local r = srv:wsExec(lease, "rm -f fill; wc -l < count-full")
+      assert.are.equal("1", r.stdout:match("%d+"))
+    end)
+    if sb then pcall(sb.destroy, sb) end
+    if srv then srv:close() end
+    if not os.execute("umount " .. mastra.quote(data) .. " 2>/dev/null") then
+      os.execute("umount -l " .. mastra.quote(data))
+    end
+    platform.rm_rf(dir)
     assert(ok, err)
   end)
 end)

@@ -279,6 +279,20 @@ function resume_exec.run(spec)
                 message = ("exec id %s is already used in sandbox %s by another command;"
                   .. " nothing was run. Use a new id for a different command")
                   :format(spec.execId, tostring(spec.sandboxId)), code = d.code })
+            elseif d.code == "insufficient_storage" or d.code == "output_lost" then
+              -- the platform could not keep the output, so it killed the
+              -- command: its exit would not be the command's own
+              done = true
+              local why = ("exec %s in sandbox %s: the platform killed the command, it could"
+                .. " not keep its output (%s: %s); it is not run again")
+                :format(spec.execId, tostring(spec.sandboxId), d.code, tostring(d.message))
+              if d.code == "insufficient_storage" then
+                fail(errors.PlatformApiError, { status = 507, code = d.code,
+                  message = why .. ". Free space under the platform's data directory",
+                  stdout = streams.stdout.st.out:text(), stderr = streams.stderr.st.out:text() })
+              end
+              fail(errors.SandboxExecLostError, { message = why, code = d.code,
+                stdout = streams.stdout.st.out:text(), stderr = streams.stderr.st.out:text() })
             elseif d.code == "exec_lost" or (d.code == "exec_not_found" and confirmed) then
               done = true
               fail(errors.SandboxExecLostError, {

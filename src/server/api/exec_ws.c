@@ -444,6 +444,16 @@ static void forward_exec(ws_session *s) {
   if (e->state == MP_EXEC_LOST) {
     fail_typed(s, "exec_lost", "the exec's command died with a previous"
                " server; it is not run again", 1008);
+  } else if (strcmp(e->reason, "output_lost") == 0) {
+    /* what it wrote past the spools' end is gone: not an exit to trust */
+    int full = e->output_errno == ENOSPC || e->output_errno == EDQUOT;
+    char msg[100];
+    if (e->output_errno != 0)
+      snprintf(msg, sizeof msg, "cannot keep its output: %s; it was killed",
+               strerror(e->output_errno));
+    else /* a record a previous server left */
+      snprintf(msg, sizeof msg, "its output could not be kept; it was killed");
+    fail_typed(s, full ? "insufficient_storage" : "output_lost", msg, 1011);
   } else {
     if (send_resumable_exit(s, e->exit_code, e->reason, e->end[0],
                             e->end[1]) < 0)

@@ -269,7 +269,7 @@ static mp_exec *load(mp_sandbox *sb, const char *id) {
                             || strcmp(v->valuestring, "abandoned") == 0)) {
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "reason");
     static const char *const reasons[] = {"exited", "signaled", "timeout",
-                                          "abandoned"};
+                                          "abandoned", "output_lost"};
     size_t k;
     e->state = MP_EXEC_EXITED;
     e->abandoned = strcmp(v->valuestring, "abandoned") == 0;
@@ -473,6 +473,7 @@ static void finish(mp_exec *e) {
   e->proc = NULL;
   e->exit_code = p->exit_code;
   e->reason = e->abandoned ? "abandoned"
+              : e->output_errno != 0 ? "output_lost"
               : p->timed_out ? "timeout"
               : p->term_signal != 0 ? "signaled" : "exited";
   e->ended_ms = mastra__wall_ms();
@@ -490,8 +491,11 @@ static void pump(mp_exec *e) {
   mastra__proc *p = e->proc;
   if (p == NULL) return;
   if (drain(e) < 0) {
+    /* its output cannot be kept, so its exactly-once promise cannot: the
+    ** command is killed, and an attach is told why (exec_ws.c) */
+    e->output_errno = errno != 0 ? errno : EIO;
     mp_log("exec %s of %s: cannot write its output: %s; killed", e->id,
-           e->sb->id, strerror(errno));
+           e->sb->id, strerror(e->output_errno));
     mastra__proc_consumed(p, &p->out);
     mastra__proc_consumed(p, &p->err);
     mastra__proc_kill(p);

@@ -63,7 +63,9 @@ struct mp_exec {
   char fingerprint[65];        /* sha256 of the canonical request */
   mp_exec_state state;
   int exit_code;
-  const char *reason;          /* exited|signaled|timeout|abandoned */
+  const char *reason;          /* exited|signaled|timeout|abandoned|
+                               ** output_lost (a spool could not be
+                               ** written: the command was killed) */
   int64_t started_ms, ended_ms;
   mastra__proc *proc;          /* while it runs: ours */
   int fd[2];                   /* the spools; -1: none (lost) */
@@ -72,6 +74,7 @@ struct mp_exec {
   mastra__timer detach_timer;  /* the detach timeout, then the KILL */
   mastra__timer retain_timer;  /* an ended exec's record goes */
   mastra__timer wake_timer;    /* room was made: pump it from the loop */
+  int output_errno;            /* why a spool could not be written; 0 */
   uint64_t stdin_off;          /* stdin bytes written to its pipe */
   unsigned stdin_closed : 1;   /* its stdin is closed */
   unsigned abandoned : 1;      /* the detach timeout ran out */
