@@ -205,40 +205,61 @@ describe("a destroy", function()
   end
 
   it("answers 500 saying what is left past --destroy-wait, and waits again", function()
-    with_server({ driver = "process", args = { "--destroy-wait", "1" } }, function(srv)
+    -- a process marked as the sandbox's, started on the host outside it
+    -- and frozen (the v1 freezer): a SIGKILL stays pending until it is
+    -- thawed, so every check of the server finds it, however loaded the
+    -- machine is
+    local freezer = "/sys/fs/cgroup/freezer"
+    if not is_root() or lfs.attributes(freezer, "mode") ~= "directory" then
+      pending("needs root and the cgroup v1 freezer (" .. freezer .. ")")
+      return
+    end
+    local cg = ("%s/mastra-spec-%d-%d"):format(freezer, math.floor(mastra.now() * 1000),
+      math.random(1e6))
+    assert(lfs.mkdir(cg))
+    local function state(v)
+      local f = assert(io.open(cg .. "/freezer.state", v and "w" or "r"))
+      local r = v and f:write(v) or f:read("a")
+      f:close()
+      return r
+    end
+    local feeder = mastra.LocalSandbox.new{}
+    local ok, err = pcall(with_server, { driver = "process", args = { "--destroy-wait", "1" } },
+      function(srv)
       local sb = srv:startSandbox()
       assert.are.equal(0, sb:executeCommand("true").exitCode)
       local id = sb.sandboxId
-      -- a host process outside the sandbox keeps starting processes marked
-      -- as the sandbox's, as fast as it can fork: every check of the
-      -- server finds some, and it never empties while this runs
-      local feeder = mastra.LocalSandbox.new{}
       feeder:start()
-      local h = feeder.processes:spawn(("while :; do MASTRA_SANDBOX_ID=%s sleep 30 & done")
-        :format(id))
-      local ok, err = pcall(function()
-        mastra.sleep(100)
-        local t0 = mastra.now()
-        local dok, derr = pcall(sb.destroy, sb)
-        assert.is_false(dok)
-        assert.are.equal(500, derr.status)
-        assert.matches("still on the host", derr.message, 1, true)
-        assert.matches("--destroy-wait", derr.message, 1, true)
-        assert.is_true(mastra.now() - t0 >= 900, "answered after " .. (mastra.now() - t0))
-        assert.are.equal("destroying",
-          srv:json("GET", "/v1/railway/projects/proj/sandbox/" .. id).json.status)
-        assert.is_true(util.wait_until(function()
-          return srv.stderrTail:find("still on the host", 1, true) ~= nil
-        end, 5000), "not logged: " .. srv.stderrTail)
-        h:kill()
-        -- the next destroy waits for the rest, then answers 204
-        sb:destroy()
-        assert_nothing_left(id, "after the second DELETE")
-        assert.are.equal("destroyed",
-          srv:json("GET", "/v1/railway/projects/proj/sandbox/" .. id).json.status)
-      end)
-      feeder:destroy()
-      assert(ok, err)
+      local h = feeder.processes:spawn(("echo $$ > %s/cgroup.procs && MASTRA_SANDBOX_ID=%s"
+        .. " exec sleep 300"):format(mastra.quote(cg), id))
+      assert.is_true(util.wait_until(function() return #left_on_host(id) == 1 end, 5000),
+        "the marked sleeper did not start")
+      state("FROZEN")
+      assert.is_true(util.wait_until(function() return state():find("FROZEN") end, 5000))
+      local t0 = mastra.now()
+      local dok, derr = pcall(sb.destroy, sb)
+      assert.is_false(dok)
+      assert.are.equal(500, derr.status)
+      assert.matches("still on the host", derr.message, 1, true)
+      assert.matches("--destroy-wait", derr.message, 1, true)
+      assert.is_true(mastra.now() - t0 >= 900, "answered after " .. (mastra.now() - t0))
+      assert.are.equal("destroying",
+        srv:json("GET", "/v1/railway/projects/proj/sandbox/" .. id).json.status)
+      assert.is_true(util.wait_until(function()
+        return srv.stderrTail:find("still on the host", 1, true) ~= nil
+      end, 5000), "not logged: " .. srv.stderrTail)
+      -- thawed, the sleeper meets its pending SIGKILL: the next destroy
+      -- waits for it, then answers 204
+      state("THAWED")
+      sb:destroy()
+      assert_nothing_left(id, "after the second DELETE")
+      assert.are.equal("destroyed",
+        srv:json("GET", "/v1/railway/projects/proj/sandbox/" .. id).json.status)
+      h:wait()
     end)
+    pcall(state, "THAWED")
+    feeder:destroy()
+    util.wait_until(function() return lfs.rmdir(cg) ~= nil end, 5000)
+    assert(ok, err)
   end)
 end)
