@@ -12,12 +12,7 @@ local util = require "spec.support.util"
 local P = "/v1/railway/projects/proj"
 local trim = util.trim
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local sh = util.sh
 
 local function create(srv, body)
   local r = srv:json("POST", P .. "/sandbox", body)

@@ -40,12 +40,7 @@ local RESERVED = {
 -- host commands run without the sanitizers' preload (the busted of the
 -- sanitizers' build has LD_PRELOAD=libasan): pgrep with it preloaded hung
 -- in a futex reading a killed server's processes
-local function sh(cmd)
-  local p = io.popen("unset LD_PRELOAD; " .. cmd .. " 2>&1")
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local sh = util.sh
 
 local function must(cmd)
   local out, ok = sh(cmd)

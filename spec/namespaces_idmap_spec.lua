@@ -11,12 +11,7 @@ local util = require "spec.support.util"
 
 local trim = util.trim
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
-  p:close()
-  return out
-end
+local sh = util.sh
 
 describe("the base's owners with root", function()
   if trim(sh("id -u")) ~= "0" then

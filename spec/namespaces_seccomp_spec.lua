@@ -14,12 +14,7 @@ local util = require "spec.support.util"
 
 local trim = util.trim
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local sh = util.sh
 
 local function skip_reason()
   local uid = trim(sh("id -u"))

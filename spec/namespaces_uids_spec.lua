@@ -13,12 +13,7 @@ local util = require "spec.support.util"
 
 local trim = util.trim
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
-  p:close()
-  return out
-end
+local sh = util.sh
 
 local SHARED = "every sandbox has the same host uid"
 

@@ -18,12 +18,7 @@ local trim = util.trim
 -- a uid with no passwd entry, for this spec alone
 local UID = 47000 + (tonumber(tostring(os.time()):sub(-3)) or 0)
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local sh = util.sh
 
 -- shell text that must succeed
 local function must(cmd)

@@ -22,12 +22,7 @@ local HOST, INDEX = ("198.18.%d.9"):format(N), ("198.18.%d.10"):format(N)
 local PORT = 8080
 local URL = ("http://%s:%d"):format(INDEX, PORT)
 
-local function sh(cmd)
-  local p = io.popen("unset LD_PRELOAD; " .. cmd .. " 2>&1")
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local sh = util.sh
 
 local function must(cmd)
   local out, ok = sh(cmd)

@@ -39,6 +39,17 @@ function util.rm_rf(...)
   end
 end
 
+--- The output of shell text cmd, its stderr included, and whether it
+-- exited 0. LD_PRELOAD is unset for it: under AddressSanitizer the specs'
+-- runtime is preloaded (spec/support/run-busted), and the host's tools
+-- (ip, nft, setpriv, du...) are not instrumented.
+function util.sh(cmd)
+  local p = io.popen("unset LD_PRELOAD; " .. cmd .. " 2>&1")
+  local out = p:read("a")
+  local ok = p:close()
+  return out, ok == true
+end
+
 function util.trim(s)
   return (s:match("^%s*(.-)%s*$"))
 end
