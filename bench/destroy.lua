@@ -18,6 +18,7 @@
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local mastra = require "mastra"
 local client = require "mastra.platform_client"
+local lib = require "lib"
 
 local here = arg[0]:match("(.*/)") or "./"
 local bin = arg[1] or (here .. "../build/mastra-platform")
@@ -32,12 +33,7 @@ local STORM = table.concat({
   "sleep 0.1",
 }, "\n")
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  return out
-end
+local sh = lib.sh
 
 if bin:sub(1, 1) ~= "/" then bin = sh("pwd"):gsub("%s+$", "") .. "/" .. bin end
 local root = sh("id -u"):gsub("%s", "") == "0"
@@ -52,24 +48,10 @@ local host <close> = mastra.LocalSandbox.new{ workingDirectory = dir .. "/wd", t
 host:start()
 
 local function serve(name, driver, which)
-  local data, out = dir .. "/data-" .. name, {}
-  local server = host.processes:spawn("exec " .. mastra.quote(which)
-    .. " serve --listen 127.0.0.1:0 --driver " .. driver
-    .. (driver == "namespaces" and (" --base " .. mastra.quote(base)) or "")
-    .. " --data-dir " .. mastra.quote(data) .. " --default-idle-minutes 0"
-    .. " 2>" .. mastra.quote(dir .. "/platform-" .. name .. ".log"),
-    { onStdout = function(s) out[#out + 1] = s end })
-  local line
-  for _ = 1, 400 do
-    line = table.concat(out):match("^([^\n]*)\n")
-    if line or server.exitCode then break end
-    mastra.sleep(50)
-  end
-  assert(line, name .. ": mastra-platform did not start")
-  local s = { name = name, idle = {}, storm = {} }
-  local token = sh("cat " .. mastra.quote(data .. "/token")):gsub("%s+$", "")
-  s.cfg = client.resolve({ accessToken = token, proxyUrl = line:match('"url":"([^"]+)"'),
-    projectId = "bench" }, "bench")
+  local s = lib.serve(host, { bin = which, driver = driver,
+    base = driver == "namespaces" and base or nil, data = dir .. "/data-" .. name,
+    log = dir .. "/platform-" .. name .. ".log" })
+  s.name, s.idle, s.storm = name, {}, {}
   function s.create()
     return client.request(s.cfg, "POST", "/sandbox",
       { json = { environmentId = "bench" } }).json.id
@@ -96,12 +78,7 @@ for _, driver in ipairs(root and { "process", "namespaces" } or { "process" }) d
   end
 end
 
-local function pct(xs, p)
-  local s = {}
-  for i, x in ipairs(xs) do s[i] = x end
-  table.sort(s)
-  return s[math.max(1, math.ceil(#s * p))]
-end
+local pct = lib.pct
 
 local load0 = sh("cat /proc/loadavg"):match("^(%S+ %S+ %S+)")
 for i = 1, n do

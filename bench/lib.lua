@@ -26,16 +26,17 @@ function lib.pct(xs, p)
 end
 
 --- A mastra-platform of the namespaces driver (or opts.driver) started as
--- a background process of LocalSandbox host: opts.bin, opts.base, opts.data
--- (its data directory), opts.log (its stderr), opts.extra (more flags,
--- each with a leading space). Returns {server, url, pid, token, cfg} (cfg:
--- a client config of project "bench"), or raises with its log.
+-- a background process of LocalSandbox host: opts.bin, opts.base (nil: no
+-- --base, as the process driver wants), opts.data (its data directory),
+-- opts.log (its stderr), opts.extra (more flags, each with a leading
+-- space). Returns {server, url, pid, token, data, cfg} (cfg: a client
+-- config of project "bench"), or raises with its log.
 function lib.serve(host, opts)
   local client = require "mastra.platform_client"
   local said = {}
   local server = host.processes:spawn("exec " .. mastra.quote(opts.bin)
     .. " serve --listen 127.0.0.1:0 --driver " .. (opts.driver or "namespaces")
-    .. " --base " .. mastra.quote(opts.base) .. (opts.extra or "")
+    .. (opts.base and (" --base " .. mastra.quote(opts.base)) or "") .. (opts.extra or "")
     .. " --data-dir " .. mastra.quote(opts.data) .. " --default-idle-minutes 0"
     .. " 2>" .. mastra.quote(opts.log),
     { onStdout = function(s) said[#said + 1] = s end })
@@ -46,7 +47,7 @@ function lib.serve(host, opts)
     mastra.sleep(50)
   end
   assert(line, "mastra-platform did not start: " .. lib.sh("cat " .. mastra.quote(opts.log)))
-  local s = { server = server, url = line:match('"url":"([^"]+)"'),
+  local s = { server = server, data = opts.data, url = line:match('"url":"([^"]+)"'),
     pid = tonumber(line:match('"pid":(%d+)')),
     token = lib.sh("cat " .. mastra.quote(opts.data .. "/token")):gsub("%s+$", "") }
   s.cfg = client.resolve({ accessToken = s.token, proxyUrl = s.url, projectId = "bench" },

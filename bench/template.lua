@@ -13,6 +13,7 @@
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local mastra = require "mastra"
 local client = require "mastra.platform_client"
+local lib = require "lib"
 
 local here = arg[0]:match("(.*/)") or "./"
 local bin = arg[1] or (here .. "../build/mastra-platform")
@@ -22,12 +23,7 @@ local FILES = tonumber(arg[4] or "2000")
 local KIB = tonumber(arg[5] or "20480")
 local tmp = os.getenv("MASTRA_BENCH_TMPDIR") or "/var/tmp"
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  p:close()
-  return out
-end
+local function sh(cmd) return lib.sh(cmd, true) end
 
 if bin:sub(1, 1) ~= "/" then bin = sh("pwd"):gsub("%s+$", "") .. "/" .. bin end
 local dir = sh("mktemp -d " .. mastra.quote(tmp .. "/mastra-template-bench.XXXXXX"))
@@ -41,33 +37,12 @@ end
 local host <close> = mastra.LocalSandbox.new{ workingDirectory = dir .. "/wd", timeout = 0 }
 host:start()
 
-local function pct(xs, p)
-  local s = {}
-  for i, x in ipairs(xs) do s[i] = x end
-  table.sort(s)
-  return s[math.max(1, math.ceil(#s * p))]
-end
+local pct = lib.pct
 
 local function serve(name, extra)
-  local data = dir .. "/data-" .. name
-  local out = {}
-  local server = host.processes:spawn("exec " .. mastra.quote(bin) .. " serve --listen 127.0.0.1:0"
-    .. " --driver namespaces --base " .. mastra.quote(base) .. extra
-    .. " --data-dir " .. mastra.quote(data) .. " --default-idle-minutes 0"
-    .. " 2>" .. mastra.quote(dir .. "/platform-" .. name .. ".log"),
-    { onStdout = function(s) out[#out + 1] = s end })
-  local line
-  for _ = 1, 400 do
-    line = table.concat(out):match("^([^\n]*)\n")
-    if line or server.exitCode then break end
-    mastra.sleep(50)
-  end
-  assert(line, "mastra-platform did not start")
-  local s = { name = name, server = server, data = data }
-  s.url = line:match('"url":"([^"]+)"')
-  s.pid = tonumber(line:match('"pid":(%d+)'))
-  s.token = sh("cat " .. mastra.quote(data .. "/token")):gsub("%s+$", "")
-  s.cfg = client.resolve({ accessToken = s.token, proxyUrl = s.url, projectId = "bench" }, "bench")
+  local s = lib.serve(host, { bin = bin, base = base, extra = extra,
+    data = dir .. "/data-" .. name, log = dir .. "/platform-" .. name .. ".log" })
+  s.name = name
   function s.create(def)
     for _ = 1, 2400 do
       local j = client.request(s.cfg, "POST", "/sandbox",
@@ -88,10 +63,10 @@ local function serve(name, extra)
   function s.stop() -- SIGTERM: it ends what it runs, as a user's stop does
     sh("kill -TERM " .. s.pid)
     for _ = 1, 200 do
-      if server.exitCode then return end
+      if s.server.exitCode then return end
       mastra.sleep(50)
     end
-    server:kill()
+    s.server:kill()
   end
   return s
 end
