@@ -213,7 +213,21 @@ describe("exec-resume/1 on the server", function()
     r = run("true", { id = string.rep("a", 129) })
     assert.are.equal("invalid_request", r.frames.byType.error.data.code)
     r = run("true", { id = "ok-id", detach = 3600001 })
-    assert.matches("detach_timeout_ms", r.frames.byType.error.data.message)
+    assert.matches("field 'data.detach_timeout_ms' must be an integer from 1 to 3600000",
+      r.frames.byType.error.data.message, 1, true)
+    r = run("true", { id = "ok-id", initJson = { overflow = "drop" } })
+    assert.matches([[field 'data.overflow' must be "block" (the default) or "truncate_head"]],
+      r.frames.byType.error.data.message, 1, true)
+    -- the HTTP start says the same, of its body's fields
+    local bad = srv:json("POST", P .. "/sandbox/" .. sb.sandboxId .. "/execs",
+      { command = "true", overflow = "drop" }, { headers = { ["Idempotency-Key"] = "ok-id" } })
+    assert.are.equal(400, bad.status)
+    assert.matches([[field 'overflow' must be "block"]], bad.json.error.message, 1, true)
+    bad = srv:json("POST", P .. "/sandbox/" .. sb.sandboxId .. "/execs",
+      { command = "true", detach_timeout_ms = 0 }, { headers = { ["Idempotency-Key"] = "ok-id" } })
+    assert.are.equal(400, bad.status)
+    assert.matches("field 'detach_timeout_ms' must be an integer from 1", bad.json.error.message,
+      1, true)
     r = run("true", { id = "ok-id", resume = { stdout = -1 } })
     assert.matches("resume", r.frames.byType.error.data.message)
     r = run(":", { attach = "never-started" })

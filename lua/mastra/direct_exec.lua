@@ -23,6 +23,7 @@ local HANDSHAKE_MS = 30000
 -- the fields of init_exec's data, in wire order: the one list of them in the
 -- client (a spec of run() carries them under the same names)
 local EXEC_FIELDS = { "command", "cwd", "env" }
+direct_exec.EXEC_FIELDS = EXEC_FIELDS
 local STDIN_HIGH = 1048576
 
 local function ordered(t, keys)

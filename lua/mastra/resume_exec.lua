@@ -157,9 +157,13 @@ function resume_exec.run(spec)
       return ordered({ command = ":", durable_session_name = spec.execId, resume = resume },
         { "command", "durable_session_name", "resume" })
     end
-    return ordered({ command = spec.command, cwd = spec.cwd, env = spec.env,
-      exec_id = spec.execId, detach_timeout_ms = spec.detachTimeout, resume = resume },
-      { "command", "cwd", "env", "exec_id", "detach_timeout_ms", "resume" })
+    -- the fields of a plain start (direct_exec.EXEC_FIELDS), then the
+    -- extension's
+    local data, keys = {}, {}
+    for i, k in ipairs(direct_exec.EXEC_FIELDS) do data[k], keys[i] = spec[k], k end
+    data.exec_id, data.detach_timeout_ms, data.resume = spec.execId, spec.detachTimeout, resume
+    table.move({ "exec_id", "detach_timeout_ms", "resume" }, 1, 3, #keys + 1, keys)
+    return ordered(data, keys)
   end
 
   -- one socket: "exit", "timeout", "handedOver" or "failed"

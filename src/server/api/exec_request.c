@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sandbox/env.h"
+#include "sandbox/execs.h"
 
 /* a member of obj, with null as absent */
 static const cJSON *field(const cJSON *obj, const char *name) {
@@ -53,5 +54,38 @@ int mp_exec_request_parse(const cJSON *obj, const char *where,
                                                          : NULL;
   spec->env = env;
   spec->timeout_ms = tsec != NULL ? (uint64_t)(tsec->valuedouble * 1000) : 0;
+  return 0;
+}
+
+int mp_exec_resume_parse(const cJSON *obj, const char *where,
+                         uint64_t *detach_ms, int *truncate_head, char *why,
+                         size_t n) {
+  const cJSON *dt = field(obj, MP_EXEC_FIELD_DETACH);
+  const cJSON *ov = field(obj, MP_EXEC_FIELD_OVERFLOW);
+  const char *dot = where != NULL ? "." : "";
+  if (where == NULL) where = "";
+  *detach_ms = MP_EXEC_DETACH_DEFAULT_MS;
+  *truncate_head = 0;
+  if (dt != NULL) {
+    if (!cJSON_IsNumber(dt) || dt->valuedouble < 1
+        || dt->valuedouble > MP_EXEC_DETACH_MAX_MS
+        || dt->valuedouble != (double)(uint64_t)dt->valuedouble) {
+      snprintf(why, n, "field '%s%s" MP_EXEC_FIELD_DETACH "' must be an"
+               " integer from 1 to %d (ms; default %d)", where, dot,
+               (int)MP_EXEC_DETACH_MAX_MS, (int)MP_EXEC_DETACH_DEFAULT_MS);
+      return -1;
+    }
+    *detach_ms = (uint64_t)dt->valuedouble;
+  }
+  if (ov != NULL) {
+    if (!cJSON_IsString(ov) || (strcmp(ov->valuestring, "block") != 0
+                                && strcmp(ov->valuestring, "truncate_head")
+                                       != 0)) {
+      snprintf(why, n, "field '%s%s" MP_EXEC_FIELD_OVERFLOW "' must be"
+               " \"block\" (the default) or \"truncate_head\"", where, dot);
+      return -1;
+    }
+    *truncate_head = strcmp(ov->valuestring, "truncate_head") == 0;
+  }
   return 0;
 }

@@ -793,10 +793,9 @@ static void start_resumable(ws_session *s, const cJSON *data) {
     fail_typed(s, "invalid_request", err, 1008);
     return;
   }
-  if (int_member(data, "detach_timeout_ms", 1, MP_EXEC_DETACH_MAX_MS,
-                 MP_EXEC_DETACH_DEFAULT_MS, &detach_ms) < 0) {
-    fail_typed(s, "invalid_request", "field 'data.detach_timeout_ms' must be"
-               " an integer from 1 to 3600000 (ms; default 300000)", 1008);
+  if (mp_exec_resume_parse(data, "data", &detach_ms, &truncate, err,
+                           sizeof err) < 0) {
+    fail_typed(s, "invalid_request", err, 1008);
     return;
   }
   if (int_member(data, "timeout_ms", 0, 9007199254740991.0, 0, &timeout_ms)
@@ -804,17 +803,6 @@ static void start_resumable(ws_session *s, const cJSON *data) {
     fail_typed(s, "invalid_request", "field 'data.timeout_ms' must be an"
                " integer >= 0 (ms; 0: no deadline)", 1008);
     return;
-  }
-  {
-    const cJSON *ov = member(data, "overflow");
-    if (ov != NULL && (!cJSON_IsString(ov)
-                       || (strcmp(ov->valuestring, "block") != 0
-                           && strcmp(ov->valuestring, "truncate_head") != 0))) {
-      fail_typed(s, "invalid_request", "field 'data.overflow' must be"
-                 " \"block\" (the default) or \"truncate_head\"", 1008);
-      return;
-    }
-    truncate = ov != NULL && strcmp(ov->valuestring, "truncate_head") == 0;
   }
   spec.stdin_pipe = 1;
   spec.timeout_ms = timeout_ms;

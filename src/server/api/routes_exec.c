@@ -227,15 +227,16 @@ static enum MHD_Result signal_exec(struct MHD_Connection *conn, mp_exec *e,
 
 static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
                              mp_request *r) {
-  static const char *const known[] = {"command", "cwd", "env",
-                                      "detach_timeout_ms", "overflow"};
+  static const char *const known[] = {
+      MP_EXEC_FIELD_COMMAND, MP_EXEC_FIELD_CWD, MP_EXEC_FIELD_ENV,
+      MP_EXEC_FIELD_DETACH, MP_EXEC_FIELD_OVERFLOW};
   const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                 "Idempotency-Key");
   cJSON *body;
-  const cJSON *it, *dt;
+  const cJSON *it;
   mp_exec_spec spec;
   mp_exec *e;
-  uint64_t detach_ms = MP_EXEC_DETACH_DEFAULT_MS;
+  uint64_t detach_ms;
   char fp[65], err[600];
   size_t k;
   int truncate;
@@ -256,30 +257,11 @@ static enum MHD_Result start(struct MHD_Connection *conn, mp_sandbox *sb,
       return MHD_YES;
     }
   }
-  dt = cJSON_GetObjectItemCaseSensitive(body, "detach_timeout_ms");
-  if (dt != NULL && !cJSON_IsNull(dt)) {
-    if (!cJSON_IsNumber(dt) || dt->valuedouble < 1
-        || dt->valuedouble > MP_EXEC_DETACH_MAX_MS
-        || dt->valuedouble != (double)(uint64_t)dt->valuedouble) {
-      cJSON_Delete(body);
-      return mp_send_error(conn, 400, "invalid_request",
-                           "field 'detach_timeout_ms' must be an integer"
-                           " from 1 to 3600000 (ms; default 300000)");
-    }
-    detach_ms = (uint64_t)dt->valuedouble;
-  }
-  dt = cJSON_GetObjectItemCaseSensitive(body, "overflow");
-  if (dt != NULL && !cJSON_IsNull(dt)
-      && (!cJSON_IsString(dt) || (strcmp(dt->valuestring, "block") != 0
-                                  && strcmp(dt->valuestring, "truncate_head")
-                                         != 0))) {
+  if (mp_exec_resume_parse(body, NULL, &detach_ms, &truncate, err,
+                           sizeof err) < 0) {
     cJSON_Delete(body);
-    return mp_send_error(conn, 400, "invalid_request", "field 'overflow'"
-                         " must be \"block\" (the default) or"
-                         " \"truncate_head\"");
+    return mp_send_error(conn, 400, "invalid_request", "%s", err);
   }
-  truncate = cJSON_IsString(dt) && strcmp(dt->valuestring, "truncate_head")
-                                       == 0;
   if (mp_exec_request_parse(body, NULL, 0, &spec, err, sizeof err) < 0) {
     cJSON_Delete(body);
     return mp_send_error(conn, 400, "invalid_request", "%s", err);
