@@ -265,17 +265,23 @@ static int parse_duration(const char *flag, const char *v, uint64_t *out) {
   return 0;
 }
 
-static int parse_count(const char *flag, const char *v, long lo, long hi,
-                       long *out) {
+/* an integer from lo to hi; what names it in the error ("a count") */
+static int parse_bounded(const char *flag, const char *v, long lo, long hi,
+                         const char *what, long *out) {
   char *end;
   long n = v ? strtol(v, &end, 10) : -1;
   if (v == NULL || *v == '\0' || *end != '\0' || n < lo || n > hi) {
-    fprintf(stderr, "mastra-platform: %s wants a count between %ld and %ld"
-            " (got '%s')\n", flag, lo, hi, v ? v : "");
+    fprintf(stderr, "mastra-platform: %s wants %s between %ld and %ld"
+            " (got '%s')\n", flag, what, lo, hi, v ? v : "");
     return -1;
   }
   *out = n;
   return 0;
+}
+
+static int parse_count(const char *flag, const char *v, long lo, long hi,
+                       long *out) {
+  return parse_bounded(flag, v, lo, hi, "a count", out);
 }
 
 static int parse_days(const char *flag, const char *v, double *out) {
@@ -456,7 +462,9 @@ int main(int argc, char **argv) {
       if (parse_count(a, v, 1, MP_DESTROYED_MAX_LIMIT, &destroyed_max) < 0)
         return 2;
     } else if (strcmp(a, "--destroy-wait") == 0) {
-      if (parse_count(a, v, 1, 3600, &destroy_wait) < 0) return 2;
+      if (parse_bounded(a, v, 1, 3600, "a number of seconds", &destroy_wait)
+          < 0)
+        return 2;
     } else if (strcmp(a, "--header-timeout") == 0) {
       if (parse_seconds(a, v, &header_timeout) < 0 || header_timeout == 0)
         return 2;
