@@ -234,6 +234,32 @@ for _, wire in ipairs(WIRES) do
       end)
     end)
 
+    it("ends a stream that trickles on at stepTimeout, and a run at its timeout", function()
+      -- a chunk every 150 ms: no chunk timeout fires, the step's and the
+      -- run's deadlines do, with what came so far
+      local text = ms.sse(W.events({ { text = { "a", "b", "c", "d", "e", "f", "g", "h", "i",
+        "j", "k", "l" } } }))
+      with_server(wire, { ms.stream(text, { every = 40, delayMs = 150 }),
+        ms.stream(text, { every = 40, delayMs = 150 }) }, function(srv)
+        local a = agent_for(srv, wire)
+        for _, case in ipairs{ { opt = "stepTimeout", which = "step" },
+          { opt = "timeout", which = "total" } } do
+          local t0 = mastra.now()
+          local ok, err = pcall(a.generate, a, "go", { maxRetries = 0, chunkTimeout = 1000,
+            [case.opt] = 400 })
+          local took = mastra.now() - t0
+          assert.is_false(ok)
+          assert.is_true(errors.TimeoutError:is(err), tostring(err))
+          assert.are.equal(case.which, err.timeout)
+          assert.are.equal(400, err.ms)
+          assert.matches(case.opt == "stepTimeout" and "(stepTimeout)" or "the run's timeout",
+            err.message, 1, true)
+          assert.is_true(took >= 390 and took < 3000, case.opt .. " ended after " .. took)
+        end
+        assert.are.equal(2, #srv:calls(wire)) -- neither is retried
+      end)
+    end)
+
     it("cancellation ends the HTTP request", function()
       local text = ms.sse(W.events({ { text = { "a", "b", "c", "d", "e", "f", "g", "h" } } }))
       with_server(wire, { ms.stream(text, { every = 40, delayMs = 150 }) }, function(srv)

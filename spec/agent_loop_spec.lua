@@ -214,6 +214,46 @@ for _, wire in ipairs(WIRES) do
       end)
     end)
 
+    it("sends toolChoice as the wire says it (defaultOptions, then the run's own)", function()
+      local want = wire == "anthropic"
+        and { required = { type = "any" }, none = { type = "none" },
+              tool = { type = "tool", name = "probe" } }
+        or { required = "required", none = "none",
+             tool = { type = "function", ["function"] = { name = "probe" } } }
+      with_agent(wire, { W.text("a"), W.text("b"), W.text("c") },
+        { tools = { probe = probe({}) }, defaultOptions = { toolChoice = "required" } },
+        function(e)
+        e.agent:generate("one")
+        e.agent:generate("two", { toolChoice = "none" })
+        e.agent:generate("three", { toolChoice = { type = "tool", toolName = "probe" } })
+        local calls = e.calls()
+        assert.are.equal(3, #calls)
+        assert.are.same(want.required, calls[1].body.tool_choice)
+        assert.are.same(want.none, calls[2].body.tool_choice)
+        assert.are.same(want.tool, calls[3].body.tool_choice)
+      end)
+    end)
+
+    it("cuts a tool's output at maxToolOutputTokens (4 characters each), saying so", function()
+      local big = {
+        description = "Print a lot.",
+        inputSchema = { type = "object", properties = {} },
+        execute = function() return string.rep("x", 1000) end,
+      }
+      with_agent(wire, {
+        W.toolUse({ { id = "b1", name = "big", input = {} } }),
+        W.text("read it"),
+      }, { tools = { big = big } }, function(e)
+        local r = e.agent:generate("go", { maxToolOutputTokens = 10 })
+        assert.are.equal("read it", r.text)
+        local sent = results_sent(wire, e.calls()[2].body)
+        assert.are.equal(1, #sent)
+        assert.are.equal(string.rep("x", 40), sent[1].text:sub(1, 40))
+        assert.are.equal("\n", sent[1].text:sub(41, 41))
+        assert.matches("[output truncated: 40 of 1000 characters shown", sent[1].text, 1, true)
+      end)
+    end)
+
     it("runs up to toolCallConcurrency calls at once, results in call order", function()
       local running, peak, order = 0, 0, {}
       local slow = {
