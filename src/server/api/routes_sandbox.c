@@ -323,8 +323,9 @@ static int template_of(mp_server *srv, struct MHD_Connection *conn,
   mp_template *t;
   char err[1400];
   const cJSON *tenv, *x;
-  int rc = mp_template_request(srv, project, spec->environment, def,
-                               cJSON_GetObjectItemCaseSensitive(body, "templateBuildEnvs"),
+  const cJSON *benv =
+      cJSON_GetObjectItemCaseSensitive(body, MP_CREATE_TEMPLATE_ENVS);
+  int rc = mp_template_request(srv, project, spec->environment, def, benv,
                                &t, err, sizeof err);
   if (rc < 0) {
     *res = rc == -2 ? mp_send_error(conn, 400, "invalid_request", "%s", err)
@@ -433,7 +434,7 @@ static enum MHD_Result create_sandbox(mp_server *srv,
     return mp_send_error(conn, 400, "invalid_request", "%s", why);
   }
   spec.env = cJSON_IsObject(env) ? env : NULL;
-  v = cJSON_GetObjectItemCaseSensitive(body, "templateDefinition");
+  v = cJSON_GetObjectItemCaseSensitive(body, MP_CREATE_TEMPLATE);
   if (v != NULL && !cJSON_IsNull(v)) {
     enum MHD_Result res;
     if (template_of(srv, conn, project, body, v, "", &spec, &res) < 0) {

@@ -40,8 +40,8 @@ static enum MHD_Result build(mp_server *srv, struct MHD_Connection *conn,
   int rc;
   if (body == NULL) return MHD_YES;
   env = cJSON_GetObjectItemCaseSensitive(body, MP_CREATE_ENVIRONMENT);
-  def = cJSON_GetObjectItemCaseSensitive(body, legacy ? "definition" : "templateDefinition");
-  benv = cJSON_GetObjectItemCaseSensitive(body, "templateBuildEnvs");
+  def = cJSON_GetObjectItemCaseSensitive(body, legacy ? "definition" : MP_CREATE_TEMPLATE);
+  benv = cJSON_GetObjectItemCaseSensitive(body, MP_CREATE_TEMPLATE_ENVS);
   retry = cJSON_GetObjectItemCaseSensitive(body, "retry");
   if (!cJSON_IsString(env) || env->valuestring[0] == '\0'
       || strlen(env->valuestring) >= MP_NAME_MAX) {
@@ -52,7 +52,7 @@ static enum MHD_Result build(mp_server *srv, struct MHD_Connection *conn,
   if (def == NULL) {
     cJSON_Delete(body);
     return mp_send_error(conn, 400, "invalid_request", "field '%s' is required",
-                         legacy ? "definition" : "templateDefinition");
+                         legacy ? "definition" : MP_CREATE_TEMPLATE);
   }
   rc = mp_template_request(srv, project, env->valuestring, def, benv, &t, err,
                            sizeof err);

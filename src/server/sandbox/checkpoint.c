@@ -113,7 +113,7 @@ static int write_record(mp_server *srv, int seed, const char *name,
         asked = 1;
     }
     if (template_key == NULL) {
-      const cJSON *d = cJSON_GetObjectItemCaseSensitive(old, "templateDefinition");
+      const cJSON *d = cJSON_GetObjectItemCaseSensitive(old, MP_CREATE_TEMPLATE);
       snprintf(tkey, sizeof tkey, "%s", mp_ckpt_rec_str(old, "template"));
       if (cJSON_IsObject(d)) tdef = cJSON_Duplicate(d, 1);
     }
@@ -139,7 +139,7 @@ static int write_record(mp_server *srv, int seed, const char *name,
   cJSON_AddBoolToObject(o, "asked", asked);
   if (tkey[0] != '\0') {
     cJSON_AddStringToObject(o, "template", tkey);
-    if (tdef != NULL) cJSON_AddItemToObject(o, "templateDefinition", tdef);
+    if (tdef != NULL) cJSON_AddItemToObject(o, MP_CREATE_TEMPLATE, tdef);
     tdef = NULL;
   }
   cJSON_Delete(tdef);
@@ -292,7 +292,7 @@ int mp_checkpoint_template(mp_server *srv, const char *project,
   }
   if (rec == NULL) return 0;
   snprintf(template_key, MP_TEMPLATE_KEY_MAX, "%s", mp_ckpt_rec_str(rec, "template"));
-  d = cJSON_GetObjectItemCaseSensitive(rec, "templateDefinition");
+  d = cJSON_GetObjectItemCaseSensitive(rec, MP_CREATE_TEMPLATE);
   if (template_key[0] != '\0' && cJSON_IsObject(d))
     *definition = cJSON_Duplicate(d, 1);
   cJSON_Delete(rec);

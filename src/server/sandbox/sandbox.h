@@ -229,6 +229,8 @@ struct mp_sandbox {
 #define MP_CREATE_IDLE "idleTimeoutMinutes"
 #define MP_CREATE_ENV "env"
 #define MP_CREATE_SEED "seedCheckpointName"
+#define MP_CREATE_TEMPLATE "templateDefinition" /* a template's recipe */
+#define MP_CREATE_TEMPLATE_ENVS "templateBuildEnvs" /* its build's env */
 /* ours: a create header "explicit" says that `id` is the caller's own, not
 ** one made up for it (retention, docs/platform.md "Checkpoints"); the
 ** record and the activity log keep it as MP_CREATE_KEY_EXPLICIT */

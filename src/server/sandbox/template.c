@@ -479,7 +479,7 @@ int mp_template_request(mp_server *srv, const char *project,
     return -2;
   }
   if (build_envs != NULL && !cJSON_IsNull(build_envs)
-      && mp_env_check(build_envs, "templateBuildEnvs", err, errlen) < 0)
+      && mp_env_check(build_envs, MP_CREATE_TEMPLATE_ENVS, err, errlen) < 0)
     return -2;
   rc = mp_template_def_check(definition, project, environment, id, key, family, err, errlen);
   if (rc < 0) return rc;
