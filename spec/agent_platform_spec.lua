@@ -1,7 +1,8 @@
 -- mastra.Agent with a PlatformSandbox workspace (a local mastra-platform,
 -- spec/support/platform.lua) on both wires: the model's commands run in
--- the remote sandbox, their output goes back turn by turn, and a
--- cancelled run leaves no command running there.
+-- the remote sandbox, their output goes back turn by turn, its file tools
+-- see the sandbox's own tree (filesystem = "sandbox"), and a cancelled run
+-- leaves no command running there.
 local mastra = require "mastra"
 local ms = require "spec.support.model_server"
 local platform = require "spec.support.platform"
@@ -45,6 +46,32 @@ describe("mastra.Agent with a PlatformSandbox workspace", function()
       if not ok then error(err, 0) end
     end)
   end
+
+  it('writes a file the sandbox\'s commands then run (filesystem = "sandbox")', function()
+    local srv = ms.start{ anthropic = {
+      ms.anthropic.toolUse({ { id = "f1", name = "mastra_workspace_write_file",
+        input = { path = "/proj/hello.sh", content = "echo \"hi from $0\"\n" } } }),
+      ms.anthropic.toolUse({ { id = "f2", name = "mastra_workspace_execute_command",
+        input = { command = "sh proj/hello.sh" } } }),
+      ms.anthropic.text("it says hi"),
+    } }
+    local ws = mastra.Workspace.new{ sandbox = mastra.PlatformSandbox.new(psrv:sandboxOptions()),
+      filesystem = "sandbox" }
+    local ok, err = pcall(function()
+      ws:init()
+      local agent = mastra.Agent.new{ model = srv:model("anthropic"), workspace = ws }
+      local r = agent:generate("write a script and run it")
+      assert.are.equal("it says hi", r.text)
+      assert.are.equal("Created /proj/hello.sh (18 bytes)", r.toolResults[1].output)
+      assert.are.equal("hi from proj/hello.sh", r.toolResults[2].output)
+      -- the file is the sandbox's, not a local one
+      assert.are.equal("echo \"hi from $0\"\n",
+        ws.sandbox:executeCommand("cat proj/hello.sh").stdout)
+    end)
+    pcall(ws.destroy, ws)
+    srv:close()
+    if not ok then error(err, 0) end
+  end)
 
   it("a cancelled run kills its command in the sandbox", function()
     local srv = ms.start{ openai = { ms.openai.toolUse({ { id = "c1",
