@@ -305,3 +305,33 @@ describe("exec-resume/1 through the fault proxy", function()
       assert.is_true(c.stdout == "run\n" or c.stdout == "", c.stdout)
     end)
 end)
+
+describe("exec-resume/1 when the platform is gone", function()
+  it("a reattach that must ask for a lease gives up once refused for 10 s, not at the"
+    .. " detach timeout", function()
+    -- a lease of 30 s is inside the client's refresh margin: every attempt
+    -- asks for a new one, so after the kill each fails at the lease request
+    local srv = platform.start{ args = { "--lease-ttl", "30" } }
+    local sb
+    local ok, err = pcall(function()
+      sb = srv:startSandbox{}
+      local t = mastra.spawn(function()
+        return pcall(sb.executeCommand, sb, "echo started; sleep 67")
+      end)
+      assert.is_true(platform.waitUntil(function()
+        return srv:sh("pgrep -f '^sleep 67$' >/dev/null && echo yes").stdout == "yes\n"
+      end, 10000), "the command did not start")
+      srv:kill9()
+      local t0 = mastra.now()
+      local rok, rerr = t:wait()
+      local took = mastra.now() - t0
+      assert.is_false(rok)
+      assert.is_true(errors.SandboxExecTransportError:is(rerr), tostring(rerr))
+      assert.matches("has refused connections for 10 s", rerr.message, 1, true)
+      assert.is_true(took < 60000, "it gave up after " .. took .. " ms")
+    end)
+    if sb then pcall(sb.detach, sb) end
+    srv:close()
+    assert(ok, err)
+  end)
+end)

@@ -175,7 +175,10 @@ function resume_exec.run(spec)
     if not got then
       if errors.NetworkError:is(lease) or (errors.PlatformApiError:is(lease)
           and type(lease.status) == "number" and lease.status >= 500) then
-        last = { error = errors.message(lease) }
+        -- a refused lease request counts toward UNREACHABLE_MS as a
+        -- refused socket does (its code: CURLE_COULDNT_CONNECT)
+        last = { error = errors.message(lease),
+          errname = errors.NetworkError:is(lease) and lease.code or nil }
         return "failed"
       end
       error(lease, 0)
