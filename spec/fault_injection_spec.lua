@@ -145,13 +145,16 @@ end
 
 local P = "/v1/railway/projects/proj"
 
-local function template(srv)
-  return mastra.PlatformSandbox.new{ accessToken = srv.token, proxyUrl = srv.url,
-    projectId = "proj", environmentId = "env", createRetryDelayMs = 50 }
+-- extra: more PlatformSandbox options
+local function template(srv, extra)
+  local o = { accessToken = srv.token, proxyUrl = srv.url, projectId = "proj",
+    environmentId = "env", createRetryDelayMs = 50 }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return mastra.PlatformSandbox.new(o)
 end
 
-local function fleet(srv, prefix, n)
-  local tpl = template(srv)
+local function fleet(srv, prefix, n, extra)
+  local tpl = template(srv, extra)
   local clones = {}
   for i = 1, n do clones[i] = tpl:clone{ id = ("%s-%d"):format(prefix, i) } end
   return clones
@@ -566,7 +569,10 @@ describe("fault injection", function()
       check_back(fs, "before")
       -- sandboxes on the full disk: 10 clones, one exec each
       local sbt = tally("full disk (sandboxes)")
-      local clones = fleet(srv, "full", 10)
+      -- a detach timeout of 5 s: a command caught by the kill -9 below
+      -- (a quiet one, or one whose lease was due) stops reattaching soon,
+      -- whatever state the full disk left it in
+      local clones = fleet(srv, "full", 10, { execDetachTimeout = 5000 })
       local ids = {}
       mastra.map(clones, function(sb)
         exec(sbt, sb, "seq 1 " .. LINES, EXPECTED)
