@@ -49,6 +49,22 @@ local function entries(dir)
   return out
 end
 
+-- The mount points under root (a spec that was killed before its own
+-- cleanup, such as a tmpfs of a full-disk case), deepest first, each
+-- unmounted lazily: an rm -rf of root would fail on them ("Device or
+-- resource busy") and fail every later run too.
+local function unmount_under(root)
+  local found = {}
+  for line in (read_file("/proc/self/mounts") or ""):gmatch("[^\n]+") do
+    local point = line:match("^%S+ (%S+)")
+    point = point and point:gsub("\\(%d%d%d)", function(o) return string.char(tonumber(o, 8)) end)
+    if point and point:sub(1, #root + 1) == root .. "/" then found[#found + 1] = point end
+  end
+  table.sort(found, function(a, b) return #a > #b end)
+  for _, point in ipairs(found) do os.execute("umount -l " .. quote(point) .. " 2>/dev/null") end
+  return found
+end
+
 local command, dir = arg[1], arg[2]
 if (command ~= "baseline" and command ~= "check") or not dir or not dir:match("^/.") then
   fail("usage: lua5.4 spec/support/leak-check.lua baseline|check DIR (absolute)")
@@ -56,6 +72,7 @@ end
 local sessions, tmp = dir .. "/sessions", dir .. "/tmp"
 
 if command == "baseline" then
+  unmount_under(dir)
   if not os.execute("rm -rf -- " .. quote(dir)) then fail("cannot remove " .. dir) end
   for _, d in ipairs{ dir, sessions, tmp } do
     local made, err = lfs.mkdir(d)
@@ -128,6 +145,12 @@ if #left > 0 then
     report[#report + 1] = "  " .. p.line
     os.execute("kill -KILL " .. p.pid .. " 2>/dev/null")
   end
+end
+
+local mounts = unmount_under(tmp)
+if #mounts > 0 then
+  report[#report + 1] = ("mounts left behind: %d (unmounted now):"):format(#mounts)
+  for _, m in ipairs(mounts) do report[#report + 1] = "  " .. m end
 end
 
 local files = {}
