@@ -17,12 +17,7 @@ local util = require "spec.support.util"
 local ROUNDS = 5
 local HOGS = 2
 
-local function is_root()
-  local p = io.popen("id -u")
-  local uid = p:read("a"):gsub("%s", "")
-  p:close()
-  return uid == "0"
-end
+local is_root = util.is_root
 
 -- {====== the host
 

@@ -11,12 +11,7 @@ local util = require "spec.support.util"
 
 local trim = util.trim
 
-local function is_root()
-  local p = io.popen("id -u")
-  local uid = trim(p:read("a"))
-  p:close()
-  return uid == "0"
-end
+local is_root = util.is_root
 
 -- the host's pids of the processes of sandbox id: its commands carry
 -- MASTRA_SANDBOX_ID=id in their environment; its keeper (a child of the

@@ -11,12 +11,7 @@
 local platform = require "spec.support.platform"
 local util = require "spec.support.util"
 
-local function is_root()
-  local p = io.popen("id -u")
-  local uid = util.trim(p:read("a"))
-  p:close()
-  return uid == "0"
-end
+local is_root = util.is_root
 
 describe("the namespaces driver's program", function()
   local srv

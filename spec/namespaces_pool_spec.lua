@@ -10,12 +10,7 @@ local mastra = require "mastra"
 local platform = require "spec.support.platform"
 local util = require "spec.support.util"
 
-local function is_root()
-  local p = io.popen("id -u")
-  local uid = util.trim(p:read("a"))
-  p:close()
-  return uid == "0"
-end
+local is_root = util.is_root
 
 -- the names in dir, sorted ({} when it does not exist)
 local function ls(dir)

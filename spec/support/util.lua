@@ -50,6 +50,11 @@ function util.sh(cmd)
   return out, ok == true
 end
 
+--- Whether this process runs as root (uid 0).
+function util.is_root()
+  return util.trim((util.sh("id -u"))) == "0"
+end
+
 function util.trim(s)
   return (s:match("^%s*(.-)%s*$"))
 end
