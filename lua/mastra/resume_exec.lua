@@ -290,16 +290,18 @@ function resume_exec.run(spec)
               -- the platform could not keep the output, so it killed the
               -- command: its exit would not be the command's own
               done = true
-              local why = ("exec %s in sandbox %s: the platform killed the command, it could"
-                .. " not keep its output (%s: %s); it is not run again")
-                :format(spec.execId, tostring(spec.sandboxId), d.code, tostring(d.message))
+              local fields = { code = d.code, message = ("exec %s in sandbox %s: the platform"
+                .. " killed the command, it could not keep its output (%s: %s); it is not run"
+                .. " again"):format(spec.execId, tostring(spec.sandboxId), d.code,
+                  tostring(d.message)),
+                stdout = streams.stdout.st.out:text(), stderr = streams.stderr.st.out:text() }
               if d.code == "insufficient_storage" then
-                fail(errors.PlatformApiError, { status = 507, code = d.code,
-                  message = why .. ". Free space under the platform's data directory",
-                  stdout = streams.stdout.st.out:text(), stderr = streams.stderr.st.out:text() })
+                fields.status = 507
+                fields.message = fields.message
+                  .. ". Free space under the platform's data directory"
+                fail(errors.PlatformApiError, fields)
               end
-              fail(errors.SandboxExecLostError, { message = why, code = d.code,
-                stdout = streams.stdout.st.out:text(), stderr = streams.stderr.st.out:text() })
+              fail(errors.SandboxExecLostError, fields)
             elseif d.code == "exec_lost" or (d.code == "exec_not_found" and confirmed) then
               done = true
               fail(errors.SandboxExecLostError, {
