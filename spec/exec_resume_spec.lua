@@ -190,6 +190,31 @@ describe("exec-resume/1 through the fault proxy", function()
     end)
   end
 
+  it("a socket held half-open: the keepalive gives it up and reattaches; once, exact",
+    function()
+    -- nothing closes a held socket for a minute: only the client's
+    -- keepalive (1 s here) can tell that it is dead
+    local sb <close> = sandbox{ execKeepalive = 1000 }
+    local bytes = 262144
+    local w = want(60, bytes, 0.3)
+    local from = #px:events() + 1
+    local ok, r, got, runs, cuts = run(sb,
+      { { cut = "down", at = 100000, hold = true, holdMs = 60000 }, {} }, 60, bytes, 0.3)
+    assert.is_true(ok, tostring(r))
+    check(r, got, runs, w)
+    assert.are.equal("hold", cuts[1].how)
+    assert.are.equal(100000, cuts[1].down)
+    assert.is_true(r.reattaches >= 1)
+    -- the reattach came while the held socket was still held
+    local upgrades = px:only("ws", from)
+    assert.is_true(#upgrades >= 2, #upgrades)
+    assert.is_true(upgrades[2].t < cuts[1].t + 60000)
+    for _, e in ipairs(px:only("wsEnd", from)) do
+      assert.is_false(e.conn == cuts[1].conn and e.t <= upgrades[2].t,
+        "the held socket ended before the reattach")
+    end
+  end)
+
   it("a cut every 64 KiB: many reattaches, still once and exact", function()
     local sb <close> = sandbox()
     local bytes = 1048576
@@ -304,6 +329,41 @@ describe("exec-resume/1 through the fault proxy", function()
       local c = sb:executeCommand("cat lost 2>/dev/null")
       assert.is_true(c.stdout == "run\n" or c.stdout == "", c.stdout)
     end)
+end)
+
+describe("exec-resume/1 keepalive and the platform's pings", function()
+  -- a command that sleeps with 16 MiB of stdin for it: the platform stops
+  -- reading the socket once 1 MiB waits for the pipe, so the client's own
+  -- pings wait behind the stdin; only the platform's pings (--exec-ping)
+  -- tell the client that the socket is alive
+  local function sleeper(ping)
+    local srv = platform.start{ args = { "--exec-ping", ping } }
+    local sb
+    local ok, res = pcall(function()
+      sb = srv:startSandbox{ execKeepalive = 1500 }
+      return sb:executeCommand("sleep 4; wc -c", nil, { stdin = ("z"):rep(16777216) })
+    end)
+    if sb then pcall(sb.destroy, sb) end
+    srv:close()
+    assert(ok, res)
+    return res
+  end
+
+  it("pinged every 0.2 s, a command that reads nothing for 4 s keeps its socket", function()
+    local r = sleeper("0.2")
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal("16777216", r.stdout:match("%d+"))
+    assert.are.equal(0, r.reattaches)
+  end)
+
+  it("never pinged, the same command is taken for a cut: it reattaches, stdin once",
+    function()
+    local r = sleeper("0")
+    assert.are.equal(0, r.exitCode)
+    -- each byte of stdin reached the command once across the reattaches
+    assert.are.equal("16777216", r.stdout:match("%d+"))
+    assert.is_true(r.reattaches >= 1, r.reattaches)
+  end)
 end)
 
 describe("exec-resume/1 when the platform is gone", function()

@@ -110,6 +110,7 @@ local function run_resumable(self, target, command, cwd, env, timeout, opts, exe
     end,
     command = command, cwd = cwd, env = env, timeout = timeout,
     handshakeTimeout = self._handshakeTimeout, detachTimeout = self._detachTimeout,
+    keepalive = self._keepalive,
     maxRetainedBytes = opts.maxRetainedBytes,
     onStdout = opts.onStdout, onStderr = opts.onStderr,
     stdin = opts.stdin ~= nil and common.stdinSource(opts.stdin) or nil,

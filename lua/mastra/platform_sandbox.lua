@@ -90,6 +90,10 @@ local NEW_OPTS = {
     return math.type(v) == "integer" and v >= 1000 and v <= 3600000,
       "an integer number of milliseconds from 1000 to 3600000 (an hour)"
   end,
+  execKeepalive = function(v)
+    return math.type(v) == "integer" and (v == 0 or (v >= 100 and v <= 3600000)),
+      "0 (off) or an integer number of milliseconds from 100 to 3600000 (an hour)"
+  end,
   requestTimeout = options.ms,
   proxyUrl = options.string,
   template = function(v) return Template.is(v), "a mastra.Template" end,
@@ -188,6 +192,7 @@ function construct(opts, cfg, where)
     _retryDelay = opts.createRetryDelayMs,
     _handshakeTimeout = opts.handshakeTimeout,
     _detachTimeout = opts.execDetachTimeout,
+    _keepalive = opts.execKeepalive,
   }, PlatformSandbox)
   return self
 end

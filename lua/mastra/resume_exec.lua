@@ -40,6 +40,9 @@ local PREOPEN_ATTEMPTS = 2
 -- timeout would only delay the error
 local UNREACHABLE_MS = 10000
 local STDIN_HIGH = 1048576
+-- a socket that hears nothing this long (not even a pong, or the
+-- platform's own pings: --exec-ping, 10 s) is dead: reattach (docs/net.md)
+local KEEPALIVE_MS = 30000
 local TAG = { [0x11] = "stdout", [0x13] = "stderr" }
 
 local function ordered(t, keys)
@@ -69,7 +72,8 @@ end
 
 --- spec: lease(fresh) -> {wsEndpoint, subprotocol, jwt}, execId, command,
 -- cwd?, env?, timeout? (ms, the whole call), handshakeTimeout?,
--- detachTimeout? (ms, default 300000), maxRetainedBytes?, onStdout?,
+-- detachTimeout? (ms, default 300000), keepalive? (ms, default 30000; 0:
+-- none), maxRetainedBytes?, onStdout?,
 -- onStderr?, stdin? (direct_exec's source), control? (keepRunning),
 -- sandboxId (for errors), signal(name)? (the platform's signal route:
 -- for a leave where no signal frame can get through). Returns
@@ -189,7 +193,7 @@ function resume_exec.run(spec)
     local handshake_until = core.now() + limit
     local ws <close>, message, errname = core.websocket{
       url = lease.wsEndpoint, protocols = { lease.subprotocol, lease.jwt },
-      timeout = math.ceil(limit),
+      timeout = math.ceil(limit), keepalive = spec.keepalive or KEEPALIVE_MS,
     }
     if ws == nil then
       local fds = errors.descriptorLimit(message, errname)

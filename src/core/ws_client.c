@@ -204,6 +204,7 @@ static ssize_t on_wslay_recv(wslay_event_context_ptr ctx, uint8_t *buf,
   if (len < MASTRA__WS_READ_AHEAD && ws->ahead != NULL) {
     ws->ahead_off = ws->ahead_len = 0;
     rc = curl_easy_recv(ws->xfer.easy, ws->ahead, MASTRA__WS_READ_AHEAD, &n);
+    if (rc == CURLE_OK && n > 0) ws->rx = 1;
     if (rc == CURLE_OK && n > len) {
       ws->ahead_len = n;
       ws->ahead_off = len;
@@ -228,6 +229,7 @@ static ssize_t on_wslay_recv(wslay_event_context_ptr ctx, uint8_t *buf,
     wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
     return -1;
   }
+  if (n > 0) ws->rx = 1;
   if (n == 0) {
     set_error(ws, "connection_closed",
               "%s closed the connection without a close frame", ws->target);
@@ -370,8 +372,39 @@ static void on_wslay_frame_end(wslay_event_context_ptr ctx, void *ud) {
 
 /* {====== the open socket ====== */
 
+/* A keepalive tick of an open socket (ws_client.h): 0, or -1 when it
+** failed the socket. */
+static int keepalive_tick(mastra__ws *ws) {
+  struct wslay_event_msg ping;
+  if (ws->rx || ws->paused) {
+    ws->rx = 0;
+    ws->silent_ticks = 0;
+  } else if (++ws->silent_ticks >= 2) {
+    fail(ws, "keepalive_timeout",
+         "%s sent nothing for %llu ms, not even a pong: the connection is"
+         " taken as dead", ws->target,
+         (unsigned long long)ws->keepalive_ms);
+    return -1;
+  } else {
+    ping.opcode = WSLAY_PING;
+    ping.msg = NULL;
+    ping.msg_length = 0;
+    if (wslay_event_queue_msg(ws->ctx, &ping) != 0) {
+      fail(ws, "CURLE_OUT_OF_MEMORY", "out of memory");
+      return -1;
+    }
+  }
+  mastra__timer_start(&ws->timer, ws->keepalive_ms / 2 > 0
+                                      ? ws->keepalive_ms / 2 : 1);
+  return 0;
+}
+
 static void on_timer(mastra__timer *t) {
   mastra__ws *ws = t->data;
+  if (ws->state == MASTRA__WS_OPEN && ws->keepalive_ms > 0) {
+    if (keepalive_tick(ws) == 0) pump(ws);
+    return;
+  }
   if (ws->phase < PH_WS) {
     fail(ws, "CURLE_OPERATION_TIMEDOUT",
          "the WebSocket handshake with %s did not complete within %llu ms",
@@ -509,6 +542,9 @@ static void open_ws(mastra__ws *ws) {
   wslay_event_config_set_max_recv_msg_length(ws->ctx, ws->max_message);
   wslay_event_config_set_no_buffering(ws->ctx, 1);
   mastra__timer_stop(&ws->timer);
+  if (ws->keepalive_ms > 0)
+    mastra__timer_start(&ws->timer, ws->keepalive_ms / 2 > 0
+                                        ? ws->keepalive_ms / 2 : 1);
   ws->feed_off = ws->head_end; /* wslay reads what followed the head first */
   ws->phase = PH_WS;
   ws->state = MASTRA__WS_OPEN;
@@ -878,6 +914,7 @@ int mastra__ws_connect(mastra__loop *loop, const mastra__ws_opts *o,
                                      : MASTRA__WS_DEFAULT_CLOSE_MS;
   ws->max_message = o->max_message ? o->max_message
                                    : MASTRA__WS_DEFAULT_MAX_MESSAGE;
+  ws->keepalive_ms = o->keepalive_ms;
   mastra__timer_init(loop, &ws->timer, on_timer, ws);
   mastra__io_init(loop, &ws->io, -1, on_io, ws);
   ws->target = dupstr(o->url);

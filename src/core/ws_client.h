@@ -27,8 +27,19 @@
 ** handshake deadline, "http_status" when the upgrade was answered with
 ** another status than 101 (http_status, http_body), "bad_handshake",
 ** "connection_closed" (EOF without a close frame), "protocol_error" (a
-** bad frame; wslay's code in the message), "closed" (the loop was closed),
-** "CURLE_OUT_OF_MEMORY".
+** bad frame; wslay's code in the message), "keepalive_timeout" (below),
+** "closed" (the loop was closed), "CURLE_OUT_OF_MEMORY".
+**
+** Keepalive (keepalive_ms > 0): a socket that goes silent is not waited
+** on forever. While open, a tick every keepalive_ms / 2 looks at whether
+** any byte arrived since the last one (data, a ping, a pong). After one
+** silent tick it sends a ping (any peer that reads answers it); after two
+** it fails with "keepalive_timeout": between keepalive_ms and 1.5 times
+** that with nothing received. A tick while the socket is not read (the
+** owner holds MASTRA__WS_PENDING_MAX unread) is not silent: that silence
+** is ours, not the peer's. A peer that stops reading (its send queue or
+** ours full) still answers nothing, so a peer whose sending may pause as
+** long should ping us (mastra-platform pings resumable execs).
 */
 #ifndef MASTRA_WS_CLIENT_H
 #define MASTRA_WS_CLIENT_H
@@ -82,6 +93,7 @@ typedef struct mastra__ws_opts {
   uint64_t close_timeout_ms;      /* 0: MASTRA__WS_DEFAULT_CLOSE_MS */
   uint64_t max_message;           /* 0: MASTRA__WS_DEFAULT_MAX_MESSAGE */
   const char *ca_file;            /* PEM bundle to trust; NULL: the system's */
+  uint64_t keepalive_ms;          /* 0: none (see above) */
 } mastra__ws_opts;
 
 typedef struct mastra__ws mastra__ws;
@@ -111,7 +123,9 @@ struct mastra__ws {
   size_t nprotocols;
   char *protocol;            /* selected by the server, or NULL */
   char *target;              /* the URL, for messages */
-  uint64_t handshake_ms, close_ms, max_message;
+  uint64_t handshake_ms, close_ms, max_message, keepalive_ms;
+  unsigned rx : 1;           /* bytes arrived since the last keepalive tick */
+  unsigned silent_ticks : 2; /* keepalive ticks in a row without any */
   /* the data message being received (wslay buffers none: its frames'
   ** chunks are copied here as they come), and its frame's kind */
   mastra__ws_msg *in;

@@ -514,7 +514,7 @@ static int ws_close(lua_State *L) {
 
 static const char *const ws_keys[] = {
   "url", "protocols", "headers", "timeout", "closeTimeout", "maxMessage",
-  "caFile", NULL
+  "caFile", "keepalive", NULL
 };
 
 static const char *const ws_reserved[] = {
@@ -543,6 +543,7 @@ static int core_websocket(lua_State *L) {
                               MASTRA__WS_DEFAULT_CLOSE_MS);
   o.max_message = opt_count(L, 1, "websocket", "maxMessage",
                          MASTRA__WS_DEFAULT_MAX_MESSAGE);
+  o.keepalive_ms = opt_count(L, 1, "websocket", "keepalive", 0);
   t = lua_getfield(L, 1, "protocols");
   if (t == LUA_TTABLE) {
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1), i;

@@ -154,6 +154,13 @@ static void usage(FILE *f) {
           "                       past it the oldest ended exec is evicted,"
           " and with\n"
           "                       none the commands block\n"
+          "  --exec-ping TIME     ping the socket of an attached resumable"
+          " exec every TIME\n"
+          "                       (seconds, or with s, m, h; default 10;"
+          " 0: never), so\n"
+          "                       that a client can tell a dead connection"
+          " from a quiet\n"
+          "                       command\n"
           "  --exec-retain TIME   keep an ended resumable exec (its output"
           " and exit) for\n"
           "                       TIME after its end or its last"
@@ -379,6 +386,7 @@ int main(int argc, char **argv) {
   uint64_t exec_log_max = MP_EXEC_LOG_MAX_DEFAULT;
   uint64_t exec_log_total = MP_EXEC_LOG_TOTAL_DEFAULT;
   uint64_t exec_retain_ms = MP_EXEC_RETAIN_DEFAULT_MS;
+  uint64_t exec_ping_ms = MP_EXEC_PING_DEFAULT_MS;
   double default_idle = DEFAULT_IDLE_MINUTES;
   sigset_t sigs;
   mastra__io sig_io;
@@ -499,6 +507,8 @@ int main(int argc, char **argv) {
       exec_log_total = (uint64_t)n;
     } else if (strcmp(a, "--exec-retain") == 0) {
       if (parse_duration(a, v, &exec_retain_ms) < 0) return 2;
+    } else if (strcmp(a, "--exec-ping") == 0) {
+      if (parse_duration(a, v, &exec_ping_ms) < 0) return 2;
     } else {
       fprintf(stderr, "mastra-platform: unknown option '%s'\n", a);
       usage(stderr);
@@ -520,6 +530,7 @@ int main(int argc, char **argv) {
   srv.default_idle_min = default_idle;
   srv.exec_stdin = exec_stdin;
   srv.exec_log_max = exec_log_max;
+  srv.exec_ping_ms = exec_ping_ms;
   srv.exec_log_total = exec_log_total;
   srv.exec_retain_ms = exec_retain_ms;
   srv.drop_execs = mp_execs_drop;

@@ -73,6 +73,7 @@ struct mp_server {
   int idle_exit_s;            /* exit when idle with no sandboxes; 0: never */
   int exec_stdin;             /* exec_ws.c streams stdin (--exec-stdin) */
   uint64_t exec_log_max;      /* execs.c: retained output an exec (--exec-log-max) */
+  uint64_t exec_ping_ms;      /* exec_ws.c: pings a resumable exec's socket (--exec-ping) */
   uint64_t exec_log_total;    /* execs.c: ... of all execs (--exec-log-total) */
   uint64_t exec_spooled;      /* execs.c: what all execs retain now */
   uint64_t exec_retain_ms;    /* execs.c: an ended exec is kept (--exec-retain) */

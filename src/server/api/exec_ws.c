@@ -117,6 +117,7 @@ struct mp_ws_session {
   int fd;                    /* owned by libmicrohttpd: never closed here */
   mastra__io io;
   mastra__timer timer;       /* init_exec deadline, then the close wait */
+  mastra__timer ping;        /* a resumable exec's keepalive (--exec-ping) */
   wslay_event_context_ptr ctx;
   char *extra;               /* bytes MHD read past the request head */
   size_t extra_len, extra_off;
@@ -256,6 +257,7 @@ static void session_end(ws_session *s) {
   s->ended = 1;
   release_proc(s);
   mastra__timer_stop(&s->timer);
+  mastra__timer_stop(&s->ping);
   mastra__io_stop(&s->io); /* before MHD closes the fd */
   if (s->urh != NULL) {
     struct MHD_UpgradeResponseHandle *urh = s->urh;
@@ -274,6 +276,7 @@ static void session_shutdown(mastra__handle *h) {
   s->ended = 1;
   release_proc(s);
   mastra__timer_stop(&s->timer);
+  mastra__timer_stop(&s->ping);
   mastra__io_stop(&s->io);
   unlink_session(s);
   session_free(h);
@@ -699,6 +702,7 @@ static void attach(ws_session *s, mp_exec *e, const uint64_t off[3]) {
   w.data = s;
   mp_exec_attach(e, &w); /* the previous socket is superseded */
   s->exec = e;
+  if (s->srv->exec_ping_ms > 0) mastra__timer_start(&s->ping, s->srv->exec_ping_ms);
   s->sent[0] = off[0];
   s->sent[1] = off[1];
   /* what a client resumes from it holds: an ack (without it, a client
@@ -1098,6 +1102,21 @@ static void on_proc(mastra__proc *p, void *data) {
   leave(s);
 }
 
+/* every --exec-ping while a resumable exec is attached: a client whose
+** output has paused still hears from us, so its keepalive (docs/net.md)
+** tells a dead connection from a quiet command; wslay sends the ping
+** ahead of queued output, at the next frame's boundary */
+static void on_ping(mastra__timer *t) {
+  ws_session *s = t->data;
+  enter(s);
+  if (s->exec != NULL && !s->closing && !s->failed
+      && queue_msg(s, WSLAY_PING, NULL, 0) == 0) {
+    mastra__timer_start(&s->ping, s->srv->exec_ping_ms);
+    pump(s, 0);
+  }
+  leave(s);
+}
+
 static void on_timer(mastra__timer *t) {
   ws_session *s = t->data;
   enter(s);
@@ -1154,6 +1173,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls,
   link_session(s);
   mastra__io_init(s->loop, &s->io, sock, on_sock, s);
   mastra__timer_init(s->loop, &s->timer, on_timer, s);
+  mastra__timer_init(s->loop, &s->ping, on_ping, s);
   mastra__timer_start(&s->timer, WS_INIT_TIMEOUT_MS);
 
   enter(s);

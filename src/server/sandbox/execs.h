@@ -27,6 +27,8 @@
 #define MP_EXEC_LOG_MAX_MIN (64ull << 10)
 #define MP_EXEC_LOG_TOTAL_DEFAULT (1ull << 30)
 #define MP_EXEC_RETAIN_DEFAULT_MS (15 * 60 * 1000)
+/* --exec-ping: exec_ws.c pings an attached resumable exec this often */
+#define MP_EXEC_PING_DEFAULT_MS 10000
 
 enum { MP_EXEC_STDOUT = 0, MP_EXEC_STDERR = 1 };
 typedef enum { MP_EXEC_RUNNING, MP_EXEC_EXITED, MP_EXEC_LOST } mp_exec_state;
