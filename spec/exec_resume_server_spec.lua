@@ -425,6 +425,26 @@ describe("exec-resume/1 on the server", function()
     assert.are.equal("exited", r.frames.byType.exit.data.reason)
   end)
 
+  it("exec_hello: a client message over 32 KiB ends the session with 1009, as Railway's",
+    function()
+    local file = scratch .. "/big-stdin.bin"
+    assert.are.equal(0, srv:sh("head -c 100000 /dev/zero > " .. file).exitCode)
+    -- tag and bytes: 32768 exactly is taken
+    local r = run("wc -c", { hello = true, stdinFile = file, stdinChunk = 32767 })
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal("100000", r.stdout:match("%d+"))
+    -- one byte more is refused, before the command gets any of it
+    r = run("wc -c", { hello = true, stdinFile = file,
+      stdinChunk = 32768 })
+    assert.is_nil(r.exitCode)
+    assert.are.equal(1009, r.summary.close)
+    assert.are.equal("read limited at 32768 bytes", r.summary.reason)
+    -- without exec_hello (the upstream client's session) 1 MiB stays the limit
+    r = run("wc -c", { stdinFile = file, stdinChunk = 65536 })
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal("100000", r.stdout:match("%d+"))
+  end)
+
   it("the HTTP routes: start with an Idempotency-Key, state, output, signal, delete", function()
     local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
     local cmd = { command = "echo run >> count-http; seq 1 1000" }

@@ -434,7 +434,8 @@ end
 -- closeAfterMs, and url / jwt / protocol overrides; for resumable execs
 -- initJson (a table merged into init_exec's data), frames (a file that
 -- gets a line a frame), cutAfterBytes, ack, noStdinClose, stdinFile (its
--- bytes go as stdin), stdinFrom, cutAfterStdin, hello (exec_hello first).
+-- bytes go as stdin), stdinFrom, cutAfterStdin, hello (exec_hello first),
+-- stdinChunk (bytes a stdin frame, default 16384).
 function platform.wsExecCommandLine(lease, command, opts)
   opts = opts or {}
   local words = { platform.wsExecBinary() }
@@ -458,6 +459,7 @@ function platform.wsExecCommandLine(lease, command, opts)
   if opts.stdinFile then add("--stdin-file", opts.stdinFile) end
   if opts.stdinFrom then add("--stdin-from", tostring(opts.stdinFrom)) end
   if opts.cutAfterStdin then add("--cut-after-stdin", tostring(opts.cutAfterStdin)) end
+  if opts.stdinChunk then add("--stdin-chunk", tostring(opts.stdinChunk)) end
   add("--", opts.url or lease.wsEndpoint, opts.jwt or lease.jwt, command)
   local quoted = {}
   for i, w in ipairs(words) do quoted[i] = mastra.quote(w) end

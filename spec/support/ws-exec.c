@@ -29,6 +29,8 @@
 ** 16 KiB, then stdin_close; with --cut-after-stdin N it sends N of them
 ** only, and drops the connection once they are out and a stdin_ack came.
 ** --hello sends Railway's {"type":"exec_hello"} before init_exec.
+** --stdin-chunk N sends stdin frames of N bytes (1 to 1048575, default
+** 16384; the tag makes the message N + 1).
 **
 ** The last line on stderr is
 **   ws-exec: exit=<code|none> close=<code|none> opened=<0|1>
@@ -91,6 +93,7 @@ typedef struct client {
   long long cut_after_stdin;  /* --cut-after-stdin, or -1 */
   int stdin_acked;            /* a stdin_ack came */
   int hello;                  /* --hello */
+  size_t stdin_chunk;         /* --stdin-chunk */
 } client;
 
 static int64_t now_ms(void) {
@@ -106,6 +109,7 @@ static void usage(void) {
           " [--cut-after-bytes N] [--ack]\n               [--no-stdin-close]\n"
           "               [--stdin-file F [--stdin-from N]"
           " [--cut-after-stdin N]] [--hello]\n"
+          "               [--stdin-chunk N]\n"
           "               WS_URL TOKEN COMMAND\n");
 }
 
@@ -583,19 +587,24 @@ static int queue_text(client *c, const char *text) {
 /* Run the session until the closing handshake is over, the connection
 ** breaks, or a close went unanswered for CLOSE_WAIT_MS. */
 static int queue_stdin(client *c, const char *data, size_t len) {
-  uint8_t frame[1 + 16384];
+  uint8_t *frame = malloc(1 + c->stdin_chunk);
+  if (frame == NULL) return -1;
   while (len > 0) {
     struct wslay_event_msg m;
-    size_t n = len < 16384 ? len : 16384;
+    size_t n = len < c->stdin_chunk ? len : c->stdin_chunk;
     frame[0] = 2;
     memcpy(frame + 1, data, n);
     m.opcode = WSLAY_BINARY_FRAME;
     m.msg = frame;
     m.msg_length = n + 1;
-    if (wslay_event_queue_msg(c->ctx, &m) != 0) return -1;
+    if (wslay_event_queue_msg(c->ctx, &m) != 0) {
+      free(frame);
+      return -1;
+    }
     data += n;
     len -= n;
   }
+  free(frame);
   return 0;
 }
 
@@ -747,6 +756,7 @@ static int run_main(int argc, char **argv, char **env) {
   c.fd = -1;
   c.cut_after = -1;
   c.cut_after_stdin = -1;
+  c.stdin_chunk = 16384;
   for (i = 1; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
     const char *opt = argv[i];
     if (strcmp(opt, "--") == 0) {
@@ -804,6 +814,14 @@ static int run_main(int argc, char **argv, char **env) {
       else
         c.cut_after_stdin = v;
       i++;
+    } else if (strcmp(opt, "--stdin-chunk") == 0) {
+      char *end;
+      long long v = strtoll(argv[++i], &end, 10);
+      if (*end != '\0' || v < 1 || v > 1048575) {
+        fprintf(stderr, "ws-exec: --stdin-chunk wants 1 to 1048575\n");
+        return EXIT_USAGE;
+      }
+      c.stdin_chunk = (size_t)v;
     } else if (strcmp(opt, "--frames") == 0) {
       frames = argv[++i];
     } else if (strcmp(opt, "--cut-after-bytes") == 0) {

@@ -84,6 +84,9 @@
 #include "sandbox/sandbox.h"
 
 #define WS_MAX_RECV_MSG (1u << 20)     /* the largest client message */
+/* Railway v2 keeps coder/websocket's read limit: after exec_hello a
+** client message past it is refused with close 1009, as Railway's is */
+#define WS_V2_MAX_RECV_MSG 32768
 /* stop taking output past this much queued for the socket: a client that
 ** does not read holds this plus what proc.c reads ahead of us
 ** (MASTRA__PROC_PENDING_MAX a stream), then the command's pipes fill */
@@ -140,6 +143,7 @@ struct mp_ws_session {
   unsigned resumable : 1;    /* init_exec named an exec: typed errors */
   unsigned exit_sent : 1;    /* its exit is queued: acks still count */
   unsigned v2 : 1;           /* exec_hello came: Railway's version 2 */
+  uint64_t in_msg;           /* v2: bytes of the message being received */
   uint64_t in_skip;          /* stdin bytes resent that the exec has */
   uint64_t in_acked;         /* the last stdin_ack's offset */
   char *in_buf;              /* stdin bytes waiting for the pipe */
@@ -965,6 +969,22 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
   cJSON_Delete(j);
 }
 
+/* Railway v2's read limit, counted over a message's frames (wslay checks
+** only its own, WS_MAX_RECV_MSG, and closes without a reason) */
+static void on_frame_start(wslay_event_context_ptr ctx,
+                           const struct wslay_event_on_frame_recv_start_arg *arg,
+                           void *user) {
+  ws_session *s = user;
+  if (!s->v2 || (arg->opcode & 0x8) != 0) return; /* control frames */
+  if (arg->opcode != WSLAY_CONTINUATION_FRAME) s->in_msg = 0;
+  s->in_msg += arg->payload_length;
+  if (s->in_msg <= WS_V2_MAX_RECV_MSG || s->closing) return;
+  /* the frame's bytes go nowhere: closing drops every message */
+  wslay_event_shutdown_read(ctx);
+  queue_close(s, 1009, "read limited at 32768 bytes");
+  release_proc(s);
+}
+
 static void on_msg(wslay_event_context_ptr ctx,
                    const struct wslay_event_on_msg_recv_arg *arg,
                    void *user) {
@@ -1137,7 +1157,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls,
                        const char *extra_in, size_t extra_in_size,
                        MHD_socket sock, struct MHD_UpgradeResponseHandle *urh) {
   static const struct wslay_event_callbacks cbs = {
-      ws_recv, ws_send, NULL, NULL, NULL, NULL, on_msg};
+      ws_recv, ws_send, NULL, on_frame_start, NULL, NULL, on_msg};
   mp_sandbox *sb = cls;
   mp_server *srv = sb->srv;
   ws_session *s;
