@@ -235,6 +235,45 @@ describe("the namespaces driver's cleanup", function()
     assert(ok, err)
   end)
 
+  it("kill -9 of the server while its keepers start leaves no process of it", function()
+    -- a keeper forks a child for each user namespace it maps (ns_sys.c);
+    -- killed with the server in that child's life, it left the child in
+    -- pause() forever, holding the server's stdout and stderr (a waiter
+    -- for the server's output then waited forever too). 16 warm keepers
+    -- start with each server: the kills land among them
+    math.randomseed(7)
+    local left = {}
+    for round = 1, 12 do
+      local srv = platform.start{ args = { "--driver", "namespaces", "--warm-pool", "16" } }
+      mastra.sleep(math.random(0, 60))
+      local dir = srv.dataDir
+      srv:sh("kill -KILL " .. srv.pid)
+      local function of_server()
+        local found = {}
+        for name in lfs.dir("/proc") do
+          local pid = tonumber(name)
+          local cmd = pid and util.read_file("/proc/" .. name .. "/cmdline") or ""
+          if pid and pid ~= srv.pid and cmd:find(dir, 1, true)
+              and (util.read_file("/proc/" .. name .. "/stat") or ""):match("%) (%a) ") ~= "Z" then
+            found[#found + 1] = pid
+          end
+        end
+        return found
+      end
+      local gone = util.wait_until(function() return #of_server() == 0 end, 5000)
+      if not gone then
+        for _, pid in ipairs(of_server()) do
+          left[#left + 1] = ("round %d: %d %s"):format(round, pid,
+            (util.read_file("/proc/" .. pid .. "/cmdline") or ""):gsub("%z", " "):sub(1, 120))
+          util.sh("kill -KILL " .. pid) -- or the server's output never ends
+        end
+      end
+      srv:kill9()
+      srv:close()
+    end
+    assert.are.same({}, left)
+  end)
+
   it("after kill -9 of the server, the next start removes what was left", function()
     local dir = platform.tmpdir() -- outlives the first server's scratch
     local srv = platform.start{ dataDir = dir .. "/data", tokenFile = dir .. "/token",

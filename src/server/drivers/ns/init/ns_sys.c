@@ -52,7 +52,7 @@ int mp_ns_write_maps(int procdir, unsigned base, unsigned count) {
 int mp_ns_userns_of(const char *map) {
   int p[2], dir = -1, fd = -1, e = 0, status;
   char c = 0, path[64];
-  pid_t pid;
+  pid_t pid, parent = getpid();
   if (pipe2(p, O_CLOEXEC) < 0) return -1;
   pid = fork();
   if (pid < 0) {
@@ -63,10 +63,17 @@ int mp_ns_userns_of(const char *map) {
     return -1;
   }
   if (pid == 0) {
-    /* unshare, say so, and wait to be killed */
+    /* unshare, say so, and wait to be killed: by the parent, or with
+    ** it. A fork clears the parent-death signal, and so does the
+    ** unshare (a credential change): armed after it, then the parent
+    ** checked, since it may have gone before. A keeper killed with its
+    ** server between our fork and its kill left us in pause() forever,
+    ** holding the server's stdout and stderr: so we hold nothing. */
     close(p[0]);
     if (unshare(CLONE_NEWUSER) < 0) _exit(1);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent) _exit(1);
     if (write(p[1], "u", 1) != 1) _exit(1);
+    close_range(0, ~0u, 0);
     pause();
     _exit(0);
   }
