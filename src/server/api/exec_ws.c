@@ -143,6 +143,7 @@ struct mp_ws_session {
   unsigned resumable : 1;    /* init_exec named an exec: typed errors */
   unsigned exit_sent : 1;    /* its exit is queued: acks still count */
   unsigned v2 : 1;           /* exec_hello came: Railway's version 2 */
+  unsigned over_limit : 1;   /* v2: a message past its limit came */
   uint64_t in_msg;           /* v2: bytes of the message being received */
   uint64_t in_skip;          /* stdin bytes resent that the exec has */
   uint64_t in_acked;         /* the last stdin_ack's offset */
@@ -975,12 +976,15 @@ static void on_frame_start(wslay_event_context_ptr ctx,
                            const struct wslay_event_on_frame_recv_start_arg *arg,
                            void *user) {
   ws_session *s = user;
+  (void)ctx;
   if (!s->v2 || (arg->opcode & 0x8) != 0) return; /* control frames */
   if (arg->opcode != WSLAY_CONTINUATION_FRAME) s->in_msg = 0;
   s->in_msg += arg->payload_length;
-  if (s->in_msg <= WS_V2_MAX_RECV_MSG || s->closing) return;
-  /* the frame's bytes go nowhere: closing drops every message */
-  wslay_event_shutdown_read(ctx);
+  if (s->in_msg <= WS_V2_MAX_RECV_MSG || s->over_limit) return;
+  /* reading goes on (its messages dropped) until the client answers the
+  ** close: a socket closed with unread bytes sends a reset, which can
+  ** overtake the close frame */
+  s->over_limit = 1;
   queue_close(s, 1009, "read limited at 32768 bytes");
   release_proc(s);
 }
@@ -990,6 +994,7 @@ static void on_msg(wslay_event_context_ptr ctx,
                    void *user) {
   ws_session *s = user;
   (void)ctx;
+  if (s->over_limit) return;
   if (arg->opcode == WSLAY_TEXT_FRAME)
     on_text(s, (const char *)arg->msg, arg->msg_length);
   else if (arg->opcode == WSLAY_BINARY_FRAME && arg->msg_length > 0
