@@ -351,6 +351,43 @@ describe("exec-resume/1 on the server", function()
     assert.are.equal(1, count("count-ab2"))
   end)
 
+  it("Railway's two reattach modes: a full replay, or from the last read", function()
+    -- "first" goes out on the first socket, which drops right after it;
+    -- "second" is written when nobody is attached
+    local a = run("echo first; sleep 1; echo second",
+      { id = "last-read-1", cutAfterBytes = 1 })
+    assert.is_nil(a.exitCode)
+    assert.are.equal("first\n", a.stdout)
+    mastra.sleep(1500)
+    local full = run(":", { attach = "last-read-1",
+      initJson = { resume_from_last_read = false } })
+    assert.are.equal(0, full.exitCode)
+    assert.are.equal("first\nsecond\n", full.stdout)
+    -- the full replay was sent too: its last read is the end
+    local none = run(":", { attach = "last-read-1",
+      initJson = { resume_from_last_read = true } })
+    assert.are.equal(0, none.exitCode)
+    assert.are.equal("", none.stdout)
+    assert.are.equal(#"first\nsecond\n", none.frames.byType.exit.data.stdout_total)
+    local b = run("echo first; sleep 1; echo second",
+      { id = "last-read-2", cutAfterBytes = 1 })
+    assert.are.equal("first\n", b.stdout)
+    mastra.sleep(1500)
+    local rest = run(":", { attach = "last-read-2",
+      initJson = { resume_from_last_read = true } })
+    assert.are.equal(0, rest.exitCode)
+    assert.are.equal("second\n", rest.stdout)
+    assert.are.equal(6, rest.frames.binary[1].offset)
+    -- it names a position: offsets beside it, or a non-boolean, are refused
+    local bad = run(":", { attach = "last-read-2", resume = { stdout = 0 },
+      initJson = { resume_from_last_read = true } })
+    assert.are.equal("invalid_request", bad.frames.byType.error.data.code)
+    assert.matches("not both", bad.frames.byType.error.data.message, 1, true)
+    bad = run(":", { attach = "last-read-2", initJson = { resume_from_last_read = "yes" } })
+    assert.are.equal("invalid_request", bad.frames.byType.error.data.code)
+    assert.matches("resume_from_last_read", bad.frames.byType.error.data.message, 1, true)
+  end)
+
   it("a timeout_ms is the process's deadline, whatever the socket does", function()
     local a = run("sleep 30",
       { id = "deadline-1", initJson = { timeout_ms = 500 }, closeAfterMs = 100 })

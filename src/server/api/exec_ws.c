@@ -443,6 +443,7 @@ static void forward_exec(ws_session *s) {
       put_u64(frame + 1, s->sent[i]);
       if (queue_msg(s, WSLAY_BINARY_FRAME, frame, (size_t)n + 9) < 0) return;
       s->sent[i] += (uint64_t)n;
+      if (s->sent[i] > e->read_to[i]) e->read_to[i] = s->sent[i];
       moved = 1;
     }
   }
@@ -737,7 +738,7 @@ static void attach(ws_session *s, mp_exec *e, const uint64_t off[3]) {
 static void start_resumable(ws_session *s, const cJSON *data) {
   const cJSON *id = member(data, "exec_id");
   const cJSON *dsn = member(data, "durable_session_name");
-  const cJSON *resume = member(data, "resume"), *it;
+  const cJSON *resume = member(data, "resume"), *it, *last_read;
   const cJSON *name = id != NULL ? id : dsn;
   uint64_t off[3] = {0, 0, UINT64_MAX}, detach_ms, timeout_ms;
   int truncate = 0;
@@ -780,6 +781,17 @@ static void start_resumable(ws_session *s, const cJSON *data) {
                " and 'stdin' must be byte offsets (integers >= 0)", 1008);
     return;
   }
+  last_read = member(data, "resume_from_last_read");
+  if (last_read != NULL && !cJSON_IsBool(last_read)) {
+    fail_typed(s, "invalid_request", "field 'data.resume_from_last_read'"
+               " must be true or false", 1008);
+    return;
+  }
+  if (cJSON_IsTrue(last_read) && resume != NULL && dsn != NULL) {
+    fail_typed(s, "invalid_request", "a reattach takes resume (the offsets"
+               " it holds) or resume_from_last_read, not both", 1008);
+    return;
+  }
   if (dsn != NULL) { /* a reattach */
     if (member(data, "cwd") != NULL || member(data, "env") != NULL) {
       fail_typed(s, "invalid_request", "a reattach (durable_session_name)"
@@ -794,6 +806,10 @@ static void start_resumable(ws_session *s, const cJSON *data) {
                dsn->valuestring);
       fail_typed(s, "exec_not_found", err, 1008);
       return;
+    }
+    if (cJSON_IsTrue(last_read)) { /* from what a socket was last sent */
+      off[0] = e->read_to[0];
+      off[1] = e->read_to[1];
     }
     attach(s, e, off);
     return;

@@ -72,6 +72,8 @@ struct mp_exec {
   mastra__proc *proc;          /* while it runs: ours */
   int fd[2];                   /* the spools; -1: none (lost) */
   uint64_t start[2], end[2];   /* retained [start, end) of each stream */
+  uint64_t read_to[2];         /* how far a socket was sent each stream:
+                               ** Railway's "last read" (not in the record) */
   uint64_t detach_ms;          /* with nobody attached this long: TERM */
   mastra__timer detach_timer;  /* the detach timeout, then the KILL */
   mastra__timer retain_timer;  /* an ended exec's record goes */
