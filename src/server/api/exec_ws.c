@@ -30,7 +30,9 @@
 ** session then sends durable_session (a start), attached, offset frames
 ** [0x11|0x13][u64 BE offset][bytes] (<= 32 KiB) read from the spools from
 ** s->sent, output_gap, and exit with reason and totals; it takes
-** output_ack and signal; and its close only detaches the exec.
+** output_ack and signal; and its close only detaches the exec. A
+** reattach without `resume` (Railway's SDK holds no offsets) gets the
+** same output as plain tag 1 and 3 frames.
 **
 ** A close (or a socket error) before the exit kills the command, unless
 ** keep_running came first (our extension, advertised as "keepRunning" in
@@ -144,6 +146,7 @@ struct mp_ws_session {
   unsigned exit_sent : 1;    /* its exit is queued: acks still count */
   unsigned v2 : 1;           /* exec_hello came: Railway's version 2 */
   unsigned over_limit : 1;   /* v2: a message past its limit came */
+  unsigned plain : 1;        /* Railway's reattach: tags 1 and 3, no offsets */
   uint64_t in_msg;           /* v2: bytes of the message being received */
   uint64_t in_skip;          /* stdin bytes resent that the exec has */
   uint64_t in_acked;         /* the last stdin_ack's offset */
@@ -418,6 +421,7 @@ static void forward_exec(ws_session *s) {
   static const char *const names[2] = {"stdout", "stderr"};
   mp_exec *e = s->exec;
   uint8_t frame[WS_RESUME_FRAME_MAX];
+  size_t head = s->plain ? 1 : 9; /* the tag, and the offset */
   int i, moved = 1;
   if (s->failed || s->closing || s->exit_sent) return;
   while (moved && wslay_event_get_queued_msg_length(s->ctx) < WS_SEND_HIGH) {
@@ -433,15 +437,19 @@ static void forward_exec(ws_session *s) {
         s->sent[i] = e->start[i];
       }
       if (s->sent[i] >= e->end[i]) continue;
-      n = mp_exec_read(e, i, s->sent[i], frame + 9, sizeof frame - 9);
+      n = mp_exec_read(e, i, s->sent[i], frame + head, sizeof frame - head);
       if (n <= 0) {
         fail_typed(s, "output_failed", "cannot read the exec's output", 1011);
         release_proc(s);
         return;
       }
-      frame[0] = i == 0 ? TAG_STDOUT_AT : TAG_STDERR_AT;
-      put_u64(frame + 1, s->sent[i]);
-      if (queue_msg(s, WSLAY_BINARY_FRAME, frame, (size_t)n + 9) < 0) return;
+      if (s->plain) {
+        frame[0] = i == 0 ? TAG_STDOUT : TAG_STDERR;
+      } else {
+        frame[0] = i == 0 ? TAG_STDOUT_AT : TAG_STDERR_AT;
+        put_u64(frame + 1, s->sent[i]);
+      }
+      if (queue_msg(s, WSLAY_BINARY_FRAME, frame, (size_t)n + head) < 0) return;
       s->sent[i] += (uint64_t)n;
       if (s->sent[i] > e->read_to[i]) e->read_to[i] = s->sent[i];
       moved = 1;
@@ -811,6 +819,8 @@ static void start_resumable(ws_session *s, const cJSON *data) {
       off[0] = e->read_to[0];
       off[1] = e->read_to[1];
     }
+    /* no offsets held: Railway's SDK, which knows tags 1 and 3 only */
+    s->plain = resume == NULL;
     attach(s, e, off);
     return;
   }
