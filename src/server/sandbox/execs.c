@@ -469,7 +469,6 @@ static int drain(mp_exec *e) {
 static void finish(mp_exec *e) {
   mastra__proc *p = e->proc;
   mp_server *srv = e->sb->srv;
-  int i;
   e->proc = NULL;
   e->exit_code = p->exit_code;
   e->reason = e->abandoned ? "abandoned"
@@ -481,8 +480,9 @@ static void finish(mp_exec *e) {
   e->state = srv->stopping && !e->abandoned ? MP_EXEC_LOST : MP_EXEC_EXITED;
   mastra__timer_stop(&e->detach_timer);
   mp_sandbox_exec_done(srv, e->sb, p);
-  for (i = 0; i < 2; i++)
-    if (e->fd[i] >= 0) fdatasync(e->fd[i]);
+  /* no fdatasync of the spools: like the record, they are for a server
+  ** killed with -9, whose page cache outlives it; a sync here held the
+  ** loop thread for a journal commit at each exec's end */
   save(e);
   retain(e, e->ended_ms);
 }
