@@ -10,8 +10,9 @@
 -- are exactly the stream (no byte lost or twice), each piece whole UTF-8.
 -- Also: a cut between the exit and its frame, refused upgrades, a cut
 -- every 64 KiB, a detach longer than the detach timeout, kill -9 of the
--- server while detached, stdin with cuts, and 64 MiB with a cut every
--- 8 MiB (about 10 s here). bench/resume.lua measures.
+-- server while detached, 8 and 32 MiB of stdin with cuts, and 64 MiB with
+-- a cut every 8 MiB (about 10 s here). bench/resume.lua measures;
+-- bench/cuts.lua injects thousands of cuts.
 local core = require "mastra.core"
 local mastra = require "mastra"
 local platform = require "spec.support.platform"
@@ -219,16 +220,20 @@ describe("exec-resume/1 through the fault proxy", function()
     assert.is_true(#cuts >= 7, #cuts)
   end)
 
-  for _, seed in ipairs{ 71, 72, 73 } do
-    it(("stdin of 8 MiB with cuts (seed %d): every byte once, in order"):format(seed), function()
+  for _, c in ipairs{ { 71, 8 }, { 72, 8 }, { 73, 32 } } do
+    local seed, mib = c[1], c[2]
+    it(("stdin of %d MiB with cuts (seed %d): every byte once, in order"):format(mib, seed),
+      function()
       local sb <close> = sandbox()
       math.randomseed(seed)
       local unit = {}
       for i = 1, 4096 do unit[i] = string.char(math.random(0, 255)) end
-      local data = table.concat(unit):rep(2048) -- 8 MiB
+      local data = table.concat(unit):rep(256 * mib)
       -- cuts of the client's way: in the stdin, more than once
       local plan = {}
-      for i = 1, 3 do plan[i] = { cut = "up", at = math.random(1000, 3 * 1048576) } end
+      for i = 1, 3 do
+        plan[i] = { cut = "up", at = math.random(1000, (mib * 1048576) * 3 // 8) }
+      end
       plan[4] = {}
       px:plan(plan)
       local from = #px:events() + 1
