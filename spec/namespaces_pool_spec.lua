@@ -112,7 +112,11 @@ describe("the namespaces driver's warm pool", function()
       local ok, err = pcall(function()
         local pool = srv.dataDir .. "/pool"
         local members = wait_pool(srv, 2)
-        assert.are.same({ size = 2, ready = 2, warming = 0 }, warm_pool(srv))
+        local wp = warm_pool(srv)
+        assert.are.same({ size = 2, ready = 2, warming = 0, perTemplate = 1, templateMax = 4 },
+          { size = wp.size, ready = wp.ready, warming = wp.warming,
+            perTemplate = wp.perTemplate, templateMax = wp.templateMax })
+        assert.are.same({}, wp.templates)
         -- keepers and inits get oom_score_adj -1000 where the server has
         -- CAP_SYS_RESOURCE (bit 24; some containers' root lacks it); else
         -- it says so once
@@ -296,6 +300,197 @@ describe("the namespaces driver's warm pool", function()
       assert(ok, err)
     end)
 
+  -- {{ the pools of templates
+
+  -- the members of srv's pool whose root links to a template's layer, as
+  -- { name = keeper pid } (a member still starting may have no keeper yet)
+  local function template_members(srv)
+    local pool, out = srv.dataDir .. "/pool", {}
+    for _, m in ipairs(ls(pool)) do
+      if lfs.symlinkattributes(pool .. "/" .. m .. "/template", "mode") == "link" then
+        out[m] = next(children_with(srv, pool .. "/" .. m .. " ")) or false
+      end
+    end
+    return out
+  end
+
+  -- the warm pool's word on template key: {ready, warming}, or nil
+  local function of_template(srv, key)
+    for _, t in ipairs(warm_pool(srv).templates) do
+      if t.key == key then return t end
+    end
+  end
+
+  -- srv's pool holds n ready members of template key, with keepers running
+  local function wait_template(srv, key, n)
+    local last
+    assert.is_true(util.wait_until(function()
+      last = of_template(srv, key)
+      local keepers = 0
+      for _, pid in pairs(template_members(srv)) do if pid then keepers = keepers + 1 end end
+      return last ~= nil and last.ready == n and last.warming == 0 and keepers == n
+    end, 15000), "template " .. key .. ": " .. platform.encode(last or {})
+      .. "; log: " .. srv.stderrTail)
+  end
+
+  -- the file `leaf` of sandbox id's cgroup in hierarchy `tree` (v1) or the
+  -- unified one (v2: leaf2), or nil without cgroups
+  local function cgroup_file(id, tree, leaf, leaf2)
+    local p = io.popen("find /sys/fs/cgroup/" .. tree .. "/mastra-platform"
+      .. " /sys/fs/cgroup/mastra-platform -maxdepth 2 -type d -name " .. id
+      .. " 2>/dev/null | head -1")
+    local d = util.trim(p:read("a"))
+    p:close()
+    if d == "" then return nil end
+    local f = lfs.attributes(d .. "/" .. leaf2, "mode") and leaf2 or leaf
+    return util.trim(util.read_file(d .. "/" .. f) or "")
+  end
+
+  local P = "/v1/railway/projects/proj"
+
+  it("a template's second create takes a warm member of it: its files, its limits",
+    function()
+      local srv = serve{ "--warm-pool", "1", "--template-retention", "0" }
+      local ok, err = pcall(function()
+        local pool = srv.dataDir .. "/pool"
+        wait_pool(srv, 1)
+        local t = mastra.Template.new():runCmd("mkdir -p /opt/tp && echo warm > /opt/tp/f")
+          :setWorkdir("/opt/tp"):cpuCount(2):memoryMB(256)
+        local built = t:build(srv:sandboxOptions())
+        assert.are.equal("ready", built.status, srv.stderrTail)
+        local key = ls(srv.dataDir .. "/templates")[1]
+        -- built, not yet used: the pool keeps none of it
+        assert.is_nil(of_template(srv, key))
+        -- the first create starts cold; the pool then keeps one member of it
+        local a = srv:startSandbox{ template = t }
+        assert.are.equal("warm\n", a:executeCommand("cat f").stdout)
+        wait_template(srv, key, 1)
+        local member, keeper = next(template_members(srv))
+        assert.is_truthy(keeper)
+        assert.are.equal(srv.dataDir .. "/templates/" .. key .. "/layer",
+          lfs.symlinkattributes(pool .. "/" .. member .. "/template", "target"))
+        -- the plain pool is as it was: its members are not the template's
+        assert.are.equal(1, warm_pool(srv).ready)
+        -- the second create is that member: its keeper ran before the create
+        local b = srv:startSandbox{ template = t }
+        assert.is_false(has(ls(pool), member))
+        assert.is_truthy(children_with(srv, "__ns-init " .. srv.pid .. " " .. b.sandboxId)[keeper],
+          "the member's keeper " .. keeper .. " is not the sandbox's")
+        local r = b:executeCommand("hostname; pwd; cat f; ls /opt/tp")
+        assert.are.equal(0, r.exitCode, r.stderr)
+        assert.are.equal(b.sandboxId .. "\n/opt/tp\nwarm\nf\n", r.stdout)
+        -- what it writes is its own, the layer stays as built
+        assert.are.equal(0, b:executeCommand("echo mine > f").exitCode)
+        assert.are.equal("warm\n", a:executeCommand("cat f").stdout)
+        assert.are.equal("warm\n", util.read_file(srv.dataDir .. "/templates/" .. key
+          .. "/layer/opt/tp/f"))
+        -- its limits are the template's
+        local quota = cgroup_file(b.sandboxId, "cpu", "cpu.cfs_quota_us", "cpu.max")
+        if quota ~= nil then
+          assert.matches("^200000", quota)
+          assert.are.equal(tostring(256 * 1024 * 1024),
+            cgroup_file(b.sandboxId, "memory", "memory.limit_in_bytes", "memory.max"))
+        end
+        -- a plain create takes a plain member, never the template's
+        wait_template(srv, key, 1)
+        local member2 = next(template_members(srv))
+        local c = srv:startSandbox()
+        assert.are.equal("1\n", c:executeCommand("test -e /opt/tp/f; echo $?").stdout)
+        assert.is_true(has(ls(pool), member2))
+        -- while a sandbox uses it the template stays; once none does, a
+        -- DELETE removes it, its members first: nothing of them is left
+        local tpath = P .. "/sandbox/templates/" .. built.templateId
+        assert.are.equal(409, srv:json("DELETE", tpath).status)
+        a:destroy()
+        b:destroy()
+        c:destroy()
+        wait_template(srv, key, 1)
+        local members = template_members(srv)
+        assert.are.equal(204, srv:json("DELETE", tpath).status)
+        assert.is_nil(of_template(srv, key))
+        assert.is_true(util.wait_until(function()
+          for m, pid in pairs(members) do
+            if util.alive(pid) or cgroups(srv.dataDir, "pool-" .. m) ~= ""
+              or has(ls(pool), m) then
+              return false
+            end
+          end
+          return next(template_members(srv)) == nil
+        end, 5000), "left: " .. platform.encode(template_members(srv)))
+        assert.are.same({}, ls(srv.dataDir .. "/templates"))
+        -- and the plain pool goes on
+        wait_pool(srv, 1)
+        local d = srv:startSandbox()
+        assert.are.equal(d.sandboxId .. "\n", d:executeCommand("hostname").stdout)
+      end)
+      srv:close()
+      assert(ok, err)
+    end)
+
+  it("retention drops a template's members first; the least recently used goes;"
+    .. " the server's exit ends them all", function()
+      -- 0.00005 days: 4.3 s, swept every second
+      local srv = serve{ "--warm-pool", "1", "--warm-pool-templates", "2",
+        "--warm-pool-template-max", "1", "--template-retention", "0.00005" }
+      local ok, err = pcall(function()
+        local pool = srv.dataDir .. "/pool"
+        local one = mastra.Template.new():runCmd("echo one > /opt/one.txt")
+        local two = mastra.Template.new():runCmd("echo two > /opt/two.txt")
+        -- one in use keeps its template, and two members of it
+        local a = srv:startSandbox{ template = one }
+        local key1 = ls(srv.dataDir .. "/templates")[1]
+        wait_template(srv, key1, 2)
+        local b = srv:startSandbox{ template = one }
+        assert.are.equal("one\n", b:executeCommand("cat /opt/one.txt").stdout)
+        wait_template(srv, key1, 2)
+        -- a second template, with --warm-pool-template-max 1: the first's
+        -- members go, its sandboxes stay
+        local old = template_members(srv)
+        local c = srv:startSandbox{ template = two }
+        local key2
+        for _, k in ipairs(ls(srv.dataDir .. "/templates")) do
+          if k ~= key1 then key2 = k end
+        end
+        wait_template(srv, key2, 2)
+        assert.is_nil(of_template(srv, key1))
+        for m, pid in pairs(old) do
+          assert.is_true(util.wait_until(function() return not util.alive(pid) end, 5000), m)
+        end
+        assert.are.equal("one\n", a:executeCommand("cat /opt/one.txt").stdout)
+        -- unused, the second goes by retention, its members first
+        c:destroy()
+        local members = template_members(srv)
+        assert.is_true(util.wait_until(function()
+          return lfs.attributes(srv.dataDir .. "/templates/" .. key2, "mode") == nil
+        end, 10000), srv.stderrTail)
+        assert.is_nil(of_template(srv, key2))
+        assert.is_true(util.wait_until(function()
+          for m, pid in pairs(members) do
+            if util.alive(pid) or has(ls(pool), m) then return false end
+          end
+          return true
+        end, 5000), "left: " .. platform.encode(template_members(srv)))
+        -- the first, in use, stays; a create of it brings its members back
+        assert.are.equal("ready", srv:json("GET", P .. "/sandbox/templates/"
+          .. srv:json("GET", P .. "/sandbox/templates").json[1].templateId).json.status)
+        local d = srv:startSandbox{ template = one }
+        wait_template(srv, key1, 2)
+        -- the server's exit ends every member, and leaves no tree, cgroup or mount
+        local keepers = children_with(srv, pool .. "/")
+        assert.are.equal(3, count(keepers))
+        for _, sb in ipairs{ a, b, d } do sb:destroy() end
+        srv:stop()
+        for pid in pairs(keepers) do assert.is_false(util.alive(pid), "keeper " .. pid) end
+        assert.are.same({}, ls(pool))
+        assert.are.equal("", cgroups(srv.dataDir, "pool-*"))
+        assert.are.equal(0, overlay_mounts(srv.dataDir))
+      end)
+      srv:close()
+      assert(ok, err)
+    end)
+
+  -- }}
+
   it("refuses a --warm-pool that is not a count from 0 to 64, saying so", function()
     for _, bad in ipairs{ "x", "-1", "65", "" } do
       local ok, err = pcall(platform.start, { args = { "--driver", "namespaces",
@@ -303,6 +498,15 @@ describe("the namespaces driver's warm pool", function()
       assert.is_false(ok, bad)
       assert.matches("--warm-pool wants a number of sandboxes from 0 to 64 (got '"
         .. bad .. "')", tostring(err), 1, true)
+    end
+    for _, case in ipairs{ { "--warm-pool-templates", "sandboxes", "17" },
+      { "--warm-pool-template-max", "templates", "-1" },
+      { "--warm-pool-templates", "sandboxes", "a" } } do
+      local ok, err = pcall(platform.start, { args = { "--driver", "namespaces",
+        case[1], case[3] } })
+      assert.is_false(ok, case[1] .. " " .. case[3])
+      assert.matches(case[1] .. " wants a number of " .. case[2] .. " from 0 to 16 (got '"
+        .. case[3] .. "')", tostring(err), 1, true)
     end
   end)
 end)

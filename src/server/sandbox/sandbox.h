@@ -143,6 +143,10 @@ struct mp_driver {
   /* optional: what the driver adds to the inspector's health (the warm
   ** pool of the namespaces driver) */
   void (*health)(const mp_server *srv, cJSON *o);
+  /* optional: the template of key is about to be removed (its layer goes
+  ** to the trash): end what the driver runs over its layer outside the
+  ** sandboxes (the namespaces driver's warm members of it), before */
+  void (*template_gone)(mp_server *srv, const char *key);
 };
 
 #define MP_CHECKPOINT_BASE_MAX 80

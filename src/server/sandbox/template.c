@@ -529,6 +529,9 @@ int mp_template_remove(mp_server *srv, mp_template *t, char *err,
   if (t->status == MP_TEMPLATE_BUILDING)
     mp_log("template %s (%s): its build is cancelled", t->id, t->environment);
   drop_build_sandbox(t);
+  /* the driver's warm members over its layer go first (never a layer that
+  ** something the server runs mounts) */
+  if (srv->driver->template_gone != NULL) srv->driver->template_gone(srv, t->key);
   unlink_template(srv, t);
   mp_template_path(t, "", dir, sizeof dir);
   mp_trash(srv, dir);

@@ -85,6 +85,7 @@
 #include "drivers/ns/init/ns_init.h"
 #include "drivers/ns/ns_net.h"
 #include "drivers/ns/ns_pool.h"
+#include "drivers/ns/ns_tree.h"
 #include "drivers/ns/init/ns_sys.h"
 #include "drivers/ns/ns_uids.h"
 #include "drivers/ns/ns_user.h"
@@ -281,10 +282,14 @@ static int start_keeper(mp_server *srv, ns_box *b, const char *name,
   int sv[2], i, rc;
   if (mp_ns_uids_take_box(b, err, errlen) < 0) return -1;
   if (!b->cg_made) {
-    /* a template's cpuCount and memoryMB (a warm box has no sandbox) */
+    /* a template's cpuCount and memoryMB (a warm box has no sandbox: its
+    ** template's, kept in the box) */
     const mp_sandbox *sb = b->sb;
-    if (mp_nscg_make(b->id, sb != NULL ? sb->cpu_count : 0,
-                     sb != NULL ? (long long)sb->memory_mb << 20 : 0, err,
+    if (sb != NULL) {
+      b->cpu_count = sb->cpu_count;
+      b->memory_mb = sb->memory_mb;
+    }
+    if (mp_nscg_make(b->id, b->cpu_count, (long long)b->memory_mb << 20, err,
                      errlen) < 0)
       return -1;
     b->cg_made = 1;
@@ -402,52 +407,12 @@ static ns_box *box_of(mp_server *srv, mp_sandbox *sb) {
   return b;
 }
 
-static int make_owned(const char *path, int mode) {
-  if (mkdir(path, (mode_t)mode) < 0 && errno != EEXIST) return -1;
-  /* without root, the server's uid is root in the sandbox already */
-  if (!mp_ns_host.unpriv && chown(path, MP_NS_UID_BASE, MP_NS_UID_BASE) < 0)
-    return -1;
-  return chmod(path, (mode_t)mode);
-}
-
-/* root's tree (mp_ns_box_ops.make_tree) */
-static int make_tree(const char *root, char *err, size_t errlen) {
-  static const char *const parts[] = {"upper", "work", "merged"};
-  char path[4400];
-  size_t i;
-  for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-    snprintf(path, sizeof path, "%s/%s", root, parts[i]);
-    if (mastra__mkdirs(path, 0755, NULL) < 0) goto fail;
-  }
-  snprintf(path, sizeof path, "%s/upper/workspace", root);
-  if (make_owned(path, 0755) < 0) goto fail;
-  snprintf(path, sizeof path, "%s/upper/root", root);
-  if (make_owned(path, 0700) < 0) goto fail;
-  return 0;
-fail:
-  snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-  return -1;
-}
-
-/* A sandbox of a template: ROOT/template links to the template's layer,
-** which the init puts between the base and the sandbox's own layer
-** (MP_NS_TEMPLATE_LINK, ns_init.c) */
+/* a sandbox of a template: ROOT/template links to its layer (ns_tree.h) */
 static int template_link(mp_server *srv, mp_sandbox *sb, char *err,
                          size_t errlen) {
-  char link[4400], layer[4400];
   if (sb->template_key[0] == '\0') return 0;
-  snprintf(link, sizeof link, "%s/" MP_NS_TEMPLATE_LINK, sb->root);
-  snprintf(layer, sizeof layer, "%s/templates/%s/layer", srv->data_dir,
-           sb->template_key);
-  if (access(layer, F_OK) < 0) {
-    snprintf(err, errlen, "the layer of its template (%s) is gone", layer);
-    return -1;
-  }
-  if (symlink(layer, link) < 0 && errno != EEXIST) {
-    snprintf(err, errlen, "cannot link %s: %s", link, strerror(errno));
-    return -1;
-  }
-  return 0;
+  return mp_ns_tree_link(srv->data_dir, sb->root, sb->template_key, err,
+                         errlen);
 }
 
 static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
@@ -468,9 +433,8 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
   /* a sandbox loaded at startup has its tree, and a restore writes it
   ** first: their inits start at their first command */
   fresh = access(sb->dir, F_OK) < 0 && !sb->restoring;
-  /* a warm keeper's root has no template layer */
-  if (fresh && !is_private(sb) && sb->template_key[0] == '\0'
-      && mp_ns_pool_take(srv, sb) == 0) {
+  /* a member of its template's (or, for a plain one, of the plain pool) */
+  if (fresh && !is_private(sb) && mp_ns_pool_take(srv, sb) == 0) {
     mp_ns_net_name(sb, sb->driver_data); /* its egress box gets its id and log */
     return 0;
   }
@@ -482,7 +446,7 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
   if (!fresh && mp_ns_uids_take_box(sb->driver_data, err, errlen) < 0
       && sb->restoring)
     return -1;
-  if (make_tree(sb->root, err, errlen) < 0) return -1;
+  if (mp_ns_tree_make(sb->root, err, errlen) < 0) return -1;
   if (template_link(srv, sb, err, errlen) < 0) return -1;
   if (fresh && start_init(srv, sb, err, errlen) < 0) return -1;
   return 0;
@@ -734,16 +698,20 @@ static void box_detach(ns_box *b) {
 
 static const mp_ns_box_ops box_ops = {
     .make = box_new,
-    .make_tree = make_tree,
+    .make_tree = mp_ns_tree_make,
     .start_keeper = start_keeper,
     .detach = box_detach,
     .finish_now = box_finish_now,
     .put_uids = mp_ns_uids_put_box,
+    .link_template = mp_ns_tree_link,
 };
 
 static int ns_setup(mp_server *srv, char *err, size_t errlen) {
   int rc = mp_ns_host_setup(srv, err, errlen);
-  if (rc == 0) mp_ns_pool_setup(srv->data_dir, mp_ns_opts.warm_pool, &box_ops);
+  if (rc == 0)
+    mp_ns_pool_setup(srv->data_dir, mp_ns_opts.warm_pool,
+                     mp_ns_opts.warm_pool_templates,
+                     mp_ns_opts.warm_pool_template_max, &box_ops);
   return rc;
 }
 
@@ -757,6 +725,12 @@ static void ns_stop(mp_server *srv) { mp_ns_host_stop(srv); }
 static void ns_finish(mp_server *srv) {
   mp_ns_pool_finish();
   mp_ns_host_finish(srv);
+}
+
+/* a template's layer is about to go (template.c): its warm members first */
+static void ns_template_gone(mp_server *srv, const char *key) {
+  (void)srv;
+  mp_ns_pool_drop_template(key);
 }
 
 static void ns_health(const mp_server *srv, cJSON *o) {
@@ -793,6 +767,7 @@ const mp_driver mp_ns_driver = {
     .egress = mp_ns_net_json,
     .egress_narrow = mp_ns_net_narrow,
     .health = ns_health,
+    .template_gone = ns_template_gone,
 };
 
 /* }====== */

@@ -40,6 +40,11 @@ typedef struct ns_box {
                                ** is never put back */
   int warm;                    /* in the warm pool (ns_pool.c) */
   char *pool_root;             /* a warm box's DATA/pool/<n> */
+  /* a warm box's template (its root links to the template's layer), or
+  ** "": a plain one; and the limits its cgroups were made with (a box on
+  ** no sandbox: the template's cpuCount and memoryMB; 0: the server's) */
+  char pool_key[MP_TEMPLATE_KEY_MAX];
+  int cpu_count, memory_mb;
   struct ns_box *pool_next;
   unsigned rmdir_tries;
   int torn;                    /* torn down: a destroy drains it (ns_left),
@@ -74,6 +79,11 @@ typedef struct mp_ns_box_ops {
   void (*finish_now)(ns_box *b);
   /* b is freed: its uid range is free again (unless b->uid_kept) */
   void (*put_uids)(ns_box *b);
+  /* root/template links to DATA/templates/<key>/layer, which the keeper
+  ** puts between the base and root's own layer: 0, or -1 and err (the
+  ** layer is gone: errno ENOENT) */
+  int (*link_template)(const char *data_dir, const char *root,
+                       const char *key, char *err, size_t errlen);
 } mp_ns_box_ops;
 
 #endif

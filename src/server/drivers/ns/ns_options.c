@@ -17,6 +17,8 @@ mp_ns_options mp_ns_opts = {.pids_max = MP_DEFAULT_PIDS_MAX,
                             .memory_max = MP_DEFAULT_MEMORY_MAX,
                             .cpu_max = -1, .egress = 1,
                             .warm_pool = MP_DEFAULT_WARM_POOL,
+                            .warm_pool_templates = MP_DEFAULT_WARM_POOL_TEMPLATES,
+                            .warm_pool_template_max = MP_DEFAULT_WARM_POOL_TEMPLATE_MAX,
                             .uid_first = MP_DEFAULT_UID_FIRST,
                             .uid_ranges = MP_DEFAULT_UID_RANGES};
 
@@ -155,6 +157,30 @@ static int set_warm_pool(const char *v, char *err, size_t n) {
   return 0;
 }
 
+static int set_count(const char *flag, const char *what, int max,
+                     const char *v, int *out, char *err, size_t n) {
+  char *end;
+  long count = strtol(v, &end, 10);
+  if (*v == '\0' || *end != '\0' || count < 0 || count > max) {
+    snprintf(err, n, "%s wants a number of %s from 0 to %d (got '%s')", flag,
+             what, max, v);
+    return -1;
+  }
+  *out = (int)count;
+  return 0;
+}
+
+static int set_pool_templates(const char *v, char *err, size_t n) {
+  return set_count("--warm-pool-templates", "sandboxes", MP_WARM_POOL_TEMPLATE_MAX, v,
+                   &mp_ns_opts.warm_pool_templates, err, n);
+}
+
+static int set_pool_template_max(const char *v, char *err, size_t n) {
+  return set_count("--warm-pool-template-max", "templates",
+                   MP_WARM_POOL_TEMPLATE_MAX, v,
+                   &mp_ns_opts.warm_pool_template_max, err, n);
+}
+
 /* FIRST:COUNT: COUNT ranges of MP_NS_UID_COUNT host uids from FIRST, all
 ** of them below 2^32 - 1 (the kernel's invalid uid) */
 static int set_uid_ranges(const char *v, char *err, size_t n) {
@@ -209,6 +235,11 @@ const mp_driver_flag mp_ns_flags[] = {
      " ranges of 65536 from\nuid FIRST, one a sandbox (namespaces, with root;"
      " default\n100000:1024)", set_uid_ranges},
     {"--warm-pool", "N", "ISOLATED sandboxes kept started ahead, for a fast"
-     " create\n(namespaces; default 2; 0: none)", set_warm_pool},
+     " create\n(namespaces; default 2; 0: none, of templates too)", set_warm_pool},
+    {"--warm-pool-templates", "K", "sandboxes kept started ahead per recently"
+     " used template\n(namespaces; default 1; 0: none)", set_pool_templates},
+    {"--warm-pool-template-max", "T", "templates whose sandboxes are kept"
+     " started ahead, the most\nrecently used (namespaces; default 4)",
+     set_pool_template_max},
     {NULL, NULL, NULL, NULL},
 };

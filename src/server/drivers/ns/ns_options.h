@@ -13,6 +13,10 @@
 #define MP_DEFAULT_MEMORY_MAX (2LL << 30)
 #define MP_DEFAULT_WARM_POOL 2
 #define MP_WARM_POOL_MAX 64
+/* --warm-pool-templates K, --warm-pool-template-max T (ns_pool.c) */
+#define MP_DEFAULT_WARM_POOL_TEMPLATES 1
+#define MP_DEFAULT_WARM_POOL_TEMPLATE_MAX 4
+#define MP_WARM_POOL_TEMPLATE_MAX 16 /* either flag at most */
 /* --sandbox-uid-ranges: host uids 100000.. in 1024 ranges of 65536 */
 #define MP_DEFAULT_UID_FIRST 100000u
 #define MP_DEFAULT_UID_RANGES 1024u
@@ -26,6 +30,8 @@ typedef struct mp_ns_options {
                         ** half the host's CPUs (at least one) */
   int egress;           /* --egress on|off: the way out (net.h, egress.h) */
   int warm_pool;        /* sandboxes started ahead (ns_pool.c) */
+  int warm_pool_templates;     /* members per recently used template */
+  int warm_pool_template_max;  /* templates with members, at most */
   mp_egress_config egress_cfg; /* --egress-allow, -deny, -open, -dns */
   int dns_given;        /* --egress-dns was given */
   int nested_ns;        /* --sandbox-nested-namespaces on (ns_seccomp.c) */

@@ -15,6 +15,17 @@
 ** server's exit; their directory goes at mp_ns_pool_finish). A member
 ** that fails is dropped (detached: ended on the loop) and replaced, until
 ** POOL_FAILURES_MAX fail in a row.
+**
+** Templates: a member may carry a template's key (pool_key; "" is a plain
+** member), its root linked to the template's layer before its keeper
+** starts, its cgroups made with the template's limits. A fresh ISOLATED
+** create of template T (taken or cold) makes T one of the pool's
+** templates, the most recently used first: each has --warm-pool-templates
+** members, refilled as the plain ones; past --warm-pool-template-max the
+** least recently used one goes, members and all. A take matches on the
+** key. Before a template's layer is removed (retention, a DELETE) its
+** members are dropped (mp_ns_pool_drop_template): they are not its users
+** and never hold it back. --warm-pool 0 is no pool at all.
 */
 #define _GNU_SOURCE
 #include "drivers/ns/ns_pool.h"
@@ -28,6 +39,7 @@
 
 #include "util/log.h"
 #include "drivers/ns/ns_cgroup.h"
+#include "drivers/ns/ns_options.h" /* MP_WARM_POOL_TEMPLATE_MAX */
 #include "drivers/ns/ns_uids.h"
 #include "drivers/ns/init/ns_init.h" /* MP_NS_TELL_NAME, MP_NS_ARG_NONE */
 #include "util/trash.h"
@@ -38,10 +50,23 @@
 /* members that fail in a row before the pool stops refilling */
 #define POOL_FAILURES_MAX 3
 
+/* a template with members: its key, its sandboxes' limits, its last use */
+typedef struct pool_template {
+  char key[MP_TEMPLATE_KEY_MAX];
+  int cpu_count, memory_mb;
+  unsigned long long used;     /* pool.clock at its last create */
+} pool_template;
+
 static struct {
   const mp_ns_box_ops *ops;    /* the driver's */
   mp_server *srv;
   int size;                    /* --warm-pool */
+  int per_template;            /* --warm-pool-templates */
+  int max_templates;           /* --warm-pool-template-max */
+  pool_template tpl[MP_WARM_POOL_TEMPLATE_MAX];
+  int ntpl;
+  unsigned long long clock;
+  char data_dir[4100];
   char dir[4200];              /* DATA/pool */
   ns_box *first;               /* the members, oldest first */
   unsigned seq;
@@ -107,18 +132,38 @@ void mp_ns_pool_ready(ns_box *b) {
   pool.failures = 0;
 }
 
-void mp_ns_pool_health(cJSON *o) {
+/* the members of key ("": the plain ones), ready and still warming */
+static void count_of(const char *key, int *ready, int *warming) {
   const ns_box *b;
-  int ready = 0, warming = 0;
-  cJSON *w = cJSON_AddObjectToObject(o, "warmPool");
-  if (w == NULL) return;
+  *ready = *warming = 0;
   for (b = pool.first; b != NULL; b = b->pool_next) {
-    if (b->ready) ready++;
-    else warming++;
+    if (strcmp(b->pool_key, key) != 0) continue;
+    if (b->ready) (*ready)++;
+    else (*warming)++;
   }
+}
+
+void mp_ns_pool_health(cJSON *o) {
+  int ready, warming, i;
+  cJSON *w = cJSON_AddObjectToObject(o, "warmPool"), *a;
+  if (w == NULL) return;
+  count_of("", &ready, &warming);
   cJSON_AddNumberToObject(w, "size", pool.size);
   cJSON_AddNumberToObject(w, "ready", ready);
   cJSON_AddNumberToObject(w, "warming", warming);
+  cJSON_AddNumberToObject(w, "perTemplate",
+                          pool.size > 0 ? pool.per_template : 0);
+  cJSON_AddNumberToObject(w, "templateMax",
+                          pool.size > 0 ? pool.max_templates : 0);
+  a = cJSON_AddArrayToObject(w, "templates");
+  for (i = 0; a != NULL && i < pool.ntpl; i++) {
+    cJSON *t = cJSON_CreateObject();
+    count_of(pool.tpl[i].key, &ready, &warming);
+    cJSON_AddStringToObject(t, "key", pool.tpl[i].key);
+    cJSON_AddNumberToObject(t, "ready", ready);
+    cJSON_AddNumberToObject(t, "warming", warming);
+    cJSON_AddItemToArray(a, t);
+  }
 }
 
 void mp_ns_pool_failed(ns_box *b, const char *why) {
@@ -127,10 +172,13 @@ void mp_ns_pool_failed(ns_box *b, const char *why) {
   drop(b);
 }
 
-/* one more member at the end of the pool: 0, or -1 and err */
-static int add(mp_server *srv, char *err, size_t errlen) {
+/* one more member at the end of the pool, of template tp (NULL: a plain
+** one): 0, or -1 and err (*gone: tp's layer is gone) */
+static int add(mp_server *srv, const pool_template *tp, int *gone, char *err,
+               size_t errlen) {
   char id[MP_ID_MAX], root[4300];
   ns_box *b, **tail;
+  *gone = 0;
   snprintf(id, sizeof id, "pool-%u", ++pool.seq);
   snprintf(root, sizeof root, "%s/%u", pool.dir, pool.seq);
   b = pool.ops->make(srv->loop, id);
@@ -139,14 +187,22 @@ static int add(mp_server *srv, char *err, size_t errlen) {
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  if (pool.ops->make_tree(root, err, errlen) < 0
-      || pool.ops->start_keeper(srv, b, MP_NS_ARG_NONE, root, MP_NS_ARG_NONE,
-                                err, errlen) < 0) {
-    if (b->cg_made) mp_nscg_remove(id); /* empty: nothing joined them */
-    mastra__remove_tree(root);
-    member_free(&b->handle);
-    return -1;
+  if (tp != NULL) {
+    snprintf(b->pool_key, sizeof b->pool_key, "%s", tp->key);
+    b->cpu_count = tp->cpu_count;
+    b->memory_mb = tp->memory_mb;
   }
+  if (pool.ops->make_tree(root, err, errlen) < 0) goto fail;
+  /* its root links to the layer before its keeper mounts the overlay */
+  if (tp != NULL
+      && pool.ops->link_template(pool.data_dir, root, tp->key, err, errlen)
+             < 0) {
+    *gone = errno == ENOENT;
+    goto fail;
+  }
+  if (pool.ops->start_keeper(srv, b, MP_NS_ARG_NONE, root, MP_NS_ARG_NONE,
+                             err, errlen) < 0)
+    goto fail;
   b->warm = 1;
   for (tail = &pool.first; *tail != NULL; tail = &(*tail)->pool_next)
     ;
@@ -155,27 +211,107 @@ static int add(mp_server *srv, char *err, size_t errlen) {
   b->handle.free = member_free;
   mastra__loop_add_handle(srv->loop, &b->handle);
   return 0;
+fail:
+  if (b->cg_made) mp_nscg_remove(id); /* empty: nothing joined them */
+  mastra__remove_tree(root);
+  member_free(&b->handle);
+  return -1;
+}
+
+/* every member of key, warm or still warming, dropped */
+static void drop_members(const char *key) {
+  ns_box *b = pool.first, *next;
+  for (; b != NULL; b = next) {
+    next = b->pool_next;
+    if (strcmp(b->pool_key, key) == 0) drop(b);
+  }
+}
+
+/* the template at i is no longer the pool's, nor are its members */
+static void forget_template(int i) {
+  char key[MP_TEMPLATE_KEY_MAX];
+  snprintf(key, sizeof key, "%s", pool.tpl[i].key);
+  memmove(&pool.tpl[i], &pool.tpl[i + 1],
+          (size_t)(pool.ntpl - i - 1) * sizeof pool.tpl[0]);
+  pool.ntpl--;
+  drop_members(key);
+}
+
+static int find_template(const char *key) {
+  int i;
+  for (i = 0; i < pool.ntpl; i++)
+    if (strcmp(pool.tpl[i].key, key) == 0) return i;
+  return -1;
+}
+
+/* sb, a fresh ISOLATED sandbox of a template, was created: its template is
+** the most recently used (and one of the pool's, the least recently used
+** one forgotten when there are too many) */
+static void note_template(const mp_sandbox *sb) {
+  int i = find_template(sb->template_key);
+  if (pool.size <= 0 || pool.per_template <= 0 || pool.max_templates <= 0)
+    return;
+  if (i < 0) {
+    if (pool.ntpl == pool.max_templates) {
+      int lru = 0, j;
+      for (j = 1; j < pool.ntpl; j++)
+        if (pool.tpl[j].used < pool.tpl[lru].used) lru = j;
+      mp_log("the warm pool keeps no members of template %s: %d templates"
+             " were used since", pool.tpl[lru].key, pool.max_templates);
+      forget_template(lru);
+    }
+    i = pool.ntpl++;
+    snprintf(pool.tpl[i].key, sizeof pool.tpl[i].key, "%s", sb->template_key);
+  }
+  pool.tpl[i].cpu_count = sb->cpu_count;
+  pool.tpl[i].memory_mb = sb->memory_mb;
+  pool.tpl[i].used = ++pool.clock;
+}
+
+void mp_ns_pool_drop_template(const char *key) {
+  int i = find_template(key);
+  if (i >= 0) forget_template(i);
+  else drop_members(key); /* none: its members went with it */
 }
 
 static void on_refill(mastra__timer *t) {
   char err[600];
-  const ns_box *b;
-  int n = 0;
+  int ready, warming, n, i, gone;
   (void)t;
-  for (b = pool.first; b != NULL; b = b->pool_next) n++;
-  for (; n < pool.size && pool.failures < POOL_FAILURES_MAX; n++) {
-    if (add(pool.srv, err, sizeof err) == 0) continue;
+  count_of("", &ready, &warming);
+  for (n = ready + warming; n < pool.size && pool.failures < POOL_FAILURES_MAX;
+       n++) {
+    if (add(pool.srv, NULL, &gone, err, sizeof err) == 0) continue;
     mp_log("cannot warm a sandbox: %s", err);
     count_failure();
-    break;
+    return;
+  }
+  for (i = 0; i < pool.ntpl && pool.failures < POOL_FAILURES_MAX; i++) {
+    count_of(pool.tpl[i].key, &ready, &warming);
+    for (n = ready + warming; n < pool.per_template; n++) {
+      if (add(pool.srv, &pool.tpl[i], &gone, err, sizeof err) == 0) continue;
+      mp_log("cannot warm a sandbox of template %s: %s", pool.tpl[i].key, err);
+      if (gone) { /* removed under us: not the pool's failure */
+        forget_template(i--);
+        break;
+      }
+      count_failure();
+      return;
+    }
   }
 }
 
 int mp_ns_pool_take(mp_server *srv, mp_sandbox *sb) {
   ns_box *b;
-  char line[MP_ID_MAX + 4], dir[4200];
+  char line[MP_ID_MAX + 4], dir[4200], err[600];
   int n;
-  for (b = pool.first; b != NULL && !b->ready; b = b->pool_next)
+  if (sb->template_key[0] != '\0') {
+    note_template(sb);
+    refill_later(); /* its members, once its first command has run */
+  }
+  for (b = pool.first;
+       b != NULL && (!b->ready || strcmp(b->pool_key, sb->template_key) != 0);
+       b = b->pool_next)
     ;
   if (b == NULL) return -1;
   snprintf(dir, sizeof dir, "%s/sandboxes", srv->data_dir);
@@ -193,6 +329,14 @@ int mp_ns_pool_take(mp_server *srv, mp_sandbox *sb) {
     drop(b);
     return -1;
   }
+  /* made with its template's limits; these are the sandbox's (the same,
+  ** its definition being its key) */
+  if ((b->cpu_count != sb->cpu_count || b->memory_mb != sb->memory_mb)
+      && mp_nscg_make(sb->id, sb->cpu_count, (long long)sb->memory_mb << 20,
+                      err, sizeof err) < 0)
+    mp_log("sandbox %s: %s", sb->id, err);
+  b->cpu_count = sb->cpu_count;
+  b->memory_mb = sb->memory_mb;
   unlink_member(b);
   mastra__loop_remove_handle(b->loop, &b->handle);
   free(b->pool_root);
@@ -212,10 +356,14 @@ int mp_ns_pool_take(mp_server *srv, mp_sandbox *sb) {
   return 0;
 }
 
-void mp_ns_pool_setup(const char *data_dir, int size,
-                      const mp_ns_box_ops *ops) {
+void mp_ns_pool_setup(const char *data_dir, int size, int per_template,
+                      int max_templates, const mp_ns_box_ops *ops) {
+  snprintf(pool.data_dir, sizeof pool.data_dir, "%s", data_dir);
   snprintf(pool.dir, sizeof pool.dir, "%s/pool", data_dir);
   pool.size = size;
+  pool.per_template = per_template;
+  pool.max_templates = max_templates < MP_WARM_POOL_TEMPLATE_MAX
+                           ? max_templates : MP_WARM_POOL_TEMPLATE_MAX;
   pool.ops = ops;
 }
 

@@ -121,6 +121,9 @@ async function loadHealth() {
   if (h.warmPool)
     items.push(["Warm pool", h.warmPool.ready + " of " + h.warmPool.size + " ready"
       + (h.warmPool.warming ? ", " + h.warmPool.warming + " starting" : "")]);
+  for (const t of (h.warmPool && h.warmPool.templates) || [])
+    items.push(["Warm pool, template " + t.key.slice(0, 12), t.ready + " of "
+      + h.warmPool.perTemplate + " ready" + (t.warming ? ", " + t.warming + " starting" : "")]);
   $("health-list").replaceChildren(...items.map(([k, v]) =>
     el("div", {}, el("dt", {}, k), el("dd", {}, v))));
 }
