@@ -472,6 +472,60 @@ describe("templates on the local platform", function()
     no_process(srv)
   end)
 
+  it("a build that fills the disk fails saying so, keeps its log, leaves no layer,"
+    .. " process or mount", function()
+    local dir = platform.tmpdir()
+    local data = dir .. "/data"
+    assert(lfs.mkdir(data))
+    local out, mounted = util.sh("mount -t tmpfs -o size=16m mastra-tpl-full "
+      .. mastra.quote(data) .. " 2>&1")
+    if not mounted then
+      platform.rm_rf(dir)
+      pending("mount -t tmpfs refused: " .. util.trim(out))
+      return
+    end
+    finally(function()
+      if srv then pcall(srv.close, srv) end
+      local _, unmounted = util.sh("umount " .. mastra.quote(data))
+      if not unmounted then util.sh("umount -l " .. mastra.quote(data)) end
+      platform.rm_rf(dir)
+    end)
+    serve{ dataDir = data, tokenFile = dir .. "/token" }
+    local t = mastra.Template.new():runCmd("echo before > /opt/before.txt")
+      :runCmd("head -c 64m /dev/zero > /opt/fill")
+    local ok, err = pcall(t.build, t, srv:sandboxOptions())
+    assert.is_false(ok)
+    assert.is_true(mastra.errors.PlatformTemplateBuildError:is(err), tostring(err))
+    assert.matches("operation #2 %(runCmd%) exited with 1", err.message)
+    assert.matches("the data disk is full", err.message)
+    assert.matches("No space left on device", err.message)
+    local key = ls(data .. "/templates")[1]
+    local tdir = data .. "/templates/" .. key
+    assert.are.same({ "build.log", "definition.json", "state.json" }, ls(tdir))
+    assert.matches("== operation #2 %(runCmd%)", util.read_file(tdir .. "/build.log"))
+    -- failed, never ready: in the server and, once there is room, on disk
+    local g = srv:json("GET", P .. "/sandbox/templates/" .. err.templateId)
+    assert.are.equal("failed", g.json.status, g.body)
+    no_process(srv)
+    -- no mount of the build is left (its namespace went with its processes)
+    local mounts = 0
+    for line in (util.read_file("/proc/self/mountinfo") or ""):gmatch("[^\n]+") do
+      if line:find(data, 1, true) then mounts = mounts + 1 end
+    end
+    assert.are.equal(1, mounts) -- the tmpfs itself
+    -- a create that needs it gets the failure
+    local sb = mastra.PlatformSandbox.new(srv:sandboxOptions{ template = t })
+    ok, err = pcall(sb.start, sb)
+    assert.is_false(ok)
+    assert.is_true(mastra.errors.PlatformTemplateBuildError:is(err), tostring(err))
+    assert.matches("the data disk is full", err.message)
+    no_process(srv)
+    srv:stop()
+    local st = platform.decode(util.read_file(tdir .. "/state.json"))
+    assert.are.equal("failed", st.status)
+    assert.matches("the data disk is full", st.error)
+  end)
+
   it("refuses a wrong definition, naming the operation", function()
     serve()
     local r = srv:json("POST", P .. "/sandbox/templates/builds", { environmentId = "env",

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "sandbox/activity.h"
@@ -39,6 +40,8 @@
 #define RETRY_AFTER_MS 500
 #define BUILD_TIMEOUT_MS (30 * 60 * 1000)
 #define MAX_LAYER_BYTES (20ull << 30)
+/* a data disk with less room than this failed a build's operation */
+#define FULL_DISK_BYTES (1ull << 20)
 
 /* {====== records ====== */
 
@@ -228,7 +231,9 @@ static void build_fail(mp_template *t, const char *fmt, ...) {
     fclose(t->log);
     t->log = NULL;
   }
-  mp_template_save_state(t);
+  /* a full disk: saved by the next sweep or at exit, once there is room
+  ** (the build sandbox's tree goes to the trash above) */
+  t->dirty = mp_template_save_state(t) < 0;
   mp_log("template %s (%s) failed: %s", t->id, t->environment, t->error);
   args = cJSON_CreateObject();
   cJSON_AddStringToObject(args, "key", t->key);
@@ -256,6 +261,22 @@ static void tail_add(mp_template *t, const char *data, size_t n) {
 
 static void start_op(mp_template *t);
 
+/* " (the data disk is full: ...)" when the build's layer has no room left
+** on the data directory's file system (what a failing operation's output
+** may not say, or not in its tail), else "" */
+static const char *disk_full(const mp_server *srv) {
+  static char note[160];
+  struct statvfs v;
+  unsigned long long left;
+  if (statvfs(srv->data_dir, &v) < 0) return "";
+  left = (unsigned long long)v.f_bavail * v.f_frsize;
+  if (left >= FULL_DISK_BYTES && v.f_favail != 0) return "";
+  snprintf(note, sizeof note, " (the data disk is full: %llu KiB and %llu"
+           " inodes left under %s)", left >> 10, (unsigned long long)v.f_favail,
+           srv->data_dir);
+  return note;
+}
+
 static void op_notify(mastra__proc *p, void *data) {
   mp_template *t = data;
   const char *m;
@@ -281,8 +302,8 @@ static void op_notify(mastra__proc *p, void *data) {
       build_fail(t, "operation #%d (%s) did not finish within the build's time"
                  " limit; output's tail:\n%s", t->op + 1, m, tail);
     else
-      build_fail(t, "operation #%d (%s) exited with %d; output's tail:\n%s",
-                 t->op + 1, m, p->exit_code, tail);
+      build_fail(t, "operation #%d (%s) exited with %d%s; output's tail:\n%s",
+                 t->op + 1, m, p->exit_code, disk_full(t->srv), tail);
     return;
   }
   t->op++;
