@@ -256,8 +256,9 @@ static void note_template(const mp_sandbox *sb) {
       int lru = 0, j;
       for (j = 1; j < pool.ntpl; j++)
         if (pool.tpl[j].used < pool.tpl[lru].used) lru = j;
-      mp_log("the warm pool keeps no members of template %s: %d templates"
-             " were used since", pool.tpl[lru].key, pool.max_templates);
+      mp_log("the warm pool drops the members of template %s, the least"
+             " recently used of %d (--warm-pool-template-max)",
+             pool.tpl[lru].key, pool.max_templates);
       forget_template(lru);
     }
     i = pool.ntpl++;
