@@ -29,7 +29,7 @@ end
 -- a background process of LocalSandbox host: opts.bin, opts.base (nil: no
 -- --base, as the process driver wants), opts.data (its data directory),
 -- opts.log (its stderr), opts.extra (more flags, each with a leading
--- space). Returns {server, url, pid, token, data, cfg} (cfg: a client
+-- space). Returns {server, url, inspector, pid, token, data, cfg} (cfg: a client
 -- config of project "bench"), or raises with its log.
 function lib.serve(host, opts)
   local client = require "mastra.platform_client"
@@ -48,6 +48,7 @@ function lib.serve(host, opts)
   end
   assert(line, "mastra-platform did not start: " .. lib.sh("cat " .. mastra.quote(opts.log)))
   local s = { server = server, data = opts.data, url = line:match('"url":"([^"]+)"'),
+    inspector = line:match('"inspector":"([^"]+)"'),
     pid = tonumber(line:match('"pid":(%d+)')),
     token = lib.sh("cat " .. mastra.quote(opts.data .. "/token")):gsub("%s+$", "") }
   s.cfg = client.resolve({ accessToken = s.token, proxyUrl = s.url, projectId = "bench" },
