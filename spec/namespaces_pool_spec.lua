@@ -372,13 +372,15 @@ describe("the namespaces driver's warm pool", function()
         -- the plain pool is as it was: its members are not the template's
         assert.are.equal(1, warm_pool(srv).ready)
         -- the second create is that member: its keeper ran before the create
+        -- (it names the sandbox in its command line before its "R", which
+        -- the first command waits for)
         local b = srv:startSandbox{ template = t }
         assert.is_false(has(ls(pool), member))
-        assert.is_truthy(children_with(srv, "__ns-init " .. srv.pid .. " " .. b.sandboxId)[keeper],
-          "the member's keeper " .. keeper .. " is not the sandbox's")
         local r = b:executeCommand("hostname; pwd; cat f; ls /opt/tp")
         assert.are.equal(0, r.exitCode, r.stderr)
         assert.are.equal(b.sandboxId .. "\n/opt/tp\nwarm\nf\n", r.stdout)
+        assert.is_truthy(children_with(srv, "__ns-init " .. srv.pid .. " " .. b.sandboxId)[keeper],
+          "the member's keeper " .. keeper .. " is not the sandbox's")
         -- what it writes is its own, the layer stays as built
         assert.are.equal(0, b:executeCommand("echo mine > f").exitCode)
         assert.are.equal("warm\n", a:executeCommand("cat f").stdout)
