@@ -239,7 +239,7 @@ const mp_driver_flag mp_ns_flags[] = {
     {"--warm-pool-templates", "K", "sandboxes kept started ahead per recently"
      " used template\n(namespaces; default 1; 0: none)", set_pool_templates},
     {"--warm-pool-template-max", "T", "templates whose sandboxes are kept"
-     " started ahead, the most\nrecently used (namespaces; default 4)",
+     " started ahead, the most\nrecently used (namespaces; default 4; 0: none)",
      set_pool_template_max},
     {NULL, NULL, NULL, NULL},
 };
