@@ -181,6 +181,18 @@ describe("the namespaces driver's warm pool", function()
       assert.are.equal(0, count(children_with(srv, srv.dataDir .. "/pool/")))
       -- a cold keeper names its sandbox from the start
       assert.are.equal(1, count(children_with(srv, " " .. sb.sandboxId .. " ")))
+      -- nor members of a template: its sandboxes start cold too
+      local t = mastra.Template.new():runCmd("echo cold > /opt/cold.txt")
+      for _ = 1, 2 do
+        local ts = srv:startSandbox{ template = t }
+        assert.are.equal("cold\n", ts:executeCommand("cat /opt/cold.txt").stdout)
+        assert.are.equal(1, count(children_with(srv, " " .. ts.sandboxId .. " ")))
+        ts:destroy()
+      end
+      assert.are.same({}, ls(srv.dataDir .. "/pool"))
+      local wp = warm_pool(srv)
+      assert.are.same({ 0, 0 }, { wp.perTemplate, wp.templateMax })
+      assert.are.same({}, wp.templates)
     end)
     srv:close()
     assert(ok, err)
