@@ -1,6 +1,8 @@
 /*
 ** Tests of src/core/hash.h: SHA-1 (FIPS 180-4 / RFC 3174 vectors), base64
-** (RFC 4648 vectors) and the WebSocket accept key (RFC 6455 section 1.3).
+** (RFC 4648 vectors) and the WebSocket accept key (RFC 6455 section 1.3);
+** of src/core/sha256.h: SHA-256 (FIPS 180-4 vectors; the SHA extensions'
+** blocks against the portable ones, fed in pieces).
 ** No framework: the last line of stdout is "N passed, N failed", and the
 ** exit status is 1 on a failure.
 */
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "hash.h"
+#include "sha256.h"
 
 #include "check.h"
 
@@ -150,10 +153,80 @@ static void test_accept_key(void) {
   CHECK(strcmp(out, "C/0nmHhBztSRGR1CwL6Tf4ZjwpY=") == 0);
 }
 
+static int sha256_is(const void *data, size_t len, const char *want) {
+  char got[2 * MASTRA__SHA256_LEN + 1];
+  mastra__sha256_hex(data, len, got);
+  if (strcmp(got, want) != 0) {
+    fprintf(stderr, "sha256 of %zu bytes: got %s, want %s\n", len, got, want);
+    return 0;
+  }
+  return 1;
+}
+
+/* the data in pieces of step bytes (portable blocks or the default) */
+static void sha256_pieces(const unsigned char *p, size_t len, size_t step,
+                          int portable, char out[2 * MASTRA__SHA256_LEN + 1]) {
+  mastra__sha256_ctx c;
+  size_t off = 0;
+  mastra__sha256_portable(portable);
+  mastra__sha256_init(&c);
+  while (off < len) {
+    size_t n = len - off < step ? len - off : step;
+    mastra__sha256_update(&c, p + off, n);
+    off += n;
+  }
+  mastra__sha256_final_hex(&c, out);
+  mastra__sha256_portable(0);
+}
+
+static void test_sha256(void) {
+  static const char *const vec[][2] = {
+      {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+      {"abc",
+       "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+      {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+      {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnop"
+       "jklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+       "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"}};
+  static const size_t steps[] = {1, 3, 63, 64, 65, 1000, 1 << 20};
+  unsigned char *big = malloc(1000000);
+  size_t i, j, len;
+  int portable;
+  for (portable = 0; portable < 2; portable++) {
+    mastra__sha256_portable(portable);
+    for (i = 0; i < sizeof vec / sizeof vec[0]; i++)
+      CHECK(sha256_is(vec[i][0], strlen(vec[i][0]), vec[i][1]));
+    if (big != NULL) {
+      memset(big, 'a', 1000000);
+      CHECK(sha256_is(big, 1000000, "cdc76e5c9914fb9281a1c7e284d73e67"
+                                    "f1809a48a497200e046d39ccc7112cd0"));
+    }
+    mastra__sha256_portable(0);
+  }
+  if (big == NULL) return;
+  /* every length around the block and padding edges, and long ones, in
+  ** pieces: the default blocks (the extensions where the CPU has them)
+  ** agree with the portable ones */
+  for (i = 0; i < 1000000; i++) big[i] = (unsigned char)(i * 2654435761u >> 13);
+  for (len = 0; len < 1000000; len = len < 200 ? len + 1 : len * 3 + 7) {
+    for (j = 0; j < sizeof steps / sizeof steps[0]; j++) {
+      char a[2 * MASTRA__SHA256_LEN + 1], b[2 * MASTRA__SHA256_LEN + 1];
+      sha256_pieces(big, len, steps[j], 0, a);
+      sha256_pieces(big, len, steps[j], 1, b);
+      if (!CHECK(strcmp(a, b) == 0))
+        fprintf(stderr, "sha256 of %zu bytes by %zu: %s, portable %s\n", len,
+                steps[j], a, b);
+    }
+  }
+  free(big);
+}
+
 int main(void) {
   test_sha1();
   test_base64();
   test_accept_key();
+  test_sha256();
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail == 0 ? 0 : 1;
 }
