@@ -569,6 +569,37 @@ describe("exec-resume/1 on the server", function()
     assert.are.equal("", o.body)
     assert.are.equal("exited", o.headers["x-mastra-exec-state"])
   end)
+
+  it("the fingerprint is the SHA-256 of the request's unformatted JSON", function()
+    -- escapes of every kind, bytes past ASCII, a value of 100 KB, names
+    -- out of order: the text cJSON would print, hashed by sha256sum
+    local big = string.rep("QUJD", 25000)
+    local env = { ZED = 'q"b\\s\b\f\n\r\t\1\31 \127', ["A_1"] = "\195\169t\195\169", MID = big }
+    local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
+    local r = srv:json("POST", base, { command = "true # \"q\" \\", cwd = "/tmp", env = env },
+      { headers = { ["Idempotency-Key"] = "fp-1" } })
+    assert.are.equal(201, r.status, r.body)
+    local want = '{"command":"true # \\"q\\" \\\\","cwd":"/tmp","env":{"A_1":"\195\169t\195\169",'
+      .. '"MID":"' .. big .. '","ZED":"q\\"b\\\\s\\b\\f\\n\\r\\t\\u0001\\u001f \127"},'
+      .. '"stdin_mode":"pipe"}'
+    local path = scratch .. "/fp.json"
+    local f = assert(io.open(path, "wb"))
+    f:write(want)
+    f:close()
+    local p = assert(io.popen("sha256sum " .. mastra.quote(path)))
+    local sum = p:read("a"):match("^(%x+)")
+    p:close()
+    assert.are.equal(sum, r.json.fingerprint)
+    r = srv:json("POST", base, { command = "true" }, { headers = { ["Idempotency-Key"] = "fp-2" } })
+    assert.are.equal(201, r.status, r.body)
+    f = assert(io.open(path, "wb"))
+    f:write('{"command":"true","cwd":null,"env":{},"stdin_mode":"pipe"}')
+    f:close()
+    p = assert(io.popen("sha256sum " .. mastra.quote(path)))
+    sum = p:read("a"):match("^(%x+)")
+    p:close()
+    assert.are.equal(sum, r.json.fingerprint)
+  end)
 end)
 
 describe("exec-resume/1 with its own server", function()

@@ -53,44 +53,81 @@ static int cmp_names(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* A JSON string as cJSON prints it (print_string_ptr): '"', '\\' and
+** \b \f \n \r \t escaped with a backslash, the other bytes below 32 as
+** \u00xx, every other byte as it is; runs of plain bytes go to the hash
+** whole. */
+static void hash_string(mastra__sha256_ctx *c, const char *s) {
+  const unsigned char *p = (const unsigned char *)s, *run;
+  mastra__sha256_update(c, "\"", 1);
+  for (;;) {
+    char esc[8];
+    run = p;
+    while (*p >= 32 && *p != '"' && *p != '\\') p++;
+    if (p > run) mastra__sha256_update(c, run, (size_t)(p - run));
+    if (*p == '\0') break;
+    switch (*p) {
+    case '"': memcpy(esc, "\\\"", 3); break;
+    case '\\': memcpy(esc, "\\\\", 3); break;
+    case '\b': memcpy(esc, "\\b", 3); break;
+    case '\f': memcpy(esc, "\\f", 3); break;
+    case '\n': memcpy(esc, "\\n", 3); break;
+    case '\r': memcpy(esc, "\\r", 3); break;
+    case '\t': memcpy(esc, "\\t", 3); break;
+    default: snprintf(esc, sizeof esc, "\\u%04x", *p); break;
+    }
+    mastra__sha256_update(c, esc, strlen(esc));
+    p++;
+  }
+  mastra__sha256_update(c, "\"", 1);
+}
+
 /* {"command":..,"cwd":..|null,"env":{sorted},"stdin_mode":"pipe"|"null"},
-** with cJSON's unformatted printing: one text for one request */
+** the text cJSON's unformatted printing gives (one text for one request),
+** fed to the hash as it is made: nothing of a request of 1 MB is copied
+** (this runs on the loop, for every exec) */
 void mp_exec_fingerprint(const mp_exec_spec *spec, char out[65]) {
-  cJSON *o = cJSON_CreateObject(), *env = cJSON_CreateObject();
+  mastra__sha256_ctx c;
   const cJSON *it;
   const char **names = NULL;
   size_t n = 0, i;
-  char *text;
-  cJSON_AddStringToObject(o, "command", spec->command);
-  if (spec->cwd != NULL)
-    cJSON_AddStringToObject(o, "cwd", spec->cwd);
-  else
-    cJSON_AddNullToObject(o, "cwd");
+  mastra__sha256_init(&c);
   cJSON_ArrayForEach(it, spec->env) n++;
-  if (n > 0) names = calloc(n, sizeof *names);
+  if (n > 0 && (names = calloc(n, sizeof *names)) == NULL) {
+    memset(out, '0', 64); /* out of memory: a fingerprint no request has */
+    out[64] = '\0';
+    return;
+  }
+  if (spec->command != NULL) {
+    mastra__sha256_update(&c, "{\"command\":", 11);
+    hash_string(&c, spec->command);
+    mastra__sha256_update(&c, ",\"cwd\":", 7);
+  } else {
+    mastra__sha256_update(&c, "{\"cwd\":", 7);
+  }
+  if (spec->cwd != NULL)
+    hash_string(&c, spec->cwd);
+  else
+    mastra__sha256_update(&c, "null", 4);
+  mastra__sha256_update(&c, ",\"env\":{", 8);
   if (names != NULL) {
     n = 0;
     cJSON_ArrayForEach(it, spec->env) names[n++] = it->string;
     qsort(names, n, sizeof *names, cmp_names);
     for (i = 0; i < n; i++) {
       it = cJSON_GetObjectItemCaseSensitive(spec->env, names[i]);
-      cJSON_AddStringToObject(env, names[i],
-                              cJSON_IsString(it) ? it->valuestring : "");
+      if (i > 0) mastra__sha256_update(&c, ",", 1);
+      hash_string(&c, names[i]);
+      mastra__sha256_update(&c, ":", 1);
+      hash_string(&c, cJSON_IsString(it) && it->valuestring != NULL
+                          ? it->valuestring : "");
     }
     free(names);
   }
-  cJSON_AddItemToObject(o, "env", env);
-  cJSON_AddStringToObject(o, "stdin_mode", spec->stdin_pipe ? "pipe"
-                                                            : "null");
-  text = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  if (text == NULL) { /* out of memory: a fingerprint no request has */
-    memset(out, '0', 64);
-    out[64] = '\0';
-    return;
-  }
-  mastra__sha256_hex(text, strlen(text), out);
-  cJSON_free(text);
+  mastra__sha256_update(&c, "},\"stdin_mode\":", 15);
+  hash_string(&c, spec->stdin_pipe ? "pipe" : "null");
+  mastra__sha256_update(&c, "}", 1);
+  mastra__sha256_final_hex(&c, out);
 }
 
 const char *mp_exec_state_name(const mp_exec *e) {
