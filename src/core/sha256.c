@@ -6,7 +6,9 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
 #define HAVE_SHA_NI 1
 #endif
 
@@ -112,15 +114,29 @@ static int portable_forced;
 
 void mastra__sha256_portable(int on) { portable_forced = on; }
 
+#ifdef HAVE_SHA_NI
+/* the CPU has SHA (CPUID 7.0:EBX bit 29), SSE4.1 and SSSE3 (1:ECX bits
+** 19 and 9); asked of cpuid itself: clang 14's __builtin_cpu_supports
+** knows no "sha" */
+static int cpu_has_sha_ni(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)) || !(c & (1u << 9)))
+    return 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+  return (b & (1u << 29)) != 0;
+}
+#endif
+
 static void blocks(uint32_t hh[8], const unsigned char *p, size_t n) {
 #ifdef HAVE_SHA_NI
-  static int ni = -1;
-  if (ni < 0) {
-    __builtin_cpu_init();
-    ni = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1")
-         && __builtin_cpu_supports("ssse3");
+  /* asked once (cpuid is a VM exit here); any thread may ask first */
+  static atomic_int ni = -1;
+  int have = atomic_load_explicit(&ni, memory_order_relaxed);
+  if (have < 0) {
+    have = cpu_has_sha_ni();
+    atomic_store_explicit(&ni, have, memory_order_relaxed);
   }
-  if (ni && !portable_forced) {
+  if (have && !portable_forced) {
     blocks_ni(hh, p, n);
     return;
   }
