@@ -72,6 +72,16 @@ local function overlay_mounts(dir)
   return n
 end
 
+-- stop srv: the pool's keepers (pids) are gone, and no tree under pool,
+-- no pool cgroup and no overlay of its data directory is left
+local function stop_clean(srv, pool, keepers)
+  srv:stop()
+  for pid in pairs(keepers) do assert.is_false(util.alive(pid), "keeper " .. pid) end
+  assert.are.same({}, ls(pool))
+  assert.are.equal("", cgroups(srv.dataDir, "pool-*"))
+  assert.are.equal(0, overlay_mounts(srv.dataDir))
+end
+
 describe("the namespaces driver's warm pool", function()
   if not is_root() then
     pending("the namespaces driver needs root here: skipped")
@@ -160,12 +170,7 @@ describe("the namespaces driver's warm pool", function()
         end, 5000), "left: " .. cgroups(srv.dataDir, id))
         -- the server's exit ends the members too, and removes their tree
         wait_pool(srv, 2)
-        local keepers = children_with(srv, pool .. "/")
-        srv:stop()
-        for pid in pairs(keepers) do assert.is_false(util.alive(pid), "keeper " .. pid) end
-        assert.are.same({}, ls(pool))
-        assert.are.equal("", cgroups(srv.dataDir, "pool-*"))
-        assert.are.equal(0, overlay_mounts(srv.dataDir))
+        stop_clean(srv, pool, children_with(srv, pool .. "/"))
       end)
       srv:close()
       assert(ok, err)
@@ -493,11 +498,7 @@ describe("the namespaces driver's warm pool", function()
         local keepers = children_with(srv, pool .. "/")
         assert.are.equal(3, count(keepers))
         for _, sb in ipairs{ a, b, d } do sb:destroy() end
-        srv:stop()
-        for pid in pairs(keepers) do assert.is_false(util.alive(pid), "keeper " .. pid) end
-        assert.are.same({}, ls(pool))
-        assert.are.equal("", cgroups(srv.dataDir, "pool-*"))
-        assert.are.equal(0, overlay_mounts(srv.dataDir))
+        stop_clean(srv, pool, keepers)
       end)
       srv:close()
       assert(ok, err)
