@@ -119,6 +119,30 @@ describe("stdin on the local platform", function()
     end, 15000), "the command is still running")
   end)
 
+  it("kills it too when the client's KILL frame waits behind stdin the server holds",
+    function()
+    -- a little over what the server takes in while the command does not
+    -- read (1 MiB and a pipe): the rest leaves the client's queue for the
+    -- kernel's buffers, and a KILL frame sent after it is never read
+    local sb <close> = new_platform_sandbox(srv)
+    sb:start()
+    local t = mastra.spawn(function()
+      sb:executeCommand("sh", { "-c", "echo $$ > pid2; exec sleep 60" },
+        { stdin = ("y"):rep(1536 * 1024) })
+    end)
+    local pid
+    assert.is_true(platform.waitUntil(function()
+      local r = sb:executeCommand("cat", { "pid2" })
+      pid = r.exitCode == 0 and r.stdout:match("%d+") or nil
+      return pid ~= nil
+    end, 15000), "the command did not start")
+    mastra.sleep(1000) -- the stdin is out of the client's queue
+    t:cancel()
+    assert.is_true(platform.waitUntil(function()
+      return sb:executeCommand("kill", { "-0", pid }).exitCode ~= 0
+    end, 15000), "the command is still running")
+  end)
+
   it("rejects a stdin that is neither bytes nor a function, naming what came", function()
     local sb <close> = new_platform_sandbox(srv)
     assert.has_error(function() sb:executeCommand("cat", nil, { stdin = 42 }) end,

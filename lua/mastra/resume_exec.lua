@@ -205,8 +205,13 @@ function resume_exec.run(spec)
     local guard <close> = setmetatable({}, { __close = function(_, err)
       if err ~= nil then
         kill(ws)
-        -- behind queued stdin the frame may never get through
+        -- behind queued stdin the frame may never get through: queued
+        -- here, or sent but not taken in (the platform stops reading the
+        -- socket while stdin waits for a command that does not read it,
+        -- and the frame then sits behind that stdin in the kernel's
+        -- buffers, where the queue's being empty does not show)
         signalled = ws:state() == "open" and ws:bufferedAmount() == 0
+          and stdin.acked == stdin.sent
       end
     end })
     local _ = guard
