@@ -143,6 +143,19 @@ describe("stdin on the local platform", function()
     end, 15000), "the command is still running")
   end)
 
+  it("and when the call's timeout sends that KILL frame", function()
+    local sb <close> = new_platform_sandbox(srv)
+    sb:start()
+    local r = sb:executeCommand("sh", { "-c", "echo $$ > pid3; exec sleep 60" },
+      { stdin = ("z"):rep(1536 * 1024), timeout = 2000 })
+    assert.is_true(r.timedOut)
+    local pid = sb:executeCommand("cat", { "pid3" }).stdout:match("%d+")
+    assert.is_truthy(pid)
+    assert.is_true(platform.waitUntil(function()
+      return sb:executeCommand("kill", { "-0", pid }).exitCode ~= 0
+    end, 15000), "the command is still running")
+  end)
+
   it("rejects a stdin that is neither bytes nor a function, naming what came", function()
     local sb <close> = new_platform_sandbox(srv)
     assert.has_error(function() sb:executeCommand("cat", nil, { stdin = 42 }) end,

@@ -121,6 +121,15 @@ function resume_exec.run(spec)
   local control, asked = spec.control, false
   local last = {} -- the last failure
 
+  -- whether a KILL frame just sent on ws may never be read: behind stdin
+  -- queued here, or sent but not taken in (the platform stops reading the
+  -- socket while stdin waits for a command that does not read it, and the
+  -- frame then sits behind that stdin in the kernel's buffers, where an
+  -- empty queue does not show it)
+  local function kill_may_wait(ws)
+    return ws:bufferedAmount() > 0 or stdin.acked < stdin.sent
+  end
+
   local function fail(cls, fields)
     fields.sandboxId, fields.command, fields.execId = spec.sandboxId, spec.command, spec.execId
     cls:raise(fields, 0)
@@ -205,13 +214,7 @@ function resume_exec.run(spec)
     local guard <close> = setmetatable({}, { __close = function(_, err)
       if err ~= nil then
         kill(ws)
-        -- behind queued stdin the frame may never get through: queued
-        -- here, or sent but not taken in (the platform stops reading the
-        -- socket while stdin waits for a command that does not read it,
-        -- and the frame then sits behind that stdin in the kernel's
-        -- buffers, where the queue's being empty does not show)
-        signalled = ws:state() == "open" and ws:bufferedAmount() == 0
-          and stdin.acked == stdin.sent
+        signalled = ws:state() == "open" and not kill_may_wait(ws)
       end
     end })
     local _ = guard
@@ -365,9 +368,7 @@ function resume_exec.run(spec)
       local now = core.now()
       if now >= deadline then
         kill(ws)
-        -- behind queued stdin the frame may not get through: the platform's
-        -- signal route too
-        if ws:bufferedAmount() > 0 and spec.signal then pcall(spec.signal, "KILL") end
+        if kill_may_wait(ws) and spec.signal then pcall(spec.signal, "KILL") end
         done = true
         return "timeout"
       end
