@@ -372,6 +372,12 @@ static void on_wslay_frame_end(wslay_event_context_ptr ctx, void *ud) {
 
 /* {====== the open socket ====== */
 
+/* the next keepalive tick, keepalive_ms / 2 from now */
+static void keepalive_arm(mastra__ws *ws) {
+  mastra__timer_start(&ws->timer, ws->keepalive_ms > 1 ? ws->keepalive_ms / 2
+                                                       : 1);
+}
+
 /* A keepalive tick of an open socket (ws_client.h): 0, or -1 when it
 ** failed the socket. */
 static int keepalive_tick(mastra__ws *ws) {
@@ -394,8 +400,7 @@ static int keepalive_tick(mastra__ws *ws) {
       return -1;
     }
   }
-  mastra__timer_start(&ws->timer, ws->keepalive_ms / 2 > 0
-                                      ? ws->keepalive_ms / 2 : 1);
+  keepalive_arm(ws);
   return 0;
 }
 
@@ -542,9 +547,7 @@ static void open_ws(mastra__ws *ws) {
   wslay_event_config_set_max_recv_msg_length(ws->ctx, ws->max_message);
   wslay_event_config_set_no_buffering(ws->ctx, 1);
   mastra__timer_stop(&ws->timer);
-  if (ws->keepalive_ms > 0)
-    mastra__timer_start(&ws->timer, ws->keepalive_ms / 2 > 0
-                                        ? ws->keepalive_ms / 2 : 1);
+  if (ws->keepalive_ms > 0) keepalive_arm(ws);
   ws->feed_off = ws->head_end; /* wslay reads what followed the head first */
   ws->phase = PH_WS;
   ws->state = MASTRA__WS_OPEN;
