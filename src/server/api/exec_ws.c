@@ -716,7 +716,8 @@ static void attach(ws_session *s, mp_exec *e, const uint64_t off[3]) {
   w.data = s;
   mp_exec_attach(e, &w); /* the previous socket is superseded */
   s->exec = e;
-  if (s->srv->exec_ping_ms > 0) mastra__timer_start(&s->ping, s->srv->exec_ping_ms);
+  if (s->srv->exec_ping_ms > 0)
+    mastra__timer_start(&s->ping, s->srv->exec_ping_ms);
   s->sent[0] = off[0];
   s->sent[1] = off[1];
   /* what a client resumes from it holds: an ack (without it, a client
@@ -795,12 +796,12 @@ static void start_resumable(ws_session *s, const cJSON *data) {
                " must be true or false", 1008);
     return;
   }
-  if (cJSON_IsTrue(last_read) && resume != NULL && dsn != NULL) {
-    fail_typed(s, "invalid_request", "a reattach takes resume (the offsets"
-               " it holds) or resume_from_last_read, not both", 1008);
-    return;
-  }
   if (dsn != NULL) { /* a reattach */
+    if (cJSON_IsTrue(last_read) && resume != NULL) {
+      fail_typed(s, "invalid_request", "a reattach takes resume (the offsets"
+                 " it holds) or resume_from_last_read, not both", 1008);
+      return;
+    }
     if (member(data, "cwd") != NULL || member(data, "env") != NULL) {
       fail_typed(s, "invalid_request", "a reattach (durable_session_name)"
                  " takes no cwd or env: they belong to the exec's start",
