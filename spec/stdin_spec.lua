@@ -31,6 +31,24 @@ local function new_platform_sandbox(srv)
     projectId = "proj", environmentId = "env" }
 end
 
+-- the pid a command of sb wrote to file (waits for it)
+local function written_pid(sb, file)
+  local pid
+  assert.is_true(platform.waitUntil(function()
+    local r = sb:executeCommand("cat", { file })
+    pid = r.exitCode == 0 and r.stdout:match("%d+") or nil
+    return pid ~= nil
+  end, 15000), "the command did not start")
+  return pid
+end
+
+-- pid of sb is gone within 15 s
+local function assert_gone(sb, pid)
+  assert.is_true(platform.waitUntil(function()
+    return sb:executeCommand("kill", { "-0", pid }).exitCode ~= 0
+  end, 15000), "the command is still running")
+end
+
 describe("stdin on the local platform", function()
   local srv
 
@@ -100,12 +118,7 @@ describe("stdin on the local platform", function()
         return chunk
       end })
     end)
-    local pid
-    assert.is_true(platform.waitUntil(function()
-      local r = sb:executeCommand("cat", { "pid" })
-      pid = r.exitCode == 0 and r.stdout:match("%d+") or nil
-      return pid ~= nil
-    end, 15000), "the command did not start")
+    local pid = written_pid(sb, "pid")
     local before
     assert.is_true(platform.waitUntil(function()
       before = sent
@@ -114,9 +127,7 @@ describe("stdin on the local platform", function()
     end, 15000), "the client kept sending")
     assert.is_true(sent * 65536 < 8 * 1048576, "sent " .. sent .. " chunks")
     t:cancel()
-    assert.is_true(platform.waitUntil(function()
-      return sb:executeCommand("kill", { "-0", pid }).exitCode ~= 0
-    end, 15000), "the command is still running")
+    assert_gone(sb, pid)
   end)
 
   it("kills it too when the client's KILL frame waits behind stdin the server holds",
@@ -130,17 +141,10 @@ describe("stdin on the local platform", function()
       sb:executeCommand("sh", { "-c", "echo $$ > pid2; exec sleep 60" },
         { stdin = ("y"):rep(1536 * 1024) })
     end)
-    local pid
-    assert.is_true(platform.waitUntil(function()
-      local r = sb:executeCommand("cat", { "pid2" })
-      pid = r.exitCode == 0 and r.stdout:match("%d+") or nil
-      return pid ~= nil
-    end, 15000), "the command did not start")
+    local pid = written_pid(sb, "pid2")
     mastra.sleep(1000) -- the stdin is out of the client's queue
     t:cancel()
-    assert.is_true(platform.waitUntil(function()
-      return sb:executeCommand("kill", { "-0", pid }).exitCode ~= 0
-    end, 15000), "the command is still running")
+    assert_gone(sb, pid)
   end)
 
   it("and when the call's timeout sends that KILL frame", function()
@@ -151,9 +155,7 @@ describe("stdin on the local platform", function()
     assert.is_true(r.timedOut)
     local pid = sb:executeCommand("cat", { "pid3" }).stdout:match("%d+")
     assert.is_truthy(pid)
-    assert.is_true(platform.waitUntil(function()
-      return sb:executeCommand("kill", { "-0", pid }).exitCode ~= 0
-    end, 15000), "the command is still running")
+    assert_gone(sb, pid)
   end)
 
   it("rejects a stdin that is neither bytes nor a function, naming what came", function()
