@@ -53,23 +53,27 @@ const sandbox = await Sandbox.connect(sandboxId, {
   tcpProxyWsEndpoint: ws, webSocketImpl: WebSocket,
 });
 
+// exec(command), once its first output came: {h: its handle} (the handle
+// itself is a thenable, which an async function's return would await)
+async function started(command) {
+  let seen;
+  const first = new Promise((resolve) => { seen = resolve; });
+  const h = sandbox.exec(command, { onStdout: () => seen() });
+  await first;
+  return { h };
+}
+
 const scenarios = {
   run: () => sandbox.exec(arg),
   attach: () => sandbox.exec({ sessionName: arg }),
   lastRead: () => sandbox.exec({ sessionName: arg }, { resumeFromLastRead: true }),
   kill: async () => {
-    let started;
-    const seen = new Promise((resolve) => { started = resolve; });
-    const h = sandbox.exec("echo started; sleep 30", { onStdout: () => started() });
-    await seen;
+    const { h } = await started("echo started; sleep 30");
     await h.kill("KILL");
     return await h;
   },
   detach: async () => {
-    let started;
-    const seen = new Promise((resolve) => { started = resolve; });
-    const h = sandbox.exec(arg, { onStdout: () => started() });
-    await seen;
+    const { h } = await started(arg);
     const name = await h.detach().then((n) => ({ sessionName: n }),
       (e) => ({ detachError: e.message }));
     return { ...name, settled: await h };
