@@ -41,6 +41,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +329,15 @@ mp_httpd *mp_httpd_start(mp_server *srv, const mp_site *site,
                    : ((struct sockaddr_in *)&ss)->sin_port);
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
   if (site->upgrades) flags |= MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE;
+  /* A file's response (a bucket GET) goes out by sendfile() only when MHD
+  ** is told that SIGPIPE cannot kill the process (sendfile has no
+  ** MSG_NOSIGNAL); without it MHD falls back to pread() and send() of
+  ** 4 KiB at a time, a loop turn each: a 4 MB GET took 9 ms, not 1.5. */
+  {
+    struct sigaction sa;
+    if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
+      signal(SIGPIPE, SIG_IGN);
+  }
   h->daemon = MHD_start_daemon(
       flags, (uint16_t)port, NULL, NULL, on_request, h,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
@@ -336,6 +346,7 @@ mp_httpd *mp_httpd_start(mp_server *srv, const mp_site *site,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
       MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
       MHD_OPTION_UNESCAPE_CALLBACK, identity_unescape, NULL,
+      MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1,
       MHD_OPTION_END);
   if (h->daemon == NULL) {
     snprintf(err, errlen, "%s: cannot listen on %s: %s", site->name, listen,
