@@ -103,8 +103,11 @@ static int core_setenv(lua_State *L) {
   return 1;
 }
 
-/* How many values one lua_concat joins: far below LUAI_MAXSTACK */
-#define CONCAT_BATCH 4096
+/* How many values one lua_concat joins: a tenth of LUAI_MAXSTACK (a
+** million), so that a list of chunks of 16 KiB or more, up to 1.6 GB, is
+** joined in one go; a longer list is joined in batches and then the
+** batches (every byte copied twice) */
+#define CONCAT_BATCH 100000
 
 /* table.concat grows a buffer by doubling, then copies it into the
 ** string: for 256 MB of kept output, 512 MB of fresh pages and two
@@ -117,9 +120,9 @@ static int core_concat(lua_State *L) {
   if (i < 1) luaL_argerror(L, 2, "must be 1 or more");
   lua_settop(L, 1);
   while (i <= n) {
-    lua_Integer k = 0;
-    luaL_checkstack(L, CONCAT_BATCH + 2, "concat");
-    for (; k < CONCAT_BATCH && i <= n; k++, i++) {
+    lua_Integer k = 0, want = n - i + 1 < CONCAT_BATCH ? n - i + 1 : CONCAT_BATCH;
+    luaL_checkstack(L, (int)want + 2, "concat");
+    for (; k < want; k++, i++) {
       if (lua_rawgeti(L, 1, i) != LUA_TSTRING)
         return luaL_error(L, "concat: list[%d] is not a string", (int)i);
     }
