@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "drivers/ns/ns_options.h" /* mp_ns_disk_asked */
+
 extern const mp_driver mp_ns_driver, mp_process_driver;
 
 /* the default start takes the first that can run here */
@@ -32,6 +34,12 @@ static int try_driver(mp_server *srv, const mp_driver *d, char *err,
   if (d->available != NULL && !d->available(why, sizeof why)) {
     snprintf(err, n, "the %s driver cannot run here: %s", d->name, why);
     return -2;
+  }
+  if (d != &mp_ns_driver && mp_ns_disk_asked()) {
+    snprintf(err, n, "the %s driver has no disk of a sandbox's own:"
+             " --sandbox-disk-max and --sandbox-inodes-max need the"
+             " namespaces driver, run as root", d->name);
+    return -1;
   }
   if (d->setup != NULL) {
     int rc = d->setup(srv, err, n);

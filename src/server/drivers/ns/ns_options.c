@@ -5,6 +5,7 @@
 #include "drivers/ns/ns_options.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,51 @@ double mp_ns_cpu_max(void) {
   return host >= 4 ? (double)(host / 2) : 1.0;
 }
 
+/* SIZE with k/m/g suffixes, MP_DISK_MIN..MP_DISK_MAX, or 0 */
+static int set_disk(const char *v, char *err, size_t n) {
+  char *end;
+  long long size;
+  int shift = 0;
+  errno = 0;
+  size = (*v >= '0' && *v <= '9') ? strtoll(v, &end, 10) : -1;
+  if (size >= 0) {
+    if (*end == 'k' || *end == 'K') shift = 10, end++;
+    else if (*end == 'm' || *end == 'M') shift = 20, end++;
+    else if (*end == 'g' || *end == 'G') shift = 30, end++;
+    if (*end != '\0' || errno == ERANGE || size > (MP_DISK_MAX >> shift))
+      size = -1;
+    else
+      size <<= shift;
+  }
+  if (size < 0 || (size > 0 && size < MP_DISK_MIN)) {
+    snprintf(err, n, "--sandbox-disk-max wants a size from 16M to 16384G,"
+             " K/M/G suffixes, or 0 for none (got '%s')", v);
+    return -1;
+  }
+  mp_ns_opts.disk_max = size;
+  return 0;
+}
+
+static int set_inodes(const char *v, char *err, size_t n) {
+  char *end;
+  long long count;
+  errno = 0;
+  count = (*v >= '0' && *v <= '9') ? strtoll(v, &end, 10) : -1;
+  if (count < 0 || *end != '\0' || errno == ERANGE
+      || (count > 0 && count < MP_INODES_MIN) || count > MP_INODES_MAX) {
+    snprintf(err, n, "--sandbox-inodes-max wants a number of files from %lld"
+             " to %lld, or 0 for mkfs.ext4's own count (got '%s')",
+             MP_INODES_MIN, MP_INODES_MAX, v);
+    return -1;
+  }
+  mp_ns_opts.inodes_max = count;
+  return 0;
+}
+
+int mp_ns_disk_asked(void) {
+  return mp_ns_opts.disk_max > 0 || mp_ns_opts.inodes_max > 0;
+}
+
 static int set_warm_pool(const char *v, char *err, size_t n) {
   char *end;
   long count = strtol(v, &end, 10);
@@ -226,6 +272,12 @@ const mp_driver_flag mp_ns_flags[] = {
      " (namespaces; default 2g;\n0: no limit)", set_memory},
     {"--sandbox-cpu-max", "N", "CPUs per sandbox, fractions allowed"
      " (namespaces; default half\nthe host's, at least 1; 0: no cap)", set_cpu},
+    {"--sandbox-disk-max", "SIZE", "each sandbox's own disk, K/M/G suffixes:"
+     " a sparse ext4 image\nloop-mounted under its layer; a writer past it"
+     " gets ENOSPC\n(namespaces, with root; default 0: none)", set_disk},
+    {"--sandbox-inodes-max", "N", "files (inodes) of each sandbox's own disk"
+     " (with\n--sandbox-disk-max; default 0: mkfs.ext4's count for its size)",
+     set_inodes},
     {"--sandbox-nested-namespaces", "on|off", "sandboxes may make namespaces"
      " of their own (user, net,\nmount...: containers in a sandbox; namespaces;"
      " default off)", set_nested_ns},

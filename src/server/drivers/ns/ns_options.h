@@ -21,6 +21,11 @@
 #define MP_DEFAULT_UID_FIRST 100000u
 #define MP_DEFAULT_UID_RANGES 1024u
 #define MP_UID_RANGES_MAX 65535u
+/* --sandbox-disk-max, --sandbox-inodes-max (ns_disk.c) */
+#define MP_DISK_MIN (16LL << 20)
+#define MP_DISK_MAX (16LL << 40)
+#define MP_INODES_MIN 64LL
+#define MP_INODES_MAX 4294967295LL
 
 typedef struct mp_ns_options {
   const char *base;     /* --base, else MASTRA_PLATFORM_BASE; NULL: DATA/base */
@@ -38,6 +43,9 @@ typedef struct mp_ns_options {
   int io_uring;         /* --sandbox-io-uring on (ns_seccomp.c) */
   unsigned uid_first;   /* --sandbox-uid-ranges FIRST:COUNT (ns_uids.c) */
   unsigned uid_ranges;
+  long long disk_max;   /* --sandbox-disk-max: bytes of each sandbox's own
+                        ** disk (ns_disk.c); 0: none */
+  long long inodes_max; /* --sandbox-inodes-max: its inodes; 0: mkfs's */
 } mp_ns_options;
 
 extern mp_ns_options mp_ns_opts;
@@ -45,5 +53,8 @@ extern mp_ns_options mp_ns_opts;
 /* the CPUs a sandbox may use (mp_ns_opts.cpu_max, its default resolved) */
 double mp_ns_cpu_max(void);
 extern const mp_driver_flag mp_ns_flags[];
+/* --sandbox-disk-max or --sandbox-inodes-max was given (not 0): the
+** driver that runs must be `namespaces`, with root (drivers.c) */
+int mp_ns_disk_asked(void);
 
 #endif
