@@ -74,6 +74,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "drivers/ns/ns_disk.h"
 #include "drivers/ns/ns_host.h"
 #include "drivers/ns/ns_options.h"
 #include "drivers/ns/ns_reap.h"
@@ -90,6 +91,7 @@
 #include "drivers/ns/ns_uids.h"
 #include "drivers/ns/ns_user.h"
 #include "sandbox/record.h"
+#include "sandbox/template.h" /* MP_TEMPLATE_BUILD_PROJECT */
 #include "util/trash.h"
 #include "util.h"
 
@@ -415,9 +417,17 @@ static int template_link(mp_server *srv, mp_sandbox *sb, char *err,
                          errlen);
 }
 
+/* a template's build: its layer is renamed out of its tree at the end
+** (template.c), so it never gets a disk of its own (ns_disk.h: EXDEV) */
+static int is_build(const mp_sandbox *sb) {
+  return strcmp(sb->project, MP_TEMPLATE_BUILD_PROJECT) == 0;
+}
+
 static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
                       size_t errlen) {
-  int fresh;
+  char img[4400];
+  ns_box *b;
+  int fresh, made = 0, e;
   {
     /* the checkpoint's tree is the upper layer */
     size_t n = strlen(sb->root) + sizeof "/upper";
@@ -430,26 +440,56 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
     free(sb->dir);
     sb->dir = dir;
   }
+  /* a loaded sandbox with a disk of its own: mounted (a killed server's
+  ** mount adopted) before its tree is looked at */
+  mp_ns_disk_path(srv->data_dir, sb->id, img, sizeof img);
+  if (!sb->restoring && access(img, F_OK) == 0) {
+    int rc;
+    if ((b = box_of(srv, sb)) == NULL) {
+      snprintf(err, errlen, "out of memory");
+      return -1;
+    }
+    rc = mp_ns_disk_mount(img, sb->root, err, errlen);
+    if (rc < 0) return -1;
+    b->disk = rc;
+  }
   /* a sandbox loaded at startup has its tree, and a restore writes it
   ** first: their inits start at their first command */
   fresh = access(sb->dir, F_OK) < 0 && !sb->restoring;
   /* a member of its template's (or, for a plain one, of the plain pool) */
-  if (fresh && !is_private(sb) && mp_ns_pool_take(srv, sb) == 0) {
+  if (fresh && !is_private(sb) && !(mp_ns_disk_on() && is_build(sb))
+      && sb->driver_data == NULL && mp_ns_pool_take(srv, sb) == 0) {
     mp_ns_net_name(sb, sb->driver_data); /* its egress box gets its id and log */
     return 0;
   }
-  if (box_of(srv, sb) == NULL) {
+  if ((b = box_of(srv, sb)) == NULL) {
     snprintf(err, errlen, "out of memory");
     return -1;
   }
   /* its recorded range before the pool takes it (a loaded one: or later) */
-  if (!fresh && mp_ns_uids_take_box(sb->driver_data, err, errlen) < 0
-      && sb->restoring)
+  if (!fresh && mp_ns_uids_take_box(b, err, errlen) < 0 && sb->restoring)
     return -1;
-  if (mp_ns_tree_make(sb->root, err, errlen) < 0) return -1;
-  if (template_link(srv, sb, err, errlen) < 0) return -1;
-  if (fresh && start_init(srv, sb, err, errlen) < 0) return -1;
+  /* a new one's own disk, its tree inside (ENOSPC: the create's 507) */
+  if ((fresh || sb->restoring) && !b->disk && mp_ns_disk_on()
+      && !is_build(sb)) {
+    if (mp_ns_disk_make(img, sb->root, err, errlen) < 0) return -1;
+    b->disk = made = 1;
+  }
+  if (mp_ns_tree_make(sb->root, err, errlen) < 0) goto fail;
+  if (template_link(srv, sb, err, errlen) < 0) goto fail;
+  if (fresh && start_init(srv, sb, err, errlen) < 0) goto fail;
   return 0;
+fail:
+  /* nothing of a new disk is left: no mount, loop device, nor image */
+  e = errno;
+  if (made) {
+    mp_ns_disk_unmount(sb->root);
+    unlink(img);
+    rmdir(sb->root);
+    b->disk = 0;
+  }
+  errno = e;
+  return -1;
 }
 
 /* A running sandbox's working directory that does not exist is the
@@ -610,6 +650,19 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
   if (sb->keep_layer != NULL && rename(sb->dir, sb->keep_layer) < 0)
     mp_log("cannot keep the layer of %s at %s: %s", sb->id, sb->keep_layer,
            strerror(errno));
+  {
+    /* its own disk: detached from the host (what its mount namespace
+    ** holds goes with its last process, then the loop device), its image
+    ** removed; ROOT is an empty directory then */
+    char img[4400];
+    mp_ns_disk_path(srv->data_dir, sb->id, img, sizeof img);
+    if ((b != NULL && b->disk) || access(img, F_OK) == 0) {
+      mp_ns_disk_unmount(sb->root);
+      if (unlink(img) < 0 && errno != ENOENT)
+        mp_log("cannot remove %s: %s", img, strerror(errno));
+      if (b != NULL) b->disk = 0;
+    }
+  }
   mp_trash(srv, sb->root); /* removed off the loop */
 }
 
@@ -673,6 +726,8 @@ static void ns_release(mp_server *srv, mp_sandbox *sb) {
   b->sb = NULL;
   if (mastra__loop_closed(b->loop)) {
     box_finish_now(b);
+    /* the server's exit: its disk unmounted, its image kept for the next */
+    if (b->disk) mp_ns_disk_unmount(sb->root);
     mp_ns_uids_put_box(b);
     free(b);
     return;
@@ -707,7 +762,13 @@ static const mp_ns_box_ops box_ops = {
 };
 
 static int ns_setup(mp_server *srv, char *err, size_t errlen) {
-  int rc = mp_ns_host_setup(srv, err, errlen);
+  int rc;
+  /* before the base or anything else: a flag it cannot honour stops it */
+  if (mp_ns_disk_setup(srv->data_dir, mp_ns_opts.disk_max,
+                       mp_ns_opts.inodes_max, geteuid() != 0, err, errlen)
+      < 0)
+    return -1;
+  rc = mp_ns_host_setup(srv, err, errlen);
   if (rc == 0)
     mp_ns_pool_setup(srv->data_dir, mp_ns_opts.warm_pool,
                      mp_ns_opts.warm_pool_templates,

@@ -39,6 +39,8 @@ typedef struct ns_box {
   int uid_kept;                /* its processes may outlive it: the range
                                ** is never put back */
   int warm;                    /* in the warm pool (ns_pool.c) */
+  int disk;                    /* its own disk (ns_disk.h) is mounted at
+                               ** its root: the sandbox's, or pool_root */
   char *pool_root;             /* a warm box's DATA/pool/<n> */
   /* a warm box's template (its root links to the template's layer), or
   ** "": a plain one; and the limits its cgroups were made with (a box on

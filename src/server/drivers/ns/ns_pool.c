@@ -39,6 +39,7 @@
 
 #include "util/log.h"
 #include "drivers/ns/ns_cgroup.h"
+#include "drivers/ns/ns_disk.h"
 #include "drivers/ns/ns_options.h" /* MP_WARM_POOL_TEMPLATE_MAX */
 #include "drivers/ns/ns_uids.h"
 #include "drivers/ns/init/ns_init.h" /* MP_NS_TELL_NAME, MP_NS_ARG_NONE */
@@ -80,6 +81,23 @@ static void refill_later(void) {
     mastra__timer_start(&pool.refill, POOL_REFILL_MS);
 }
 
+/* a member's own disk (ns_disk.h): DATA/pool/<n>.img, mounted at its
+** root */
+static void image_of(const char *root, char *out, size_t n) {
+  snprintf(out, n, "%s.img", root);
+}
+
+/* its disk unmounted, and its image removed too when remove */
+static void disk_off(ns_box *b, const char *root, int remove) {
+  char img[4400];
+  if (!b->disk || root == NULL) return;
+  mp_ns_disk_unmount(root);
+  image_of(root, img, sizeof img);
+  if (remove && unlink(img) < 0 && errno != ENOENT)
+    mp_log("cannot remove %s: %s", img, strerror(errno));
+  b->disk = 0;
+}
+
 static void unlink_member(ns_box *b) {
   ns_box **p;
   for (p = &pool.first; *p != NULL; p = &(*p)->pool_next) {
@@ -95,8 +113,9 @@ static void unlink_member(ns_box *b) {
 static void member_shutdown(mastra__handle *h) {
   ns_box *b = (ns_box *)h;
   unlink_member(b);
-  free(b->pool_root); /* the directory goes at mp_ns_pool_finish */
   pool.ops->finish_now(b);
+  disk_off(b, b->pool_root, 0); /* the image goes with the directory */
+  free(b->pool_root); /* the directory goes at mp_ns_pool_finish */
   pool.ops->put_uids(b);
   free(b);
 }
@@ -112,6 +131,7 @@ static void member_free(mastra__handle *h) {
 static void drop(ns_box *b) {
   unlink_member(b);
   if (b->pool_root != NULL) {
+    disk_off(b, b->pool_root, 1);
     mp_trash(pool.srv, b->pool_root);
     free(b->pool_root);
     b->pool_root = NULL;
@@ -192,6 +212,13 @@ static int add(mp_server *srv, const pool_template *tp, int *gone, char *err,
     b->cpu_count = tp->cpu_count;
     b->memory_mb = tp->memory_mb;
   }
+  /* its own disk, made with it (a take moves it: mp_ns_pool_take) */
+  if (mp_ns_disk_on()) {
+    char img[4400];
+    image_of(root, img, sizeof img);
+    if (mp_ns_disk_make(img, root, err, errlen) < 0) goto fail;
+    b->disk = 1;
+  }
   if (pool.ops->make_tree(root, err, errlen) < 0) goto fail;
   /* its root links to the layer before its keeper mounts the overlay */
   if (tp != NULL
@@ -213,6 +240,7 @@ static int add(mp_server *srv, const pool_template *tp, int *gone, char *err,
   return 0;
 fail:
   if (b->cg_made) mp_nscg_remove(id); /* empty: nothing joined them */
+  disk_off(b, root, 1);
   mastra__remove_tree(root);
   member_free(&b->handle);
   return -1;
@@ -323,12 +351,33 @@ int mp_ns_pool_take(mp_server *srv, mp_sandbox *sb) {
     return -1;
   }
   if (mastra__mkdirs(dir, 0755, NULL) < 0
-      || rename(b->pool_root, sb->root) < 0) {
+      || (!b->disk && rename(b->pool_root, sb->root) < 0)) {
     mp_log("cannot rename %s to %s: %s", b->pool_root, sb->root,
            strerror(errno));
     mp_nscg_rename(sb->id, b->id);
     drop(b);
     return -1;
+  }
+  if (b->disk) {
+    /* a mount point cannot be renamed: its image is, and its mount moves
+    ** (the overlay of its keeper holds the layers, not their paths) */
+    char from[4400], to[4400];
+    image_of(b->pool_root, from, sizeof from);
+    mp_ns_disk_path(srv->data_dir, sb->id, to, sizeof to);
+    if (rename(from, to) < 0) {
+      mp_log("cannot rename %s to %s: %s", from, to, strerror(errno));
+      mp_nscg_rename(sb->id, b->id);
+      drop(b);
+      return -1;
+    }
+    if (mp_ns_disk_move(b->pool_root, sb->root, err, sizeof err) < 0) {
+      mp_log("sandbox %s: %s", sb->id, err);
+      rename(to, from);
+      mp_nscg_rename(sb->id, b->id);
+      drop(b);
+      return -1;
+    }
+    rmdir(b->pool_root);
   }
   /* made with its template's limits; these are the sandbox's (the same,
   ** its definition being its key) */
@@ -372,7 +421,10 @@ void mp_ns_pool_start(mp_server *srv) {
   pool.srv = srv;
   mastra__timer_init(srv->loop, &pool.refill, on_refill, NULL);
   /* a killed server's: its keepers died with it */
-  if (access(pool.dir, F_OK) == 0) mp_trash(srv, pool.dir);
+  if (access(pool.dir, F_OK) == 0) {
+    mp_ns_disk_sweep(pool.dir); /* and its members' disks */
+    mp_trash(srv, pool.dir);
+  }
   if (pool.size > 0) mastra__timer_start(&pool.refill, 0);
 }
 
