@@ -1,0 +1,286 @@
+-- A disk and an inode quota per sandbox (issue 30, item 4; docs/platform.md,
+-- "Disk and inode quota"): with --sandbox-disk-max and --sandbox-inodes-max
+-- each sandbox of the namespaces driver has a sparse ext4 image of its own,
+-- loop-mounted at its tree. A writer past its bytes or its inodes gets
+-- ENOSPC, and its neighbours and the server are unaffected; checkpoints
+-- work as before; a destroy, the server's exit, a kill -9 and the next
+-- start leave no mount, loop device or image behind; a create without
+-- room for its image answers 507 and leaves nothing. Root only (loop
+-- devices and mounts): skipped, saying why, otherwise.
+local lfs = require "lfs"
+local mastra = require "mastra"
+local platform = require "spec.support.platform"
+local util = require "spec.support.util"
+
+local P = "/v1/railway/projects/proj"
+local sh, trim = util.sh, util.trim
+
+local LIMITS = { "--sandbox-disk-max", "64M", "--sandbox-inodes-max", "2000" }
+
+local function serve(opts)
+  opts = opts or {}
+  local args = { "--driver", "namespaces" }
+  for _, a in ipairs(LIMITS) do args[#args + 1] = a end
+  for _, a in ipairs(opts.args or {}) do args[#args + 1] = a end
+  return platform.start{ dataDir = opts.dataDir, tokenFile = opts.tokenFile, args = args }
+end
+
+local function create(srv, body)
+  local r = srv:json("POST", P .. "/sandbox", body or { environmentId = "env" })
+  assert.are.equal(201, r.status, "POST /sandbox: " .. r.body)
+  return r.json
+end
+
+local function exec(srv, id, command)
+  return srv:wsExec(srv:lease(P, id), command)
+end
+
+local function run(srv, id, command)
+  local w = exec(srv, id, command)
+  assert.are.equal(0, w.exitCode, command .. ": " .. w.stderr)
+  return w.stdout
+end
+
+local function destroy(srv, id)
+  local r = srv:curl("DELETE", P .. "/sandbox/" .. id)
+  assert.are.equal(204, r.status, r.body)
+end
+
+-- the lines of /proc/self/mountinfo that name text
+local function mounts(text)
+  local found = {}
+  for line in (util.read_file("/proc/self/mountinfo") or ""):gmatch("[^\n]+") do
+    if line:find(text, 1, true) then found[#found + 1] = line end
+  end
+  return found
+end
+
+-- the loop devices whose backing file's path names text
+local function loops(text)
+  local found = {}
+  for name in lfs.dir("/sys/block") do
+    local f = util.read_file("/sys/block/" .. name .. "/loop/backing_file")
+    if f and f:find(text, 1, true) then found[#found + 1] = name .. ": " .. trim(f) end
+  end
+  return found
+end
+
+local function exists(path) return lfs.attributes(path, "mode") ~= nil end
+
+local function image(srv, id) return srv.dataDir .. "/disks/" .. id .. ".img" end
+
+describe("a disk and inode quota per sandbox", function()
+  if not util.is_root() then
+    pending("a sandbox's own disk is a loop device and a mount: needs root; skipped")
+    return
+  end
+
+  describe("on one server", function()
+    local srv
+    setup(function() srv = serve() end)
+    teardown(function() if srv then srv:close() end end)
+
+    it("a writer past its disk gets ENOSPC; a neighbour writes, runs and the"
+      .. " server answers", function()
+      local a, b = create(srv), create(srv)
+      -- its own file system at its tree, of the flag's size
+      assert.are.equal(1, #mounts(srv.dataDir .. "/sandboxes/" .. a.id .. " "))
+      assert.is_true(exists(image(srv, a.id)))
+      local w = exec(srv, a.id, "dd if=/dev/zero of=/workspace/f bs=1M count=200")
+      assert.are_not.equal(0, w.exitCode)
+      assert.matches("No space left", w.stderr)
+      -- at most its disk's size was written, on the host too
+      local size = tonumber(trim(run(srv, a.id, "stat -c %s /workspace/f")))
+      assert.is_true(size < 64 * 1024 * 1024, "wrote " .. size)
+      assert.are.equal("ok\n", run(srv, b.id,
+        "dd if=/dev/zero of=/workspace/g bs=1M count=8 2>/dev/null && sync && echo ok"))
+      assert.are.equal("8388608\n", run(srv, b.id, "stat -c %s /workspace/g"))
+      assert.are.equal("hi\n", run(srv, b.id, "echo hi"))
+      assert.are.equal(200, srv:json("GET", P .. "/sandbox/" .. a.id).status)
+      -- the full one still runs commands, and has room once it deletes
+      assert.are.equal("ok\n", run(srv, a.id, "rm /workspace/f && echo ok"))
+      destroy(srv, a.id)
+      destroy(srv, b.id)
+    end)
+
+    it("a writer past its inodes gets ENOSPC part way; a neighbour makes files",
+      function()
+      local a, b = create(srv), create(srv)
+      local w = exec(srv, a.id, "mkdir /workspace/many && cd /workspace/many && i=0;"
+        .. " while [ $i -lt 5000 ]; do true > f$i || { echo made $i; exit 1; }; i=$((i+1)); done")
+      assert.are_not.equal(0, w.exitCode)
+      assert.matches("No space left", w.stderr)
+      local made = tonumber(w.stdout:match("made (%d+)"))
+      assert.is_true(made ~= nil and made > 1000 and made < 2000,
+        "made " .. tostring(made) .. ": " .. w.stdout .. w.stderr)
+      assert.are.equal("300\n", run(srv, b.id, "mkdir /workspace/few && cd /workspace/few"
+        .. " && i=0; while [ $i -lt 300 ]; do true > f$i; i=$((i+1)); done; ls | wc -l"))
+      destroy(srv, a.id)
+      destroy(srv, b.id)
+    end)
+
+    it("a checkpoint round trip works with the image", function()
+      local sb = create(srv, { id = "quota-ckpt", environmentId = "env" })
+      run(srv, sb.id, "mkdir -p /workspace/d && echo one > /workspace/d/a"
+        .. " && head -c 1048576 /dev/urandom > /workspace/d/b && md5sum /workspace/d/b"
+        .. " > /workspace/sum")
+      destroy(srv, sb.id)
+      local again = create(srv, { id = "quota-ckpt", environmentId = "env" })
+      assert.are.equal(true, again.restoredFromCheckpoint)
+      assert.are.equal("one\n", run(srv, again.id, "cat /workspace/d/a"))
+      run(srv, again.id, "md5sum -c /workspace/sum")
+      -- restored into a disk of its own
+      assert.are.equal(1, #mounts(srv.dataDir .. "/sandboxes/" .. again.id .. " "))
+      assert.is_true(exists(image(srv, again.id)))
+      destroy(srv, again.id)
+    end)
+
+    it("a destroy leaves no mount, loop device or image", function()
+      local sb = create(srv)
+      run(srv, sb.id, "echo x > /workspace/x")
+      local img = image(srv, sb.id)
+      assert.are.equal(1, #loops(sb.id))
+      destroy(srv, sb.id)
+      assert.are.same({}, mounts(sb.id))
+      assert.is_false(exists(img))
+      -- the device goes with the file system's last user, the sandbox's
+      -- own mount namespace
+      assert.is_true(util.wait_until(function() return #loops(sb.id) == 0 end, 5000),
+        table.concat(loops(sb.id), "\n"))
+    end)
+
+    it("builds a template without a disk of its own; its sandboxes, warm ones"
+      .. " too, have theirs", function()
+      local t = mastra.Template.new()
+        :runCmd("mkdir -p /opt/app && echo built > /opt/app/ready.txt")
+      local r = t:build(srv:sandboxOptions())
+      assert.are.equal("ready", r.status, srv.stderrTail)
+      local function check(sb)
+        assert.are.equal("built\n", sb:executeCommand("cat /opt/app/ready.txt").stdout)
+        assert.are.equal(1, #mounts(srv.dataDir .. "/sandboxes/" .. sb.sandboxId .. " "))
+        local w = sb:executeCommand("dd if=/dev/zero of=/opt/app/f bs=1M count=100")
+        assert.are_not.equal(0, w.exitCode)
+        assert.matches("No space left", w.stderr)
+      end
+      local a = srv:startSandbox{ template = t }
+      check(a)
+      -- the pool warms a member of the template (with its disk), which the
+      -- next create takes
+      assert.is_true(util.wait_until(function()
+        local h = srv:curl("GET", srv.info.inspector .. "api/health").json
+        local tpl = h and h.warmPool and h.warmPool.templates or {}
+        return tpl[1] ~= nil and tpl[1].ready == 1
+      end, 10000), srv.stderrTail)
+      local b = srv:startSandbox{ template = t }
+      check(b)
+      a:destroy()
+      b:destroy()
+    end)
+
+    it("a sparse file past the limit is captured and restored sparse", function()
+      local sb = create(srv, { id = "quota-sparse", environmentId = "env" })
+      run(srv, sb.id, "truncate -s 10G /workspace/big && printf end >> /workspace/big")
+      destroy(srv, sb.id)
+      local again = create(srv, { id = "quota-sparse", environmentId = "env" })
+      assert.are.equal(true, again.restoredFromCheckpoint)
+      local out = run(srv, again.id, "stat -c %s /workspace/big; tail -c 3 /workspace/big; echo")
+      assert.are.equal(tostring(10 * 1024 * 1024 * 1024 + 3) .. "\nend\n", out)
+      destroy(srv, again.id)
+    end)
+  end)
+
+  it("the server's exit unmounts; the next start mounts a live sandbox's disk"
+    .. " again, and one after kill -9 adopts it", function()
+    local dir = platform.tmpdir() -- outlives the servers' scratch
+    local opts = { dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+    local srv, again, third = serve(opts), nil, nil
+    local ok, err = pcall(function()
+      local sb = create(srv)
+      run(srv, sb.id, "echo kept > /workspace/kept")
+      srv:stop()
+      assert.are.same({}, mounts(opts.dataDir))
+      assert.is_true(util.wait_until(function() return #loops(opts.dataDir) == 0 end, 5000),
+        table.concat(loops(opts.dataDir), "\n"))
+      assert.is_true(exists(opts.dataDir .. "/disks/" .. sb.id .. ".img"))
+      again = serve(opts)
+      assert.are.equal("kept\n", run(again, sb.id, "cat /workspace/kept"))
+      assert.are.equal(1, #mounts(opts.dataDir .. "/sandboxes/" .. sb.id .. " "))
+      again:kill9()
+      -- a killed server's mounts stay (the pool's too) until the next start
+      third = serve(opts)
+      assert.are.equal("kept\n", run(third, sb.id, "cat /workspace/kept"))
+      assert.are.equal(1, #mounts(opts.dataDir .. "/sandboxes/" .. sb.id .. " "))
+      -- no mount left of the killed server's warm pool: the new one's only
+      for _, line in ipairs(mounts(opts.dataDir .. "/pool/")) do
+        assert.matches(" /dev/loop", line)
+      end
+      assert.are.equal(2, #mounts(opts.dataDir .. "/pool/"))
+      destroy(third, sb.id)
+      third:stop()
+      assert.are.same({}, mounts(opts.dataDir))
+      assert.is_true(util.wait_until(function() return #loops(opts.dataDir) == 0 end, 5000),
+        table.concat(loops(opts.dataDir), "\n"))
+    end)
+    for _, s in ipairs{ third, again, srv } do if s then s:close() end end
+    platform.rm_rf(dir)
+    assert(ok, err)
+  end)
+
+  it("a create without room for its image answers 507 and leaves nothing", function()
+    local disk = platform.tmpdir()
+    local out, mounted = sh("mount -t tmpfs -o size=48m mastra-quota-full " .. mastra.quote(disk))
+    assert(mounted, out)
+    local srv
+    local ok, err = pcall(function()
+      srv = serve{ dataDir = disk .. "/data", args = { "--warm-pool", "0" } }
+      local first = create(srv)
+      sh("dd if=/dev/zero of=" .. mastra.quote(disk .. "/filler") .. " bs=1M")
+      local r = srv:json("POST", P .. "/sandbox", { environmentId = "env" })
+      assert.are.equal(507, r.status, r.body)
+      assert.matches("insufficient_storage", r.body)
+      -- only the first sandbox's image, mount and loop device
+      local imgs = {}
+      for name in lfs.dir(srv.dataDir .. "/disks") do
+        if name:match("^sbx_.*%.img$") then imgs[#imgs + 1] = name end
+      end
+      assert.are.same({ first.id .. ".img" }, imgs)
+      assert.are.equal(1, #mounts(srv.dataDir .. "/sandboxes/"))
+      assert.are.equal(1, #loops(srv.dataDir))
+      os.remove(disk .. "/filler")
+      assert.are.equal(201, srv:json("POST", P .. "/sandbox", { environmentId = "env" }).status)
+      srv:stop()
+      assert.are.same({}, mounts(disk .. "/"))
+    end)
+    if srv then srv:close() end
+    util.wait_until(function() return #loops(disk) == 0 end, 5000)
+    sh("umount " .. mastra.quote(disk))
+    platform.rm_rf(disk)
+    assert(ok, err)
+  end)
+
+  it("refuses the flags where they cannot work, saying why", function()
+    local bin = mastra.quote(platform.binary())
+    local dir = platform.tmpdir()
+    local function start(args)
+      return sh("timeout 20 " .. bin .. " serve --listen 127.0.0.1:0 --data-dir "
+        .. mastra.quote(dir .. "/data") .. " --token-file " .. mastra.quote(dir .. "/token")
+        .. " " .. args .. " </dev/null")
+    end
+    finally(function() platform.rm_rf(dir) end)
+    local out, ok = start("--driver process --sandbox-disk-max 64M")
+    assert.is_false(ok)
+    assert.matches("need the namespaces driver, run as root", out)
+    out, ok = start("--driver namespaces --sandbox-disk-max 1X")
+    assert.is_false(ok)
+    assert.matches("%-%-sandbox%-disk%-max wants a size", out)
+    out, ok = start("--driver namespaces --sandbox-disk-max 1M")
+    assert.is_false(ok)
+    assert.matches("%-%-sandbox%-disk%-max wants a size from 16M", out)
+    out, ok = start("--driver namespaces --sandbox-inodes-max many")
+    assert.is_false(ok)
+    assert.matches("%-%-sandbox%-inodes%-max wants a number", out)
+    out, ok = start("--driver namespaces --sandbox-inodes-max 2000")
+    assert.is_false(ok)
+    assert.matches("%-%-sandbox%-inodes%-max needs %-%-sandbox%-disk%-max", out)
+  end)
+end)
