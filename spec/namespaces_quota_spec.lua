@@ -98,7 +98,10 @@ describe("a disk and inode quota per sandbox", function()
       assert.are.equal("hi\n", run(srv, b.id, "echo hi"))
       assert.are.equal(200, srv:json("GET", P .. "/sandbox/" .. a.id).status)
       -- the full one still runs commands, and has room once it deletes
-      assert.are.equal("ok\n", run(srv, a.id, "rm /workspace/f && echo ok"))
+      assert.are.equal("ok\n", run(srv, a.id, "rm /workspace/f && sync && echo ok"))
+      -- and the image on the host is sparse again (mounted with discard)
+      local kib = tonumber((sh("du -k " .. mastra.quote(image(srv, a.id))):match("^(%d+)")))
+      assert.is_true(kib < 16 * 1024, "the image holds " .. tostring(kib) .. " KiB")
       destroy(srv, a.id)
       destroy(srv, b.id)
     end)
@@ -222,6 +225,37 @@ describe("a disk and inode quota per sandbox", function()
         table.concat(loops(opts.dataDir), "\n"))
     end)
     for _, s in ipairs{ third, again, srv } do if s then s:close() end end
+    platform.rm_rf(dir)
+    assert(ok, err)
+  end)
+
+  it("a restore whose checkpoint does not fit in the disk answers 507 and"
+    .. " leaves nothing", function()
+    local dir = platform.tmpdir()
+    local opts = { dataDir = dir .. "/data", tokenFile = dir .. "/token" }
+    local before, after
+    local ok, err = pcall(function()
+      -- made without a quota: 80 MiB of data
+      before = platform.start{ dataDir = opts.dataDir, tokenFile = opts.tokenFile,
+        args = { "--driver", "namespaces", "--warm-pool", "0" } }
+      local sb = create(before, { id = "quota-big", environmentId = "env" })
+      run(before, sb.id, "head -c 83886080 /dev/urandom > /workspace/big")
+      destroy(before, sb.id)
+      before:stop()
+      after = serve{ dataDir = opts.dataDir, tokenFile = opts.tokenFile,
+        args = { "--warm-pool", "0" } }
+      local r = after:json("POST", P .. "/sandbox", { id = "quota-big", environmentId = "env" })
+      assert.are.equal(507, r.status, r.body)
+      assert.matches("insufficient_storage", r.body)
+      assert.is_true(util.wait_until(function()
+        return #mounts(opts.dataDir .. "/sandboxes/") == 0 and #loops(opts.dataDir) == 0
+      end, 5000), table.concat(mounts(opts.dataDir .. "/sandboxes/"), "\n"))
+      for name in lfs.dir(opts.dataDir .. "/disks") do
+        assert.is_nil(name:match("^sbx_"), name)
+      end
+      after:stop()
+    end)
+    for _, s in ipairs{ after, before } do if s then s:close() end end
     platform.rm_rf(dir)
     assert(ok, err)
   end)
