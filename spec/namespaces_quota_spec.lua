@@ -209,8 +209,17 @@ describe("a disk and inode quota per sandbox", function()
       assert.are.equal("kept\n", run(again, sb.id, "cat /workspace/kept"))
       assert.are.equal(1, #mounts(opts.dataDir .. "/sandboxes/" .. sb.id .. " "))
       again:kill9()
+      -- the image of no live sandbox (a server killed between a create's
+      -- image and its record) and an empty one of other flags: swept
+      local stale = opts.dataDir .. "/disks/sbx_000000000000000000000000.img"
+      local other = opts.dataDir .. "/disks/empty-1-1.img"
+      platform.writeFile(stale, "x")
+      platform.writeFile(other, "x")
       -- a killed server's mounts stay (the pool's too) until the next start
       third = serve(opts)
+      assert.is_false(exists(stale))
+      assert.is_false(exists(other))
+      assert.is_true(exists(opts.dataDir .. "/disks/" .. sb.id .. ".img"))
       assert.are.equal("kept\n", run(third, sb.id, "cat /workspace/kept"))
       assert.are.equal(1, #mounts(opts.dataDir .. "/sandboxes/" .. sb.id .. " "))
       -- no mount left of the killed server's warm pool: the new one's only

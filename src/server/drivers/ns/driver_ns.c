@@ -36,6 +36,14 @@
 ** outlives the record until its keeper is reaped and its cgroups removed;
 ** at the server's exit the wait is bounded (~2 s).
 **
+** With --sandbox-disk-max (ns_disk.c) a new sandbox's ROOT is the mount
+** point of an image of its own, made in ns_prepare before its tree (a
+** warm member's with the member), detached and removed at its teardown
+** before ROOT goes to the trash, unmounted at the server's exit, mounted
+** again (or a killed server's mount adopted) when a start loads its
+** record; a start removes the images of no sandbox (sweep_disks). A
+** template's build gets none: its layer is renamed out of its tree.
+**
 ** The warm pool (ns_pool.c): a fresh ISOLATED create takes a box whose
 ** keeper and init run already (mp_ns_pool_take); a restore, a PRIVATE
 ** sandbox and a record loaded at start start their own.
@@ -55,6 +63,7 @@
 #include "drivers/ns/driver_ns.h"
 #include "drivers/ns/ns_box.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -92,6 +101,7 @@
 #include "drivers/ns/ns_user.h"
 #include "sandbox/record.h"
 #include "sandbox/template.h" /* MP_TEMPLATE_BUILD_PROJECT */
+#include "util/index.h"
 #include "util/trash.h"
 #include "util.h"
 
@@ -776,7 +786,44 @@ static int ns_setup(mp_server *srv, char *err, size_t errlen) {
   return rc;
 }
 
+/* DATA/disks after the records are loaded: the image of a sandbox with no
+** record (a server killed between a create's image and its record, or a
+** record forgotten since) goes, its mount first, and so does an empty
+** image of other flags. A destroyed record's is kept: its teardown
+** removed it, unless its disk could not be mounted at this start (its
+** files stay until the record is forgotten) */
+static void sweep_disks(mp_server *srv) {
+  char dir[4200], path[4500], root[4500], id[MP_ID_MAX];
+  struct dirent *e;
+  DIR *d;
+  snprintf(dir, sizeof dir, "%s/disks", srv->data_dir);
+  d = opendir(dir);
+  if (d == NULL) return;
+  while ((e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    const mp_sandbox *sb;
+    if (e->d_name[0] == '.' || n <= 4 || strcmp(e->d_name + n - 4, ".img") != 0)
+      continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (strncmp(e->d_name, "empty-", 6) == 0) {
+      if (!mp_ns_disk_is_empty(path)) unlink(path);
+      continue;
+    }
+    if (n - 4 >= sizeof id) continue;
+    memcpy(id, e->d_name, n - 4);
+    id[n - 4] = '\0';
+    sb = mp_index_get(&srv->sandbox_index, id);
+    if (sb != NULL) continue;
+    mp_log("removing %s, the disk of no sandbox", path);
+    snprintf(root, sizeof root, "%s/sandboxes/%s", srv->data_dir, id);
+    mp_ns_disk_unmount(root);
+    unlink(path);
+  }
+  closedir(d);
+}
+
 static void ns_start(mp_server *srv) {
+  sweep_disks(srv);
   mp_ns_host_start(srv); /* the egress proxy, before the pool's boxes join */
   mp_ns_pool_start(srv);
 }

@@ -54,6 +54,10 @@ static struct {
 
 int mp_ns_disk_on(void) { return disk.empty[0] != '\0'; }
 
+int mp_ns_disk_is_empty(const char *path) {
+  return disk.empty[0] != '\0' && strcmp(path, disk.empty) == 0;
+}
+
 void mp_ns_disk_path(const char *data_dir, const char *id, char *out,
                      size_t n) {
   snprintf(out, n, "%s/disks/%s.img", data_dir, id);

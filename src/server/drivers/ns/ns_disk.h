@@ -18,6 +18,8 @@
 ** must be 0 too). 0, or -1 and err */
 int mp_ns_disk_setup(const char *data_dir, long long bytes, long long inodes,
                      int unpriv, char *err, size_t errlen);
+/* path is this start's empty image */
+int mp_ns_disk_is_empty(const char *path);
 /* --sandbox-disk-max was given: new sandboxes get an image */
 int mp_ns_disk_on(void);
 /* DATA/disks/<id>.img */
