@@ -22,7 +22,8 @@ local function serve(opts)
   local args = { "--driver", "namespaces" }
   for _, a in ipairs(LIMITS) do args[#args + 1] = a end
   for _, a in ipairs(opts.args or {}) do args[#args + 1] = a end
-  return platform.start{ dataDir = opts.dataDir, tokenFile = opts.tokenFile, args = args }
+  return platform.start{ dataDir = opts.dataDir, tokenFile = opts.tokenFile, args = args,
+    bin = opts.bin }
 end
 
 local function create(srv, body)
@@ -298,6 +299,36 @@ describe("a disk and inode quota per sandbox", function()
     util.wait_until(function() return #loops(disk) == 0 end, 5000)
     sh("umount " .. mastra.quote(disk))
     platform.rm_rf(disk)
+    assert(ok, err)
+  end)
+
+  it("a create without a loop device answers 500 with the reason and leaves"
+    .. " nothing", function()
+    local dir = platform.tmpdir()
+    -- the server in a mount namespace of its own whose /dev/loop-control
+    -- is /dev/null: its LOOP_CTL_GET_FREE fails (ENOTTY)
+    local wrap = dir .. "/wrap"
+    platform.writeFile(wrap, "#!/bin/sh\nexec unshare -m --propagation private sh -c"
+      .. " 'mount --bind /dev/null /dev/loop-control && exec \"$0\" \"$@\"' "
+      .. mastra.quote(platform.binary()) .. ' "$@"\n')
+    sh("chmod +x " .. mastra.quote(wrap))
+    local srv
+    local ok, err = pcall(function()
+      srv = serve{ dataDir = dir .. "/data", tokenFile = dir .. "/token", bin = wrap,
+        args = { "--warm-pool", "0" } }
+      local r = srv:json("POST", P .. "/sandbox", { environmentId = "env" })
+      assert.are.equal(500, r.status, r.body)
+      assert.matches("no free loop device", r.body)
+      for name in lfs.dir(srv.dataDir .. "/disks") do
+        assert.is_nil(name:match("^sbx_"), name)
+      end
+      for name in lfs.dir(srv.dataDir .. "/sandboxes") do
+        assert.is_true(name == "." or name == "..", name)
+      end
+      srv:stop()
+    end)
+    if srv then srv:close() end
+    platform.rm_rf(dir)
     assert(ok, err)
   end)
 
