@@ -1,6 +1,14 @@
 /*
 ** The `namespaces` driver of mastra-platform (docs/platform.md, "Drivers").
 **
+** One file of about 840 lines on purpose: it is the life of a sandbox's
+** box (its keeper and init, a command's entry, the teardown, the release
+** and the timers of the drain), whose callbacks call one another through
+** the box's static state. What is a job of its own is a file beside it:
+** the warm pool (ns_pool.c), the tree (ns_tree.c), the disk (ns_disk.c),
+** cgroups (ns_cgroup.c), strays (ns_reap.c), uids (ns_uids.c), networks
+** (ns_net.c), the host's setup (ns_host.c).
+**
 ** A sandbox is <data>/sandboxes/<id>/{upper,work,merged}: its upper layer
 ** over the base (base.c), mounted as an overlay inside the sandbox's own
 ** mount namespace by its init (ns_init.c), which also owns its pid, uts,
@@ -63,7 +71,6 @@
 #include "drivers/ns/driver_ns.h"
 #include "drivers/ns/ns_box.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -101,7 +108,6 @@
 #include "drivers/ns/ns_user.h"
 #include "sandbox/record.h"
 #include "sandbox/template.h" /* MP_TEMPLATE_BUILD_PROJECT */
-#include "util/index.h"
 #include "util/trash.h"
 #include "util.h"
 
@@ -453,15 +459,16 @@ static int ns_prepare(mp_server *srv, mp_sandbox *sb, char *err,
   /* a loaded sandbox with a disk of its own: mounted (a killed server's
   ** mount adopted) before its tree is looked at */
   mp_ns_disk_path(srv->data_dir, sb->id, img, sizeof img);
-  if (!sb->restoring && access(img, F_OK) == 0) {
-    int rc;
-    if ((b = box_of(srv, sb)) == NULL) {
-      snprintf(err, errlen, "out of memory");
-      return -1;
-    }
-    rc = mp_ns_disk_mount(img, sb->root, err, errlen);
+  if (!sb->restoring) {
+    int rc = mp_ns_disk_mount(img, sb->root, err, errlen);
     if (rc < 0) return -1;
-    b->disk = rc;
+    if (rc > 0) {
+      if ((b = box_of(srv, sb)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+      }
+      b->disk = 1;
+    }
   }
   /* a sandbox loaded at startup has its tree, and a restore writes it
   ** first: their inits start at their first command */
@@ -493,8 +500,7 @@ fail:
   /* nothing of a new disk is left: no mount, loop device, nor image */
   e = errno;
   if (made) {
-    mp_ns_disk_unmount(sb->root);
-    unlink(img);
+    mp_ns_disk_remove(img, sb->root);
     rmdir(sb->root);
     b->disk = 0;
   }
@@ -667,9 +673,7 @@ static void ns_teardown(mp_server *srv, mp_sandbox *sb) {
     char img[4400];
     mp_ns_disk_path(srv->data_dir, sb->id, img, sizeof img);
     if ((b != NULL && b->disk) || access(img, F_OK) == 0) {
-      mp_ns_disk_unmount(sb->root);
-      if (unlink(img) < 0 && errno != ENOENT)
-        mp_log("cannot remove %s: %s", img, strerror(errno));
+      mp_ns_disk_remove(img, sb->root);
       if (b != NULL) b->disk = 0;
     }
   }
@@ -786,44 +790,8 @@ static int ns_setup(mp_server *srv, char *err, size_t errlen) {
   return rc;
 }
 
-/* DATA/disks after the records are loaded: the image of a sandbox with no
-** record (a server killed between a create's image and its record, or a
-** record forgotten since) goes, its mount first, and so does an empty
-** image of other flags. A destroyed record's is kept: its teardown
-** removed it, unless its disk could not be mounted at this start (its
-** files stay until the record is forgotten) */
-static void sweep_disks(mp_server *srv) {
-  char dir[4200], path[4500], root[4500], id[MP_ID_MAX];
-  struct dirent *e;
-  DIR *d;
-  snprintf(dir, sizeof dir, "%s/disks", srv->data_dir);
-  d = opendir(dir);
-  if (d == NULL) return;
-  while ((e = readdir(d)) != NULL) {
-    size_t n = strlen(e->d_name);
-    const mp_sandbox *sb;
-    if (e->d_name[0] == '.' || n <= 4 || strcmp(e->d_name + n - 4, ".img") != 0)
-      continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (strncmp(e->d_name, "empty-", 6) == 0) {
-      if (!mp_ns_disk_is_empty(path)) unlink(path);
-      continue;
-    }
-    if (n - 4 >= sizeof id) continue;
-    memcpy(id, e->d_name, n - 4);
-    id[n - 4] = '\0';
-    sb = mp_index_get(&srv->sandbox_index, id);
-    if (sb != NULL) continue;
-    mp_log("removing %s, the disk of no sandbox", path);
-    snprintf(root, sizeof root, "%s/sandboxes/%s", srv->data_dir, id);
-    mp_ns_disk_unmount(root);
-    unlink(path);
-  }
-  closedir(d);
-}
-
 static void ns_start(mp_server *srv) {
-  sweep_disks(srv);
+  mp_ns_disk_sweep_orphans(srv);
   mp_ns_host_start(srv); /* the egress proxy, before the pool's boxes join */
   mp_ns_pool_start(srv);
 }

@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include "drivers/ns/ns_disk.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -34,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/index.h"
 #include "util/log.h"
 #include "util.h"
 
@@ -412,6 +414,12 @@ void mp_ns_disk_unmount(const char *root) {
     mp_log("cannot unmount %s: %s", root, strerror(errno));
 }
 
+void mp_ns_disk_remove(const char *img, const char *root) {
+  mp_ns_disk_unmount(root);
+  if (unlink(img) < 0 && errno != ENOENT)
+    mp_log("cannot remove %s: %s", img, strerror(errno));
+}
+
 int mp_ns_disk_move(const char *from, const char *to, char *err,
                     size_t errlen) {
   /* MS_MOVE refuses a mount whose parent is shared (a systemd host's /) */
@@ -478,4 +486,39 @@ void mp_ns_disk_sweep(const char *dir) {
       return;
     }
   }
+}
+
+/* (ns_disk.h) DATA/disks after the records are loaded: the image of a sandbox with no
+** record (a server killed between a create's image and its record, or a
+** record forgotten since) goes, its mount first, and so does an empty
+** image of other flags. A destroyed record's is kept: its teardown
+** removed it, unless its disk could not be mounted at this start (its
+** files stay until the record is forgotten) */
+void mp_ns_disk_sweep_orphans(mp_server *srv) {
+  char dir[4200], path[4500], root[4500], id[MP_ID_MAX];
+  struct dirent *e;
+  DIR *d;
+  snprintf(dir, sizeof dir, "%s/disks", srv->data_dir);
+  d = opendir(dir);
+  if (d == NULL) return;
+  while ((e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    const mp_sandbox *sb;
+    if (e->d_name[0] == '.' || n <= 4 || strcmp(e->d_name + n - 4, ".img") != 0)
+      continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (strncmp(e->d_name, "empty-", 6) == 0) {
+      if (!mp_ns_disk_is_empty(path)) unlink(path);
+      continue;
+    }
+    if (n - 4 >= sizeof id) continue;
+    memcpy(id, e->d_name, n - 4);
+    id[n - 4] = '\0';
+    sb = mp_index_get(&srv->sandbox_index, id);
+    if (sb != NULL) continue;
+    mp_log("removing %s, the disk of no sandbox", path);
+    snprintf(root, sizeof root, "%s/sandboxes/%s", srv->data_dir, id);
+    mp_ns_disk_remove(path, root);
+  }
+  closedir(d);
 }

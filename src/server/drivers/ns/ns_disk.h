@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "server.h"
+
 /* the flags' checks and the empty image of this size and inode count
 ** (DATA/disks/empty-<bytes>-<inodes>.img, made by mkfs.ext4 when missing:
 ** a child the server waits for, before it serves). bytes 0: off (inodes
@@ -39,11 +41,17 @@ int mp_ns_disk_mount(const char *img, const char *root, char *err,
 /* root unmounted (detached: what the sandbox's own mount namespace still
 ** holds goes with it, then the loop device); quiet when not mounted */
 void mp_ns_disk_unmount(const char *root);
+/* root unmounted (mp_ns_disk_unmount) and the image at img removed: a
+** teardown's, a failed create's, an orphan's */
+void mp_ns_disk_remove(const char *img, const char *root);
 /* the image mounted at from is mounted at to instead (made when missing;
 ** from is left empty): a bind of it, then from detached. 0, or -1 and err */
 int mp_ns_disk_move(const char *from, const char *to, char *err,
                     size_t errlen);
 /* every mount at or under dir, detached (a killed server's warm pool) */
 void mp_ns_disk_sweep(const char *dir);
+/* at start, once the records are loaded: DATA/disks's images of no
+** sandbox, and the empty images of other flags, removed */
+void mp_ns_disk_sweep_orphans(mp_server *srv);
 
 #endif
