@@ -26,7 +26,11 @@ local tmp = os.getenv("MASTRA_BENCH_TMPDIR") or "/var/tmp"
 
 local sh, pct = lib.sh, lib.pct
 
-if bin:sub(1, 1) ~= "/" then bin = sh("pwd"):gsub("%s+$", "") .. "/" .. bin end
+-- the server runs in a directory of its own: relative paths are this one's
+local cwd = sh("pwd"):gsub("%s+$", "")
+local function absolute(p) return p:sub(1, 1) == "/" and p or (cwd .. "/" .. p) end
+bin = absolute(bin)
+given_base = given_base and absolute(given_base)
 local dir = sh("mktemp -d " .. mastra.quote(tmp .. "/mastra-fair-bench.XXXXXX")):gsub("%s+$", "")
 sh("chmod 755 " .. mastra.quote(dir))
 local base = given_base or (dir .. "/base")
