@@ -70,6 +70,11 @@ local function exists(path) return lfs.attributes(path, "mode") ~= nil end
 
 local function image(srv, id) return srv.dataDir .. "/disks/" .. id .. ".img" end
 
+-- the KiB an image holds on the host's disk
+local function image_kib(srv, id)
+  return tonumber((sh("du -k " .. mastra.quote(image(srv, id))):match("^(%d+)")))
+end
+
 describe("a disk and inode quota per sandbox", function()
   if not util.is_root() then
     pending("a sandbox's own disk is a loop device and a mount: needs root; skipped")
@@ -100,9 +105,10 @@ describe("a disk and inode quota per sandbox", function()
       assert.are.equal(200, srv:json("GET", P .. "/sandbox/" .. a.id).status)
       -- the full one still runs commands, and has room once it deletes
       assert.are.equal("ok\n", run(srv, a.id, "rm /workspace/f && sync && echo ok"))
-      -- and the image on the host is sparse again (mounted with discard)
-      local kib = tonumber((sh("du -k " .. mastra.quote(image(srv, a.id))):match("^(%d+)")))
-      assert.is_true(kib < 16 * 1024, "the image holds " .. tostring(kib) .. " KiB")
+      -- reserved (--sandbox-disk-reserve's default): the image holds its
+      -- whole size on the host, before and after
+      assert.is_true(image_kib(srv, a.id) >= 64 * 1024, image_kib(srv, a.id) .. " KiB")
+      assert.is_true(image_kib(srv, b.id) >= 64 * 1024, image_kib(srv, b.id) .. " KiB")
       destroy(srv, a.id)
       destroy(srv, b.id)
     end)
@@ -272,7 +278,7 @@ describe("a disk and inode quota per sandbox", function()
 
   it("a create without room for its image answers 507 and leaves nothing", function()
     local disk = platform.tmpdir()
-    local out, mounted = sh("mount -t tmpfs -o size=48m mastra-quota-full " .. mastra.quote(disk))
+    local out, mounted = sh("mount -t tmpfs -o size=160m mastra-quota-full " .. mastra.quote(disk))
     assert(mounted, out)
     local srv
     local ok, err = pcall(function()
@@ -299,6 +305,57 @@ describe("a disk and inode quota per sandbox", function()
     util.wait_until(function() return #loops(disk) == 0 end, 5000)
     sh("umount " .. mastra.quote(disk))
     platform.rm_rf(disk)
+    assert(ok, err)
+  end)
+
+  it("reserved, a sandbox within its limit keeps its writes when the data disk"
+    .. " fills; a create without room for a whole disk answers 507", function()
+    local disk = platform.tmpdir()
+    local out, mounted = sh("mount -t tmpfs -o size=112m mastra-quota-reserve "
+      .. mastra.quote(disk))
+    assert(mounted, out)
+    local srv
+    local ok, err = pcall(function()
+      srv = serve{ dataDir = disk .. "/data", args = { "--warm-pool", "0" } }
+      local sb = create(srv)
+      -- room for one disk of 64M, not two: the second is refused whole
+      local r = srv:json("POST", P .. "/sandbox", { environmentId = "env" })
+      assert.are.equal(507, r.status, r.body)
+      assert.matches("no room for a sandbox's disk", r.body)
+      -- the data disk fills up under the sandbox, which then writes 48 MB
+      sh("dd if=/dev/zero of=" .. mastra.quote(disk .. "/filler") .. " bs=1M")
+      assert.are.equal("ok\n", run(srv, sb.id, "head -c 50331648 /dev/urandom > /workspace/f"
+        .. " && md5sum /workspace/f > /workspace/sum && sync && echo ok"))
+      -- read back past the page cache: every block was on the data disk
+      sh("sync; echo 3 > /proc/sys/vm/drop_caches")
+      run(srv, sb.id, "md5sum -c /workspace/sum")
+      os.remove(disk .. "/filler")
+      destroy(srv, sb.id)
+      srv:stop()
+    end)
+    if srv then srv:close() end
+    util.wait_until(function() return #loops(disk) == 0 end, 5000)
+    sh("umount " .. mastra.quote(disk))
+    platform.rm_rf(disk)
+    assert(ok, err)
+  end)
+
+  it("--sandbox-disk-reserve off: the image is sparse and gives back what is"
+    .. " deleted", function()
+    local srv = serve{ args = { "--sandbox-disk-reserve", "off", "--warm-pool", "0" } }
+    local ok, err = pcall(function()
+      local sb = create(srv)
+      assert.is_true(image_kib(srv, sb.id) < 16 * 1024, image_kib(srv, sb.id) .. " KiB")
+      run(srv, sb.id, "head -c 33554432 /dev/zero > /workspace/f && sync")
+      assert.is_true(image_kib(srv, sb.id) >= 32 * 1024, image_kib(srv, sb.id) .. " KiB")
+      -- mounted with discard: the freed blocks are punched out again
+      run(srv, sb.id, "rm /workspace/f && sync")
+      assert.is_true(util.wait_until(function()
+        return image_kib(srv, sb.id) < 16 * 1024
+      end, 5000), image_kib(srv, sb.id) .. " KiB")
+      destroy(srv, sb.id)
+    end)
+    srv:close()
     assert(ok, err)
   end)
 
@@ -356,5 +413,11 @@ describe("a disk and inode quota per sandbox", function()
     out, ok = start("--driver namespaces --sandbox-inodes-max 2000")
     assert.is_false(ok)
     assert.matches("%-%-sandbox%-inodes%-max needs %-%-sandbox%-disk%-max", out)
+    out, ok = start("--driver namespaces --sandbox-disk-reserve off")
+    assert.is_false(ok)
+    assert.matches("%-%-sandbox%-disk%-reserve needs %-%-sandbox%-disk%-max", out)
+    out, ok = start("--driver namespaces --sandbox-disk-max 64M --sandbox-disk-reserve maybe")
+    assert.is_false(ok)
+    assert.matches("%-%-sandbox%-disk%-reserve wants on or off", out)
   end)
 end)

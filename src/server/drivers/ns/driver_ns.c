@@ -779,7 +779,8 @@ static int ns_setup(mp_server *srv, char *err, size_t errlen) {
   int rc;
   /* before the base or anything else: a flag it cannot honour stops it */
   if (mp_ns_disk_setup(srv->data_dir, mp_ns_opts.disk_max,
-                       mp_ns_opts.inodes_max, geteuid() != 0, err, errlen)
+                       mp_ns_opts.inodes_max, mp_ns_opts.disk_reserve,
+                       geteuid() != 0, err, errlen)
       < 0)
     return -1;
   rc = mp_ns_host_setup(srv, err, errlen);

@@ -17,9 +17,11 @@
 /* the flags' checks and the empty image of this size and inode count
 ** (DATA/disks/empty-<bytes>-<inodes>.img, made by mkfs.ext4 when missing:
 ** a child the server waits for, before it serves). bytes 0: off (inodes
-** must be 0 too). 0, or -1 and err */
+** must be 0 too). reserve: 1 each image is allocated whole when it is
+** made (mounted without discard), 0 sparse, -1 not given (1; with bytes 0
+** an error). 0, or -1 and err */
 int mp_ns_disk_setup(const char *data_dir, long long bytes, long long inodes,
-                     int unpriv, char *err, size_t errlen);
+                     int reserve, int unpriv, char *err, size_t errlen);
 /* path is this start's empty image */
 int mp_ns_disk_is_empty(const char *path);
 /* --sandbox-disk-max was given: new sandboxes get an image */
@@ -27,8 +29,11 @@ int mp_ns_disk_on(void);
 /* DATA/disks/<id>.img */
 void mp_ns_disk_path(const char *data_dir, const char *id, char *out,
                      size_t n);
-/* a new image at img (a sparse copy of the empty one), loop-attached
-** (autoclear) and mounted nosuid,nodev,discard at root (made when
+/* a new image at img (a sparse copy of the empty one, then allocated
+** whole where the start reserves: ENOSPC when the data disk has no room
+** for SIZE), loop-attached
+** (autoclear) and mounted nosuid,nodev (and discard, when sparse) at
+** root (made when
 ** missing). On failure nothing is left (no image, mount nor loop device):
 ** -1, err, and errno (ENOSPC: no room for the image) */
 int mp_ns_disk_make(const char *img, const char *root, char *err,

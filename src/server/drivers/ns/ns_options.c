@@ -16,7 +16,7 @@
 
 mp_ns_options mp_ns_opts = {.pids_max = MP_DEFAULT_PIDS_MAX,
                             .memory_max = MP_DEFAULT_MEMORY_MAX,
-                            .cpu_max = -1, .egress = 1,
+                            .cpu_max = -1, .egress = 1, .disk_reserve = -1,
                             .warm_pool = MP_DEFAULT_WARM_POOL,
                             .warm_pool_templates = MP_DEFAULT_WARM_POOL_TEMPLATES,
                             .warm_pool_template_max = MP_DEFAULT_WARM_POOL_TEMPLATE_MAX,
@@ -187,8 +187,14 @@ static int set_inodes(const char *v, char *err, size_t n) {
   return 0;
 }
 
+static int set_disk_reserve(const char *v, char *err, size_t n) {
+  return set_on_off("--sandbox-disk-reserve", &mp_ns_opts.disk_reserve, v,
+                    err, n);
+}
+
 int mp_ns_disk_asked(void) {
-  return mp_ns_opts.disk_max > 0 || mp_ns_opts.inodes_max > 0;
+  return mp_ns_opts.disk_max > 0 || mp_ns_opts.inodes_max > 0
+         || mp_ns_opts.disk_reserve >= 0;
 }
 
 static int set_warm_pool(const char *v, char *err, size_t n) {
@@ -273,11 +279,15 @@ const mp_driver_flag mp_ns_flags[] = {
     {"--sandbox-cpu-max", "N", "CPUs per sandbox, fractions allowed"
      " (namespaces; default half\nthe host's, at least 1; 0: no cap)", set_cpu},
     {"--sandbox-disk-max", "SIZE", "each sandbox's own disk, K/M/G suffixes:"
-     " a sparse ext4 image\nloop-mounted under its layer; a writer past it"
+     " an ext4 image\nloop-mounted under its layer; a writer past it"
      " gets ENOSPC\n(namespaces, with root; default 0: none)", set_disk},
     {"--sandbox-inodes-max", "N", "files (inodes) of each sandbox's own disk"
      " (with\n--sandbox-disk-max; default 0: mkfs.ext4's count for its size)",
      set_inodes},
+    {"--sandbox-disk-reserve", "on|off", "each sandbox's disk is allocated on"
+     " the data disk when it\nis made (a create without room for it: 507);"
+     " off: sparse, so the\nlimits may add up to more than the data disk"
+     " (with\n--sandbox-disk-max; default on)", set_disk_reserve},
     {"--sandbox-nested-namespaces", "on|off", "sandboxes may make namespaces"
      " of their own (user, net,\nmount...: containers in a sandbox; namespaces;"
      " default off)", set_nested_ns},

@@ -46,6 +46,8 @@ typedef struct mp_ns_options {
   long long disk_max;   /* --sandbox-disk-max: bytes of each sandbox's own
                         ** disk (ns_disk.c); 0: none */
   long long inodes_max; /* --sandbox-inodes-max: its inodes; 0: mkfs's */
+  int disk_reserve;     /* --sandbox-disk-reserve on (1) or off (0); -1:
+                        ** not given (on) */
 } mp_ns_options;
 
 extern mp_ns_options mp_ns_opts;
@@ -53,7 +55,8 @@ extern mp_ns_options mp_ns_opts;
 /* the CPUs a sandbox may use (mp_ns_opts.cpu_max, its default resolved) */
 double mp_ns_cpu_max(void);
 extern const mp_driver_flag mp_ns_flags[];
-/* --sandbox-disk-max or --sandbox-inodes-max was given (not 0): the
+/* --sandbox-disk-max or --sandbox-inodes-max was given (not 0), or
+** --sandbox-disk-reserve: the
 ** driver that runs must be `namespaces`, with root (drivers.c) */
 int mp_ns_disk_asked(void);
 
