@@ -75,6 +75,22 @@ local function image_kib(srv, id)
   return tonumber((sh("du -k " .. mastra.quote(image(srv, id))):match("^(%d+)")))
 end
 
+-- fn(disk, keep) with a tmpfs of size mounted at disk; the server fn
+-- hands to keep is closed before the tmpfs is unmounted
+local function on_small_disk(size, fn)
+  local disk = platform.tmpdir()
+  local out, mounted = sh(("mount -t tmpfs -o size=%s mastra-quota-disk %s")
+    :format(size, mastra.quote(disk)))
+  assert(mounted, out)
+  local srv
+  local ok, err = pcall(fn, disk, function(s) srv = s end)
+  if srv then srv:close() end
+  util.wait_until(function() return #loops(disk) == 0 end, 5000)
+  sh("umount " .. mastra.quote(disk))
+  platform.rm_rf(disk)
+  assert(ok, err)
+end
+
 describe("a disk and inode quota per sandbox", function()
   if not util.is_root() then
     pending("a sandbox's own disk is a loop device and a mount: needs root; skipped")
@@ -277,12 +293,9 @@ describe("a disk and inode quota per sandbox", function()
   end)
 
   it("a create without room for its image answers 507 and leaves nothing", function()
-    local disk = platform.tmpdir()
-    local out, mounted = sh("mount -t tmpfs -o size=160m mastra-quota-full " .. mastra.quote(disk))
-    assert(mounted, out)
-    local srv
-    local ok, err = pcall(function()
-      srv = serve{ dataDir = disk .. "/data", args = { "--warm-pool", "0" } }
+    on_small_disk("160m", function(disk, keep)
+      local srv = serve{ dataDir = disk .. "/data", args = { "--warm-pool", "0" } }
+      keep(srv)
       local first = create(srv)
       sh("dd if=/dev/zero of=" .. mastra.quote(disk .. "/filler") .. " bs=1M")
       local r = srv:json("POST", P .. "/sandbox", { environmentId = "env" })
@@ -301,22 +314,13 @@ describe("a disk and inode quota per sandbox", function()
       srv:stop()
       assert.are.same({}, mounts(disk .. "/"))
     end)
-    if srv then srv:close() end
-    util.wait_until(function() return #loops(disk) == 0 end, 5000)
-    sh("umount " .. mastra.quote(disk))
-    platform.rm_rf(disk)
-    assert(ok, err)
   end)
 
   it("reserved, a sandbox within its limit keeps its writes when the data disk"
     .. " fills; a create without room for a whole disk answers 507", function()
-    local disk = platform.tmpdir()
-    local out, mounted = sh("mount -t tmpfs -o size=112m mastra-quota-reserve "
-      .. mastra.quote(disk))
-    assert(mounted, out)
-    local srv
-    local ok, err = pcall(function()
-      srv = serve{ dataDir = disk .. "/data", args = { "--warm-pool", "0" } }
+    on_small_disk("112m", function(disk, keep)
+      local srv = serve{ dataDir = disk .. "/data", args = { "--warm-pool", "0" } }
+      keep(srv)
       local sb = create(srv)
       -- room for one disk of 64M, not two: the second is refused whole
       local r = srv:json("POST", P .. "/sandbox", { environmentId = "env" })
@@ -333,11 +337,6 @@ describe("a disk and inode quota per sandbox", function()
       destroy(srv, sb.id)
       srv:stop()
     end)
-    if srv then srv:close() end
-    util.wait_until(function() return #loops(disk) == 0 end, 5000)
-    sh("umount " .. mastra.quote(disk))
-    platform.rm_rf(disk)
-    assert(ok, err)
   end)
 
   it("--sandbox-disk-reserve off: the image is sparse and gives back what is"
@@ -398,26 +397,24 @@ describe("a disk and inode quota per sandbox", function()
         .. " " .. args .. " </dev/null")
     end
     finally(function() platform.rm_rf(dir) end)
-    local out, ok = start("--driver process --sandbox-disk-max 64M")
-    assert.is_false(ok)
-    assert.matches("need the namespaces driver, run as root", out)
-    out, ok = start("--driver namespaces --sandbox-disk-max 1X")
-    assert.is_false(ok)
-    assert.matches("%-%-sandbox%-disk%-max wants a size", out)
-    out, ok = start("--driver namespaces --sandbox-disk-max 1M")
-    assert.is_false(ok)
-    assert.matches("%-%-sandbox%-disk%-max wants a size from 16M", out)
-    out, ok = start("--driver namespaces --sandbox-inodes-max many")
-    assert.is_false(ok)
-    assert.matches("%-%-sandbox%-inodes%-max wants a number", out)
-    out, ok = start("--driver namespaces --sandbox-inodes-max 2000")
-    assert.is_false(ok)
-    assert.matches("%-%-sandbox%-inodes%-max needs %-%-sandbox%-disk%-max", out)
-    out, ok = start("--driver namespaces --sandbox-disk-reserve off")
-    assert.is_false(ok)
-    assert.matches("%-%-sandbox%-disk%-reserve needs %-%-sandbox%-disk%-max", out)
-    out, ok = start("--driver namespaces --sandbox-disk-max 64M --sandbox-disk-reserve maybe")
-    assert.is_false(ok)
-    assert.matches("%-%-sandbox%-disk%-reserve wants on or off", out)
+    local cases = {
+      { "--driver process --sandbox-disk-max 64M", "need the namespaces driver, run as root" },
+      { "--driver namespaces --sandbox-disk-max 1X", "%-%-sandbox%-disk%-max wants a size" },
+      { "--driver namespaces --sandbox-disk-max 1M",
+        "%-%-sandbox%-disk%-max wants a size from 16M" },
+      { "--driver namespaces --sandbox-inodes-max many",
+        "%-%-sandbox%-inodes%-max wants a number" },
+      { "--driver namespaces --sandbox-inodes-max 2000",
+        "%-%-sandbox%-inodes%-max needs %-%-sandbox%-disk%-max" },
+      { "--driver namespaces --sandbox-disk-reserve off",
+        "%-%-sandbox%-disk%-reserve needs %-%-sandbox%-disk%-max" },
+      { "--driver namespaces --sandbox-disk-max 64M --sandbox-disk-reserve maybe",
+        "%-%-sandbox%-disk%-reserve wants on or off" },
+    }
+    for _, c in ipairs(cases) do
+      local out, ok = start(c[1])
+      assert.is_false(ok, c[1])
+      assert.matches(c[2], out)
+    end
   end)
 end)
