@@ -102,6 +102,12 @@ describe("a disk and inode quota per sandbox", function()
     setup(function() srv = serve() end)
     teardown(function() if srv then srv:close() end end)
 
+    it("the inspector's health says the disk's settings", function()
+      local h = srv:curl("GET", srv.info.inspector .. "api/health").json
+      assert.are.same({ maxBytes = 64 * 1024 * 1024, inodes = 2000, reserve = true },
+        h.sandboxDisk)
+    end)
+
     it("a writer past its disk gets ENOSPC; a neighbour writes, runs and the"
       .. " server answers", function()
       local a, b = create(srv), create(srv)

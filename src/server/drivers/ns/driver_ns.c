@@ -814,6 +814,7 @@ static void ns_health(const mp_server *srv, cJSON *o) {
   (void)srv;
   mp_ns_pool_health(o);
   mp_ns_uids_health(o);
+  mp_ns_disk_health(o);
 }
 
 const mp_driver mp_ns_driver = {

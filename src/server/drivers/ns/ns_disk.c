@@ -40,6 +40,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "util/index.h"
 #include "util/log.h"
 #include "util.h"
@@ -63,6 +65,19 @@ static struct {
 } disk;
 
 int mp_ns_disk_on(void) { return disk.empty[0] != '\0'; }
+
+void mp_ns_disk_health(cJSON *o) {
+  cJSON *d;
+  if (!mp_ns_disk_on()) {
+    cJSON_AddNullToObject(o, "sandboxDisk");
+    return;
+  }
+  d = cJSON_AddObjectToObject(o, "sandboxDisk");
+  if (d == NULL) return;
+  cJSON_AddNumberToObject(d, "maxBytes", (double)disk.bytes);
+  cJSON_AddNumberToObject(d, "inodes", (double)disk.inodes);
+  cJSON_AddBoolToObject(d, "reserve", disk.reserve);
+}
 
 int mp_ns_disk_is_empty(const char *path) {
   return disk.empty[0] != '\0' && strcmp(path, disk.empty) == 0;

@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 #include "server.h"
 
 /* the flags' checks and the empty image of this size and inode count
@@ -22,6 +24,9 @@
 ** an error). 0, or -1 and err */
 int mp_ns_disk_setup(const char *data_dir, long long bytes, long long inodes,
                      int reserve, int unpriv, char *err, size_t errlen);
+/* the inspector's health: sandboxDisk, {maxBytes, inodes (0: mkfs's
+** count), reserve} or null when off */
+void mp_ns_disk_health(cJSON *o);
 /* path is this start's empty image */
 int mp_ns_disk_is_empty(const char *path);
 /* --sandbox-disk-max was given: new sandboxes get an image */
