@@ -37,8 +37,9 @@ static int try_driver(mp_server *srv, const mp_driver *d, char *err,
   }
   if (d != &mp_ns_driver && mp_ns_disk_asked()) {
     snprintf(err, n, "the %s driver has no disk of a sandbox's own:"
-             " --sandbox-disk-max and --sandbox-inodes-max need the"
-             " namespaces driver, run as root", d->name);
+             " --sandbox-disk-max, --sandbox-inodes-max and"
+             " --sandbox-disk-reserve need the namespaces driver, run as"
+             " root", d->name);
     return -1;
   }
   if (d->setup != NULL) {

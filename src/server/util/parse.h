@@ -5,7 +5,7 @@
 #define MP_PARSE_H
 
 /* a size in bytes with an optional k, m or g suffix (powers of 1024), or
-** -1 */
+** -1 (also for one past what a long long holds) */
 long long mp_parse_size(const char *v);
 
 #endif

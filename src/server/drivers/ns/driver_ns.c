@@ -49,7 +49,8 @@
 ** warm member's with the member), detached and removed at its teardown
 ** before ROOT goes to the trash, unmounted at the server's exit, mounted
 ** again (or a killed server's mount adopted) when a start loads its
-** record; a start removes the images of no sandbox (sweep_disks). A
+** record; a start removes the images of no sandbox
+** (mp_ns_disk_sweep_orphans). A
 ** template's build gets none: its layer is renamed out of its tree.
 **
 ** The warm pool (ns_pool.c): a fresh ISOLATED create takes a box whose

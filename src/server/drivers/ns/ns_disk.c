@@ -79,7 +79,8 @@ void mp_ns_disk_health(cJSON *o) {
   cJSON_AddBoolToObject(d, "reserve", disk.reserve);
 }
 
-int mp_ns_disk_is_empty(const char *path) {
+/* path is this start's empty image */
+static int is_empty_image(const char *path) {
   return disk.empty[0] != '\0' && strcmp(path, disk.empty) == 0;
 }
 
@@ -530,10 +531,10 @@ void mp_ns_disk_sweep(const char *dir) {
   }
 }
 
-/* (ns_disk.h) DATA/disks after the records are loaded: the image of a sandbox with no
-** record (a server killed between a create's image and its record, or a
-** record forgotten since) goes, its mount first, and so does an empty
-** image of other flags. A destroyed record's is kept: its teardown
+/* (ns_disk.h) DATA/disks after the records are loaded: the image of a
+** sandbox with no record (a server killed between a create's image and
+** its record, or a record forgotten since) goes, its mount first, and so
+** does an empty image of other flags. A destroyed record's is kept: its teardown
 ** removed it, unless its disk could not be mounted at this start (its
 ** files stay until the record is forgotten) */
 void mp_ns_disk_sweep_orphans(mp_server *srv) {
@@ -550,7 +551,7 @@ void mp_ns_disk_sweep_orphans(mp_server *srv) {
       continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     if (strncmp(e->d_name, "empty-", 6) == 0) {
-      if (!mp_ns_disk_is_empty(path)) unlink(path);
+      if (!is_empty_image(path)) unlink(path);
       continue;
     }
     if (n - 4 >= sizeof id) continue;

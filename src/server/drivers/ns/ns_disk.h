@@ -27,8 +27,6 @@ int mp_ns_disk_setup(const char *data_dir, long long bytes, long long inodes,
 /* the inspector's health: sandboxDisk, {maxBytes, inodes (0: mkfs's
 ** count), reserve} or null when off */
 void mp_ns_disk_health(cJSON *o);
-/* path is this start's empty image */
-int mp_ns_disk_is_empty(const char *path);
 /* --sandbox-disk-max was given: new sandboxes get an image */
 int mp_ns_disk_on(void);
 /* DATA/disks/<id>.img */

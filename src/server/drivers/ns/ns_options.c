@@ -148,21 +148,8 @@ double mp_ns_cpu_max(void) {
 
 /* SIZE with k/m/g suffixes, MP_DISK_MIN..MP_DISK_MAX, or 0 */
 static int set_disk(const char *v, char *err, size_t n) {
-  char *end;
-  long long size;
-  int shift = 0;
-  errno = 0;
-  size = (*v >= '0' && *v <= '9') ? strtoll(v, &end, 10) : -1;
-  if (size >= 0) {
-    if (*end == 'k' || *end == 'K') shift = 10, end++;
-    else if (*end == 'm' || *end == 'M') shift = 20, end++;
-    else if (*end == 'g' || *end == 'G') shift = 30, end++;
-    if (*end != '\0' || errno == ERANGE || size > (MP_DISK_MAX >> shift))
-      size = -1;
-    else
-      size <<= shift;
-  }
-  if (size < 0 || (size > 0 && size < MP_DISK_MIN)) {
+  long long size = mp_parse_size(v);
+  if (size < 0 || size > MP_DISK_MAX || (size > 0 && size < MP_DISK_MIN)) {
     snprintf(err, n, "--sandbox-disk-max wants a size from 16M to 16384G,"
              " K/M/G suffixes, or 0 for none (got '%s')", v);
     return -1;

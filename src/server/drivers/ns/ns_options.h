@@ -56,8 +56,8 @@ extern mp_ns_options mp_ns_opts;
 double mp_ns_cpu_max(void);
 extern const mp_driver_flag mp_ns_flags[];
 /* --sandbox-disk-max or --sandbox-inodes-max was given (not 0), or
-** --sandbox-disk-reserve: the
-** driver that runs must be `namespaces`, with root (drivers.c) */
+** --sandbox-disk-reserve: the driver that runs must be `namespaces`, with
+** root (drivers.c) */
 int mp_ns_disk_asked(void);
 
 #endif
