@@ -50,16 +50,7 @@ local function cgroups(id)
   return cg_ls("*/" .. id)
 end
 
-local function mounts(dir)
-  local f = assert(io.open("/proc/self/mountinfo", "rb"))
-  local text = f:read("a")
-  f:close()
-  local found = {}
-  for line in text:gmatch("[^\n]+") do
-    if line:find(dir, 1, true) then found[#found + 1] = line end
-  end
-  return found
-end
+local mounts = util.mounts
 
 -- the PRIVATE networks' tag of data directory dir (net.c's state file)
 local function net_tag(dir)

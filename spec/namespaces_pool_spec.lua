@@ -64,13 +64,7 @@ local function has(list, x)
   return false
 end
 
-local function overlay_mounts(dir)
-  local n = 0
-  for line in (util.read_file("/proc/self/mountinfo") or ""):gmatch("[^\n]+") do
-    if line:find(dir, 1, true) then n = n + 1 end
-  end
-  return n
-end
+local function overlay_mounts(dir) return #util.mounts(dir) end
 
 -- stop srv: the pool's keepers (pids) are gone, and no tree under pool,
 -- no pool cgroup and no overlay of its data directory is left

@@ -47,14 +47,7 @@ local function destroy(srv, id)
   assert.are.equal(204, r.status, r.body)
 end
 
--- the lines of /proc/self/mountinfo that name text
-local function mounts(text)
-  local found = {}
-  for line in (util.read_file("/proc/self/mountinfo") or ""):gmatch("[^\n]+") do
-    if line:find(text, 1, true) then found[#found + 1] = line end
-  end
-  return found
-end
+local mounts = util.mounts
 
 -- the loop devices whose backing file's path names text
 local function loops(text)

@@ -47,13 +47,7 @@ local function reachable(path)
   return ok, out
 end
 
-local function mounts(dir)
-  local found = {}
-  for line in (util.read_file("/proc/self/mountinfo") or ""):gmatch("[^\n]+") do
-    if line:find(dir, 1, true) then found[#found + 1] = line end
-  end
-  return found
-end
+local mounts = util.mounts
 
 -- the host pids of uid UID
 local function user_pids(uid)

@@ -67,6 +67,17 @@ function util.read_file(path)
   return s
 end
 
+--- The lines of /proc/self/mountinfo that name text (a path, or part of
+-- one).
+function util.mounts(text)
+  local info = assert(util.read_file("/proc/self/mountinfo"), "cannot read /proc/self/mountinfo")
+  local found = {}
+  for line in info:gmatch("[^\n]+") do
+    if line:find(text, 1, true) then found[#found + 1] = line end
+  end
+  return found
+end
+
 --- Alive and not a zombie (killed grandchildren may stay zombies when
 -- PID 1 does not reap them).
 function util.alive(pid)
