@@ -301,10 +301,12 @@ for _, wire in ipairs(WIRES) do
         }, function(srv)
           local a = agent_for(srv, wire, { workspace = ws })
           local t = mastra.spawn(function() return a:generate("go") end)
+          -- the shell makes the file before it writes: wait for the number
+          local pid
           assert.is_true(util.wait_until(function()
-            return util.read_file(dir .. "/pid") ~= nil
-          end, 5000))
-          local pid = tonumber(util.read_file(dir .. "/pid"))
+            pid = tonumber((util.read_file(dir .. "/pid") or ""):match("%d+"))
+            return pid ~= nil
+          end, 5000), "the command wrote its pid")
           assert.is_true(util.alive(pid))
           t:cancel()
           local ok, err = pcall(t.wait, t)
