@@ -798,6 +798,62 @@ describe("exec-resume/1 across a server's death", function()
     platform.rm_rf(data)
     assert(ok, err)
   end)
+
+  it("a long output reuses the spool's slots; a restart replays them in order", function()
+    local data = platform.tmpdir()
+    local srv = platform.start{ dataDir = data .. "/d" }
+    local srv2
+    local ok, err = pcall(function()
+      local sb = srv:startSandbox{}
+      local id = sb.sandboxId
+      sb:detach() -- srv2 destroys it
+      local lease = srv:lease(P, id)
+      -- 14 bursts of numbers (7.9 MB), slow enough for the acks of each to
+      -- free the slots (1 MiB each) before the next; cut after 4 MiB
+      local chunk, bursts = 80000, 14
+      local cmd = ("for i in $(seq 0 %d); do seq $((i*%d+1)) $(((i+1)*%d)); sleep 0.1; done")
+        :format(bursts - 1, chunk, chunk)
+      local want = {}
+      for i = 1, chunk * bursts do want[i] = tostring(i) end
+      want = table.concat(want, "\n") .. "\n"
+      local a = wsrun(srv, lease, data, cmd,
+        { id = "slots-1", ack = true, cutAfterBytes = 4 * 1048576 })
+      assert.is_nil(a.exitCode)
+      local held = check_contiguous(a.frames, 0x11, 0)
+      assert.are.equal(want:sub(1, held), a.stdout)
+      local base = P .. "/sandbox/" .. id .. "/execs"
+      assert.is_true(platform.waitUntil(function()
+        return srv:curl("GET", base .. "/slots-1").json.state == "exited"
+      end, 20000, 100), "the detached command did not end")
+      -- the file holds fewer slots than the stream has segments: the
+      -- segments after the acks took the slots the acks freed
+      local files = srv.dataDir .. "/sandboxes/" .. id .. "/execs/e-slots-1"
+      local f = assert(io.open(files .. ".stdout", "rb"))
+      local size = f:seek("end")
+      f:close()
+      assert.is_true(size < #want, ("the spool is %d bytes for %d"):format(size, #want))
+      local rec = platform.decode(platform.readFile(files .. ".json"))
+      local first = rec.stdout.start // 1048576
+      local moved = false
+      for k, slot in ipairs(rec.stdout.slots) do
+        if slot ~= first + k - 1 then moved = true end
+      end
+      assert.is_true(moved, "every segment is in its own slot")
+      srv:kill9()
+      srv2 = platform.start{ dataDir = data .. "/d" }
+      local b = wsrun(srv2, srv2:lease(P, id), data, ":",
+        { attach = "slots-1", resume = { stdout = held, stderr = 0 } })
+      assert.are.equal(0, b.exitCode, table.concat(b.summary.log, "; "))
+      check_contiguous(b.frames, 0x11, held)
+      assert.are.equal(#want, #a.stdout + #b.stdout)
+      assert.is_true(a.stdout .. b.stdout == want, "the replay is not the stream")
+      srv2:json("DELETE", P .. "/sandbox/" .. id)
+    end)
+    if srv2 then srv2:close() end
+    srv:close()
+    platform.rm_rf(data)
+    assert(ok, err)
+  end)
 end)
 
 describe("exec-resume/1 on a full disk", function()

@@ -398,8 +398,8 @@ static void fail_typed(ws_session *s, const char *code, const char *message,
 
 static cJSON *range_json(const mp_exec *e, int i) {
   cJSON *r = cJSON_CreateObject();
-  cJSON_AddNumberToObject(r, "start", (double)e->start[i]);
-  cJSON_AddNumberToObject(r, "end", (double)e->end[i]);
+  cJSON_AddNumberToObject(r, "start", (double)e->spool[i].start);
+  cJSON_AddNumberToObject(r, "end", (double)e->spool[i].end);
   return r;
 }
 
@@ -428,15 +428,15 @@ static void forward_exec(ws_session *s) {
     moved = 0;
     for (i = 0; i < 2; i++) {
       ssize_t n;
-      if (s->sent[i] < e->start[i]) {
+      if (s->sent[i] < e->spool[i].start) {
         cJSON *d = cJSON_CreateObject();
         cJSON_AddStringToObject(d, "stream", names[i]);
         cJSON_AddNumberToObject(d, "from", (double)s->sent[i]);
-        cJSON_AddNumberToObject(d, "to", (double)e->start[i]);
+        cJSON_AddNumberToObject(d, "to", (double)e->spool[i].start);
         if (send_json(s, "output_gap", d) < 0) return;
-        s->sent[i] = e->start[i];
+        s->sent[i] = e->spool[i].start;
       }
-      if (s->sent[i] >= e->end[i]) continue;
+      if (s->sent[i] >= e->spool[i].end) continue;
       n = mp_exec_read(e, i, s->sent[i], frame + head, sizeof frame - head);
       if (n <= 0) {
         fail_typed(s, "output_failed", "cannot read the exec's output", 1011);
@@ -455,8 +455,8 @@ static void forward_exec(ws_session *s) {
       moved = 1;
     }
   }
-  if (e->state == MP_EXEC_RUNNING || s->sent[0] < e->end[0]
-      || s->sent[1] < e->end[1])
+  if (e->state == MP_EXEC_RUNNING || s->sent[0] < e->spool[0].end
+      || s->sent[1] < e->spool[1].end)
     return;
   if (e->state == MP_EXEC_LOST) {
     fail_typed(s, "exec_lost", "the exec's command died with a previous"
@@ -472,8 +472,8 @@ static void forward_exec(ws_session *s) {
       snprintf(msg, sizeof msg, "its output could not be kept; it was killed");
     fail_typed(s, full ? "insufficient_storage" : "output_lost", msg, 1011);
   } else {
-    if (send_resumable_exit(s, e->exit_code, e->reason, e->end[0],
-                            e->end[1]) < 0)
+    if (send_resumable_exit(s, e->exit_code, e->reason, e->spool[0].end,
+                            e->spool[1].end) < 0)
       return;
     queue_close(s, 1000, "");
   }
@@ -697,10 +697,10 @@ static void attach(ws_session *s, mp_exec *e, const uint64_t off[3]) {
     return;
   }
   for (i = 0; i < 2; i++)
-    if (off[i] > e->end[i]) {
+    if (off[i] > e->spool[i].end) {
       snprintf(msg, sizeof msg, "resume.%s is %llu, past the %llu bytes"
                " the exec wrote", i == 0 ? "stdout" : "stderr",
-               (unsigned long long)off[i], (unsigned long long)e->end[i]);
+               (unsigned long long)off[i], (unsigned long long)e->spool[i].end);
       fail_typed(s, "invalid_request", msg, 1008);
       return;
     }
@@ -1084,7 +1084,7 @@ static int can_move(ws_session *s) {
   if (s->exec != NULL) {
     const mp_exec *e = s->exec;
     return !s->closing
-           && (s->sent[0] < e->end[0] || s->sent[1] < e->end[1]
+           && (s->sent[0] < e->spool[0].end || s->sent[1] < e->spool[1].end
                || e->state != MP_EXEC_RUNNING)
            && wslay_event_get_queued_msg_length(s->ctx) < WS_SEND_HIGH;
   }

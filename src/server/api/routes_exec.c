@@ -76,8 +76,8 @@ static cJSON *exec_json(const mp_exec *e) {
   cJSON_AddStringToObject(o, "fingerprint", e->fingerprint);
   for (i = 0; i < 2; i++) {
     cJSON *r = cJSON_AddObjectToObject(o, names[i]);
-    cJSON_AddNumberToObject(r, "start", (double)e->start[i]);
-    cJSON_AddNumberToObject(r, "end", (double)e->end[i]);
+    cJSON_AddNumberToObject(r, "start", (double)e->spool[i].start);
+    cJSON_AddNumberToObject(r, "end", (double)e->spool[i].end);
   }
   return o;
 }
@@ -98,9 +98,9 @@ static long long query_uint(struct MHD_Connection *conn, const char *name,
 static void range_headers(struct MHD_Response *resp, const mp_exec *e,
                           int stream) {
   char n[32];
-  snprintf(n, sizeof n, "%llu", (unsigned long long)e->start[stream]);
+  snprintf(n, sizeof n, "%llu", (unsigned long long)e->spool[stream].start);
   MHD_add_response_header(resp, "x-mastra-output-start", n);
-  snprintf(n, sizeof n, "%llu", (unsigned long long)e->end[stream]);
+  snprintf(n, sizeof n, "%llu", (unsigned long long)e->spool[stream].end);
   MHD_add_response_header(resp, "x-mastra-output-end", n);
   MHD_add_response_header(resp, "x-mastra-exec-state", mp_exec_state_name(e));
 }
@@ -126,13 +126,14 @@ static enum MHD_Result output(mp_server *srv, struct MHD_Connection *conn,
                          " 'limit' one > 0");
   stream = strcmp(name, "stdout") == 0 ? MP_EXEC_STDOUT : MP_EXEC_STDERR;
   if (limit > OUTPUT_LIMIT_MAX) limit = OUTPUT_LIMIT_MAX;
-  if ((uint64_t)off < e->start[stream] || (uint64_t)off > e->end[stream]) {
+  if ((uint64_t)off < e->spool[stream].start
+      || (uint64_t)off > e->spool[stream].end) {
     char msg[200];
     int n = snprintf(msg, sizeof msg, "{\"error\":{\"message\":\"offset %lld"
                      " is outside the retained %s [%llu, %llu)\",\"type\":"
                      "\"range_not_satisfiable\"}}", off, name,
-                     (unsigned long long)e->start[stream],
-                     (unsigned long long)e->end[stream]);
+                     (unsigned long long)e->spool[stream].start,
+                     (unsigned long long)e->spool[stream].end);
     resp = MHD_create_response_from_buffer((size_t)n, msg,
                                            MHD_RESPMEM_MUST_COPY);
     if (resp == NULL) return MHD_NO;
@@ -142,7 +143,7 @@ static enum MHD_Result output(mp_server *srv, struct MHD_Connection *conn,
     MHD_destroy_response(resp);
     return ret;
   }
-  if ((uint64_t)off == e->end[stream] && e->state == MP_EXEC_RUNNING) {
+  if ((uint64_t)off == e->spool[stream].end && e->state == MP_EXEC_RUNNING) {
     long long wait = query_uint(conn, "wait_ms", 0);
     if (wait < 0)
       return mp_send_error(conn, 400, "invalid_request", "query 'wait_ms'"
@@ -168,13 +169,13 @@ static enum MHD_Result output(mp_server *srv, struct MHD_Connection *conn,
       return MHD_YES;
     }
   }
-  if ((uint64_t)off == e->end[stream]) {
+  if ((uint64_t)off == e->spool[stream].end) {
     if (e->state == MP_EXEC_RUNNING) status = 204; /* nothing new yet */
   } else {
     ssize_t n;
     len = (size_t)limit;
-    if (len > e->end[stream] - (uint64_t)off)
-      len = (size_t)(e->end[stream] - (uint64_t)off);
+    if (len > e->spool[stream].end - (uint64_t)off)
+      len = (size_t)(e->spool[stream].end - (uint64_t)off);
     buf = malloc(len);
     if (buf == NULL)
       return mp_send_error(conn, 500, "internal_error", "out of memory");

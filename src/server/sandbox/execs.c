@@ -4,8 +4,9 @@
 ** Files, in SANDBOX_ROOT/execs/ (beside the working tree, never in it or
 ** in its checkpoints): e-<exec_id>.json, the record (written before the
 ** spawn and at the end, atomically), and e-<exec_id>.stdout / .stderr,
-** the spools. A spool's byte k is byte k of its stream; what an ack let go
-** of is punched out (the offsets stay). The server reads a command's pipes
+** the spools. A spool keeps its stream's bytes in reused 1 MiB slots
+** (spool.h); what an ack let go of frees its slots, and an ended exec's
+** record carries the map of the rest. The server reads a command's pipes
 ** only while the exec's retained bytes (both streams) are below
 ** srv->exec_log_max: past that the pipes fill and the command blocks on
 ** its writes ("block"; nothing is lost). All the execs of the server
@@ -164,8 +165,15 @@ static void save(mp_exec *e) {
   }
   for (i = 0; i < 2; i++) {
     cJSON *s = cJSON_AddObjectToObject(o, stream_ext[i]);
-    cJSON_AddNumberToObject(s, "start", (double)e->start[i]);
-    cJSON_AddNumberToObject(s, "end", (double)e->end[i]);
+    cJSON_AddNumberToObject(s, "start", (double)e->spool[i].start);
+    cJSON_AddNumberToObject(s, "end", (double)e->spool[i].end);
+    if (e->state == MP_EXEC_EXITED) { /* where a restart finds its bytes */
+      size_t k, n;
+      const uint32_t *slots = mp_spool_slots(&e->spool[i], &n);
+      cJSON *a = cJSON_AddArrayToObject(s, "slots");
+      for (k = 0; a != NULL && k < n; k++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((double)slots[k]));
+    }
   }
   text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
@@ -199,7 +207,8 @@ static void on_wake(mastra__timer *t);
 static void fire_polls(mp_exec *e, int all);
 
 static uint64_t retained(const mp_exec *e) {
-  return (e->end[0] - e->start[0]) + (e->end[1] - e->start[1]);
+  return (e->spool[0].end - e->spool[0].start)
+         + (e->spool[1].end - e->spool[1].start);
 }
 
 /* room was made: every exec whose command waits with output is pumped
@@ -219,7 +228,8 @@ static mp_exec *exec_new(mp_sandbox *sb, const char *id) {
   if (e == NULL) return NULL;
   e->sb = sb;
   snprintf(e->id, sizeof e->id, "%s", id);
-  e->fd[0] = e->fd[1] = -1;
+  mp_spool_init(&e->spool[0]);
+  mp_spool_init(&e->spool[1]);
   e->detach_ms = MP_EXEC_DETACH_DEFAULT_MS;
   mastra__timer_init(sb->srv->loop, &e->detach_timer, on_detach_timer, e);
   mastra__timer_init(sb->srv->loop, &e->retain_timer, on_retain, e);
@@ -258,8 +268,7 @@ static void exec_free(mp_exec *e, int files) {
     mastra__proc_kill(p);
     mp_sandbox_exec_done(e->sb->srv, e->sb, p);
   }
-  for (i = 0; i < 2; i++)
-    if (e->fd[i] >= 0) close(e->fd[i]);
+  for (i = 0; i < 2; i++) mp_spool_free(&e->spool[i]);
   if (files) remove_files(e);
   free(e);
 }
@@ -276,6 +285,32 @@ static void retain(mp_exec *e, int64_t from_ms) {
                 - mastra__wall_ms();
   mastra__timer_stop(&e->retain_timer);
   mastra__timer_start(&e->retain_timer, due > 0 ? (uint64_t)due : 0);
+}
+
+/* a record's stream: its map of slots (none: an older server's spool,
+** whose offsets are file positions) */
+static int load_spool(mp_spool *sp, int fd, uint64_t start, uint64_t end,
+                      const cJSON *m) {
+  uint32_t *slots = NULL;
+  int n = 0, k, rc;
+  if (m != NULL) {
+    if (!cJSON_IsArray(m)) return -1;
+    n = cJSON_GetArraySize(m);
+    slots = malloc(((size_t)n + 1) * sizeof *slots);
+    if (slots == NULL) return -1;
+    for (k = 0; k < n; k++) {
+      const cJSON *v = cJSON_GetArrayItem(m, k);
+      if (!cJSON_IsNumber(v) || v->valuedouble < 0
+          || v->valuedouble >= (double)UINT32_MAX) {
+        free(slots);
+        return -1;
+      }
+      slots[k] = (uint32_t)v->valuedouble;
+    }
+  }
+  rc = mp_spool_load(sp, fd, start, end, slots, (size_t)n);
+  free(slots);
+  return rc;
 }
 
 /* a record file that a previous server left */
@@ -320,14 +355,18 @@ static mp_exec *load(mp_sandbox *sb, const char *id) {
       const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, stream_ext[i]);
       const cJSON *a = cJSON_GetObjectItemCaseSensitive(s, "start");
       const cJSON *b = cJSON_GetObjectItemCaseSensitive(s, "end");
+      const cJSON *m = cJSON_GetObjectItemCaseSensitive(s, "slots");
+      int fd;
       file_path(sb, id, stream_ext[i], path, sizeof path);
-      e->fd[i] = open(path, O_RDONLY | O_CLOEXEC);
-      if (e->fd[i] < 0 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b)) {
+      fd = open(path, O_RDWR | O_CLOEXEC);
+      if (fd < 0 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b)
+          || a->valuedouble < 0 || b->valuedouble < a->valuedouble
+          || load_spool(&e->spool[i], fd, (uint64_t)a->valuedouble,
+                        (uint64_t)b->valuedouble, m) < 0) {
+        if (fd >= 0) close(fd);
         e->state = MP_EXEC_LOST; /* its output is gone: as good as lost */
         break;
       }
-      e->start[i] = (uint64_t)a->valuedouble;
-      e->end[i] = (uint64_t)b->valuedouble;
     }
   } else {
     e->state = MP_EXEC_LOST; /* it ran when the server died */
@@ -335,9 +374,7 @@ static mp_exec *load(mp_sandbox *sb, const char *id) {
   cJSON_Delete(o);
   if (e->state == MP_EXEC_LOST) {
     for (i = 0; i < 2; i++) {
-      if (e->fd[i] >= 0) close(e->fd[i]);
-      e->fd[i] = -1;
-      e->start[i] = e->end[i] = 0;
+      mp_spool_free(&e->spool[i]);
       file_path(sb, id, stream_ext[i], path, sizeof path);
       unlink(path);
     }
@@ -371,7 +408,8 @@ static void fire_polls(mp_exec *e, int all) {
   mp_exec_poll **pp = &e->polls;
   while (*pp != NULL) {
     mp_exec_poll *p = *pp;
-    if (all || e->state != MP_EXEC_RUNNING || e->end[p->stream] > p->off) {
+    if (all || e->state != MP_EXEC_RUNNING
+        || e->spool[p->stream].end > p->off) {
       *pp = p->next;
       p->next = NULL;
       p->exec = NULL;
@@ -413,17 +451,13 @@ void mp_execs_release_polls(mp_server *srv) {
     for (e = sb->execs; e != NULL; e = e->next) fire_polls(e, 1);
 }
 
-/* stream's spool below `to` goes: the retained start moves up, and whole
-** 4 KiB blocks give their space back */
+/* stream's spool below `to` goes: the retained start moves up, and the
+** slots wholly below it are free for the next segments (spool.c) */
 static void forget_below(mp_exec *e, int stream, uint64_t to) {
-  uint64_t a = (e->start[stream] + 4095) & ~(uint64_t)4095;
-  uint64_t b = to & ~(uint64_t)4095;
-  if (to <= e->start[stream]) return;
-  if (b > a && e->fd[stream] >= 0)
-    (void)fallocate(e->fd[stream], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                    (off_t)a, (off_t)(b - a));
-  e->sb->srv->exec_spooled -= to - e->start[stream];
-  e->start[stream] = to;
+  mp_spool *sp = &e->spool[stream];
+  if (to <= sp->start) return;
+  e->sb->srv->exec_spooled -= to - sp->start;
+  mp_spool_forget(sp, to);
 }
 
 /* the ended exec (not keep) that ended first, among those that retain
@@ -479,18 +513,21 @@ static int drain(mp_exec *e) {
         for (k = 0; k < 2 && need > 0; k++) {
           uint64_t have, cut;
           j = k == 0 ? i : 1 - i;
-          have = e->end[j] - e->start[j];
+          have = e->spool[j].end - e->spool[j].start;
           cut = have < need ? have : need;
-          forget_below(e, j, e->start[j] + cut);
+          forget_below(e, j, e->spool[j].start + cut);
           need -= cut;
         }
         free_bytes = room(e);
       }
       if (free_bytes == 0) break; /* block: the pipe fills, the command waits */
       if (n > free_bytes) n = (size_t)free_bytes;
-      if (mastra__write_all(e->fd[i], b->data, n) < 0) return -1;
-      e->end[i] += n;
-      e->sb->srv->exec_spooled += n;
+      {
+        uint64_t was = e->spool[i].end;
+        int rc = mp_spool_append(&e->spool[i], b->data, n);
+        e->sb->srv->exec_spooled += e->spool[i].end - was;
+        if (rc < 0) return -1;
+      }
       if (n == b->len) {
         mastra__proc_consumed(p, b);
         break;
@@ -593,9 +630,9 @@ int mp_exec_start(mp_sandbox *sb, const char *id, const char *fingerprint,
   e->started_ms = mastra__wall_ms();
   for (i = 0; i < 2; i++) {
     file_path(sb, id, stream_ext[i], path, sizeof path);
-    e->fd[i] = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+    e->spool[i].fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
                     0600);
-    if (e->fd[i] < 0) {
+    if (e->spool[i].fd < 0) {
       snprintf(err, errlen, "cannot make %s: %s", path, strerror(errno));
       exec_free(e, 1);
       return -1;
@@ -647,14 +684,7 @@ void mp_exec_delete(mp_exec *e) {
 
 ssize_t mp_exec_read(mp_exec *e, int stream, uint64_t off, void *buf,
                      size_t n) {
-  ssize_t r;
-  if (e->fd[stream] < 0 || off < e->start[stream] || off >= e->end[stream])
-    return -1;
-  if (n > e->end[stream] - off) n = (size_t)(e->end[stream] - off);
-  do
-    r = pread(e->fd[stream], buf, n, (off_t)off);
-  while (r < 0 && errno == EINTR);
-  return r;
+  return mp_spool_read(&e->spool[stream], off, buf, n);
 }
 
 void mp_exec_ack(mp_exec *e, uint64_t out, uint64_t err) {
@@ -663,8 +693,8 @@ void mp_exec_ack(mp_exec *e, uint64_t out, uint64_t err) {
   acks[0] = out;
   acks[1] = err;
   for (i = 0; i < 2; i++) {
-    uint64_t to = acks[i] < e->end[i] ? acks[i] : e->end[i];
-    if (to <= e->start[i] || e->fd[i] < 0) continue;
+    uint64_t to = acks[i] < e->spool[i].end ? acks[i] : e->spool[i].end;
+    if (to <= e->spool[i].start || e->spool[i].fd < 0) continue;
     forget_below(e, i, to);
     moved = 1;
   }
@@ -674,7 +704,8 @@ void mp_exec_ack(mp_exec *e, uint64_t out, uint64_t err) {
     pump(e); /* room in the bound: the pipes are read again */
   } else if (e->state == MP_EXEC_EXITED) {
     save(e);
-    if (e->start[0] == e->end[0] && e->start[1] == e->end[1])
+    if (e->spool[0].start == e->spool[0].end
+        && e->spool[1].start == e->spool[1].end)
       retain(e, mastra__wall_ms()); /* kept as long after the last ack */
   }
 }

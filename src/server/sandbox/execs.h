@@ -3,7 +3,7 @@
 ** (docs/platform.md "Resumable execs"). An exec is named by its client's
 ** exec_id within its sandbox, recorded with the fingerprint of its request
 ** before its command is spawned, and owns that command: its output goes to
-** one append-only spool file a stream (SANDBOX_ROOT/execs/), whatever
+** one spool file a stream (SANDBOX_ROOT/execs/, laid out by spool.h), whatever
 ** socket is attached, so a socket that closes detaches it and a new one
 ** replays from the offsets it names. The exec WebSocket (api/exec_ws.c)
 ** attaches and reads; the record files make a server restart answer
@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "sandbox/sandbox.h"
+#include "sandbox/spool.h"
 
 #define MP_EXEC_EXTENSION "exec-resume/1"
 #define MP_EXEC_ID_MAX 128
@@ -70,8 +71,8 @@ struct mp_exec {
                                ** written: the command was killed) */
   int64_t started_ms, ended_ms;
   mastra__proc *proc;          /* while it runs: ours */
-  int fd[2];                   /* the spools; -1: none (lost) */
-  uint64_t start[2], end[2];   /* retained [start, end) of each stream */
+  mp_spool spool[2];           /* stdout, stderr: the retained
+                               ** [start, end) of each; fd -1: none */
   uint64_t read_to[2];         /* how far a socket was sent each stream:
                                ** Railway's "last read" (not in the record) */
   uint64_t detach_ms;          /* with nobody attached this long: TERM */
