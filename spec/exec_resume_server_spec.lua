@@ -748,16 +748,36 @@ describe("exec-resume/1 long polls and shutdown", function()
   end)
 end)
 
+-- fn(srv, id, lease, data, restart) with a server on a data directory of
+-- its own and a sandbox the handle forgot; restart() kills the server with
+-- -9 and returns a new one on the same data, which destroys the sandbox
+-- at the end. Both servers and the data go, whatever fn raised.
+local function across_restart(fn)
+  local data = platform.tmpdir()
+  local srv = platform.start{ dataDir = data .. "/d" }
+  local srv2, id
+  local ok, err = pcall(function()
+    local sb = srv:startSandbox{}
+    id = sb.sandboxId
+    sb:detach()
+    fn(srv, id, srv:lease(P, id), data, function()
+      srv:kill9()
+      srv2 = platform.start{ dataDir = data .. "/d" }
+      return srv2
+    end)
+  end)
+  if srv2 then
+    pcall(srv2.json, srv2, "DELETE", P .. "/sandbox/" .. id)
+    srv2:close()
+  end
+  srv:close()
+  platform.rm_rf(data)
+  assert(ok, err)
+end
+
 describe("exec-resume/1 across a server's death", function()
   it("kill -9 while detached: after the restart, exec_lost, and nothing runs again", function()
-    local data = platform.tmpdir()
-    local srv = platform.start{ dataDir = data .. "/d" }
-    local srv2
-    local ok, err = pcall(function()
-      local sb = srv:startSandbox{}
-      local id = sb.sandboxId
-      sb:detach() -- the handle forgets it: srv2 destroys it
-      local lease = srv:lease(P, id)
+    across_restart(function(srv, id, lease, data, restart)
       -- one that ended before the kill is replayed after it
       local done = srv:wsExec(lease, "echo kept; echo oops >&2; exit 3",
         { initJson = { exec_id = "kept-1" } })
@@ -765,8 +785,7 @@ describe("exec-resume/1 across a server's death", function()
       local h = srv:wsExecSpawn(lease, "echo run >> count-lost; sleep 60",
         { initJson = { exec_id = "lost-1" }, closeAfterMs = 500 })
       h:wait()
-      srv:kill9()
-      srv2 = platform.start{ dataDir = data .. "/d" }
+      local srv2 = restart()
       local lease2 = srv2:lease(P, id)
       local frames = data .. "/frames"
       local r = srv2:wsExec(lease2, ":",
@@ -791,23 +810,11 @@ describe("exec-resume/1 across a server's death", function()
       assert.are.equal(5, f.byType.exit.data.stdout_total)
       local c = srv2:wsExec(lease2, "wc -l < count-lost")
       assert.are.equal("1", c.stdout:match("%d+"))
-      srv2:json("DELETE", P .. "/sandbox/" .. id)
     end)
-    if srv2 then srv2:close() end
-    srv:close()
-    platform.rm_rf(data)
-    assert(ok, err)
   end)
 
   it("a long output reuses the spool's slots; a restart replays them in order", function()
-    local data = platform.tmpdir()
-    local srv = platform.start{ dataDir = data .. "/d" }
-    local srv2
-    local ok, err = pcall(function()
-      local sb = srv:startSandbox{}
-      local id = sb.sandboxId
-      sb:detach() -- srv2 destroys it
-      local lease = srv:lease(P, id)
+    across_restart(function(srv, id, lease, data, restart)
       -- 14 bursts of numbers (7.9 MB), slow enough for the acks of each to
       -- free the slots (1 MiB each) before the next; cut after 4 MiB
       local chunk, bursts = 80000, 14
@@ -839,20 +846,14 @@ describe("exec-resume/1 across a server's death", function()
         if slot ~= first + k - 1 then moved = true end
       end
       assert.is_true(moved, "every segment is in its own slot")
-      srv:kill9()
-      srv2 = platform.start{ dataDir = data .. "/d" }
+      local srv2 = restart()
       local b = wsrun(srv2, srv2:lease(P, id), data, ":",
         { attach = "slots-1", resume = { stdout = held, stderr = 0 } })
       assert.are.equal(0, b.exitCode, table.concat(b.summary.log, "; "))
       check_contiguous(b.frames, 0x11, held)
       assert.are.equal(#want, #a.stdout + #b.stdout)
       assert.is_true(a.stdout .. b.stdout == want, "the replay is not the stream")
-      srv2:json("DELETE", P .. "/sandbox/" .. id)
     end)
-    if srv2 then srv2:close() end
-    srv:close()
-    platform.rm_rf(data)
-    assert(ok, err)
   end)
 end)
 
