@@ -3,8 +3,9 @@
 **
 ** The router admits a request to /ws/exec by its lease; then
 ** mp_ws_exec_upgrade() checks the handshake and queues the 101 answer that
-** selects `railway-shell`. libmicrohttpd then hands us the socket, and a
-** wslay server context runs on a mastra__io watcher:
+** selects `railway-shell`. libmicrohttpd then hands us the socket, which
+** a mastra__io watcher drives: our reader takes the client's frames
+** (http/ws_reader.h), and a wslay server context sends ours:
 **
 **   client: {"type":"init_exec","data":{"command","cwd"?,"env"?}}
 **           binary [2]+stdin bytes (any number, each <= 1 MiB)
@@ -80,6 +81,7 @@
 #include "http_tokens.h"
 #include "json.h"
 #include "http/request.h"
+#include "http/ws_reader.h"
 #include "api/exec_request.h"
 #include "http/respond.h"
 #include "sandbox/execs.h"
@@ -97,6 +99,7 @@
 #define WS_INIT_TIMEOUT_MS 30000       /* for init_exec to arrive */
 #define WS_CLOSE_WAIT_MS 5000          /* to finish the closing handshake */
 #define WS_STDIN_HIGH (1u << 20)       /* stop reading past this much stdin */
+#define WS_READS_A_TURN 16             /* socket reads before others' turn */
 /* Railway v2 stdin credits: chunks in flight, bytes a chunk (their
 ** product is WS_STDIN_HIGH: a credit goes back as a chunk is taken in) */
 #define WS_STDIN_CHUNKS 64
@@ -123,7 +126,8 @@ struct mp_ws_session {
   mastra__io io;
   mastra__timer timer;       /* init_exec deadline, then the close wait */
   mastra__timer ping;        /* a resumable exec's keepalive (--exec-ping) */
-  wslay_event_context_ptr ctx;
+  wslay_event_context_ptr ctx; /* what we send */
+  mp_wsr rd;                 /* what the client sends */
   char *extra;               /* bytes MHD read past the request head */
   size_t extra_len, extra_off;
   mastra__proc *proc;        /* ours until mp_sandbox_exec_done */
@@ -145,9 +149,10 @@ struct mp_ws_session {
   unsigned resumable : 1;    /* init_exec named an exec: typed errors */
   unsigned exit_sent : 1;    /* its exit is queued: acks still count */
   unsigned v2 : 1;           /* exec_hello came: Railway's version 2 */
-  unsigned over_limit : 1;   /* v2: a message past its limit came */
+  unsigned over_limit : 1;   /* a message past the limit came: 1009 */
   unsigned plain : 1;        /* Railway's reattach: tags 1 and 3, no offsets */
-  uint64_t in_msg;           /* v2: bytes of the message being received */
+  unsigned reading : 1;      /* no close came, the protocol held */
+  unsigned close_received : 1;
   uint64_t in_skip;          /* stdin bytes resent that the exec has */
   uint64_t in_acked;         /* the last stdin_ack's offset */
   char *in_buf;              /* stdin bytes waiting for the pipe */
@@ -254,6 +259,7 @@ static void session_free(mastra__handle *h) {
   ws_session *s = (ws_session *)h;
   mastra__loop *loop = s->loop;
   if (s->ctx != NULL) wslay_event_context_free(s->ctx);
+  mp_wsr_free(&s->rd);
   free(s->extra);
   free(s->in_buf);
   free(s);
@@ -512,30 +518,15 @@ static void forward(ws_session *s) {
 
 /* {====== wslay callbacks ====== */
 
+/* wslay only sends here: the reader of http/ws_reader.h takes the
+** client's frames (read_client) */
 static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len,
                        int flags, void *user) {
-  ws_session *s = user;
-  ssize_t n;
+  (void)buf;
+  (void)len;
   (void)flags;
-  if (stdin_full(s)) { /* backpressure: the pipe must take some first */
-    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-    return -1;
-  }
-  if (s->extra_off < s->extra_len) { /* what MHD read ahead comes first */
-    size_t k = s->extra_len - s->extra_off;
-    if (k > len) k = len;
-    memcpy(buf, s->extra + s->extra_off, k);
-    s->extra_off += k;
-    return (ssize_t)k;
-  }
-  do
-    n = recv(s->fd, buf, len, 0);
-  while (n < 0 && errno == EINTR);
-  if (n > 0) return n;
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-  else /* EOF or an error */
-    wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+  (void)user;
+  wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
   return -1;
 }
 
@@ -962,6 +953,7 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
       cJSON_AddItemToArray(x, cJSON_CreateString(MP_EXEC_EXTENSION));
     }
     s->v2 = 1;
+    mp_wsr_set_limit(&s->rd, WS_V2_MAX_RECV_MSG);
     send_json(s, "exec_capabilities", d);
   } else if (strcmp(type->valuestring, "output_ack") == 0
              && s->exec != NULL) {
@@ -997,36 +989,23 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
   cJSON_Delete(j);
 }
 
-/* Railway v2's read limit, counted over a message's frames (wslay checks
-** only its own, WS_MAX_RECV_MSG, and closes without a reason) */
-static void on_frame_start(wslay_event_context_ptr ctx,
-                           const struct wslay_event_on_frame_recv_start_arg *arg,
-                           void *user) {
-  ws_session *s = user;
-  (void)ctx;
-  if (!s->v2 || (arg->opcode & 0x8) != 0) return; /* control frames */
-  if (arg->opcode != WSLAY_CONTINUATION_FRAME) s->in_msg = 0;
-  s->in_msg += arg->payload_length;
-  if (s->in_msg <= WS_V2_MAX_RECV_MSG || s->over_limit) return;
-  /* reading goes on (its messages dropped) until the client answers the
-  ** close: a socket closed with unread bytes sends a reset, which can
-  ** overtake the close frame */
-  s->over_limit = 1;
-  queue_close(s, 1009, "read limited at 32768 bytes");
-  release_proc(s);
+/* the client's close (code 0: it gave none): wslay answers with the same
+** code and reason, ahead of queued output, unless our close is out */
+static void answer_close(ws_session *s, uint16_t code, const void *reason,
+                         size_t len) {
+  int r;
+  if (s->failed) return;
+  r = wslay_event_queue_close(s->ctx, code, reason, len);
+  if (r != 0 && r != WSLAY_ERR_NO_MORE_MSG) fail(s);
 }
 
-static void on_msg(wslay_event_context_ptr ctx,
-                   const struct wslay_event_on_msg_recv_arg *arg,
-                   void *user) {
-  ws_session *s = user;
-  (void)ctx;
+static void on_message(ws_session *s, int kind, const unsigned char *msg,
+                       size_t len) {
   if (s->over_limit) return;
-  if (arg->opcode == WSLAY_TEXT_FRAME)
-    on_text(s, (const char *)arg->msg, arg->msg_length);
-  else if (arg->opcode == WSLAY_BINARY_FRAME && arg->msg_length > 0
-           && arg->msg[0] == TAG_STDIN && !s->closing && !s->failed) {
-    stdin_push(s, arg->msg + 1, arg->msg_length - 1);
+  if (kind == MP_WSR_TEXT)
+    on_text(s, (const char *)msg, len);
+  else if (len > 0 && msg[0] == TAG_STDIN && !s->closing && !s->failed) {
+    stdin_push(s, msg + 1, len - 1);
     if (s->v2 && !s->closing && !s->failed) {
       /* taken in (the socket is not read while WS_STDIN_HIGH waits) */
       static const char credit[] =
@@ -1034,8 +1013,92 @@ static void on_msg(wslay_event_context_ptr ctx,
       queue_msg(s, WSLAY_TEXT_FRAME, credit, sizeof credit - 1);
     }
   }
-  /* other binary frames are ignored; wslay answers pings, and a close is
-  ** seen by pump() as reading having stopped */
+  /* other binary frames are ignored */
+}
+
+/* One frame event of the reader. A message over the limit (1 MiB, or
+** Railway v2's 32 KiB after exec_hello) ends the session with 1009 after
+** what is queued; reading goes on (its messages dropped) until the client
+** answers the close: a socket closed with unread bytes sends a reset,
+** which can overtake the close frame. A broken protocol (1002, 1007) is
+** answered at once, as wslay did, and nothing more is read. */
+static void on_frame_event(ws_session *s, int kind, const mp_wsr_event *ev) {
+  switch (kind) {
+  case MP_WSR_TEXT:
+  case MP_WSR_BINARY:
+    on_message(s, kind, ev->data, ev->len);
+    break;
+  case MP_WSR_PING: {
+    struct wslay_event_msg m;
+    int r;
+    m.opcode = WSLAY_PONG;
+    m.msg = ev->data;
+    m.msg_length = ev->len;
+    r = wslay_event_queue_msg(s->ctx, &m);
+    if (r != 0 && r != WSLAY_ERR_NO_MORE_MSG) fail(s); /* no more: closing */
+    break;
+  }
+  case MP_WSR_CLOSE:
+    s->reading = 0;
+    s->close_received = 1;
+    answer_close(s, ev->code, ev->data, ev->len);
+    break;
+  case MP_WSR_ERROR:
+    if (ev->code == 1009) {
+      if (s->over_limit) break;
+      s->over_limit = 1;
+      queue_close(s, 1009, s->v2 ? "read limited at 32768 bytes"
+                                 : "a message over 1048576 bytes");
+      release_proc(s);
+      break;
+    }
+    s->reading = 0;
+    answer_close(s, ev->code, NULL, 0);
+    break;
+  default: /* PONG */
+    break;
+  }
+}
+
+/* Take what the client sent: the bytes MHD read ahead first, then the
+** socket's, until it would block, stdin must drain first, reading ended,
+** or WS_READS_A_TURN reads were done (the watcher is level-triggered: the
+** rest comes at its next turn). -1: the client went away or the socket
+** failed. */
+static int read_client(ws_session *s) {
+  int reads = 0;
+  for (;;) {
+    mp_wsr_event ev;
+    unsigned char *space;
+    size_t room;
+    ssize_t n;
+    int kind;
+    while (s->reading && !s->failed && !stdin_full(s)
+           && (kind = mp_wsr_next(&s->rd, &ev)) != MP_WSR_NEED) {
+      if (kind < 0) return -1; /* no memory for the message */
+      on_frame_event(s, kind, &ev);
+    }
+    if (!s->reading || s->failed || stdin_full(s)) return 0;
+    space = mp_wsr_space(&s->rd, &room);
+    if (s->extra_off < s->extra_len) {
+      size_t k = s->extra_len - s->extra_off;
+      if (k > room) k = room;
+      memcpy(space, s->extra + s->extra_off, k);
+      s->extra_off += k;
+      mp_wsr_filled(&s->rd, k);
+      continue;
+    }
+    if (reads++ == WS_READS_A_TURN) return 0;
+    do
+      n = recv(s->fd, space, room, 0);
+    while (n < 0 && errno == EINTR);
+    if (n > 0) {
+      mp_wsr_filled(&s->rd, (size_t)n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    return -1; /* EOF or an error */
+  }
 }
 
 /* }====== */
@@ -1044,7 +1107,7 @@ static void on_msg(wslay_event_context_ptr ctx,
 
 static void rearm(ws_session *s) {
   uint32_t ev = 0;
-  int want_read = wslay_event_want_read(s->ctx);
+  int want_read = s->reading;
   if (want_read && !stdin_full(s)) ev |= EPOLLIN;
   if (wslay_event_want_write(s->ctx)) ev |= EPOLLOUT;
   if (ev == 0 && !want_read) { /* the closing handshake is over */
@@ -1063,7 +1126,7 @@ static void rearm(ws_session *s) {
   }
   /* a close went out, or came in: bound what is left */
   if (!s->close_wait && (wslay_event_get_close_sent(s->ctx)
-                         || wslay_event_get_close_received(s->ctx))) {
+                         || s->close_received)) {
     s->close_wait = 1;
     mastra__timer_stop(&s->timer);
     mastra__timer_start(&s->timer, WS_CLOSE_WAIT_MS);
@@ -1097,15 +1160,15 @@ static int can_move(ws_session *s) {
 ** what the socket takes, and set the watcher's interest. */
 static void pump(ws_session *s, int readable) {
   if (s->failed || s->ended) return;
-  if (readable && wslay_event_want_read(s->ctx)) {
-    if (wslay_event_recv(s->ctx) != 0) {
+  if (readable && s->reading) {
+    if (read_client(s) < 0) {
       fail(s);
       return;
     }
     if (s->failed) return;
-    if (!wslay_event_get_read_enabled(s->ctx) && !s->closing) {
-      /* the client closed, broke the protocol or sent too much: wslay
-      ** queued the close; the command must go */
+    if (!s->reading && !s->closing) {
+      /* the client closed or broke the protocol: the answer is queued;
+      ** the command must go */
       s->closing = 1;
       release_proc(s);
     }
@@ -1134,7 +1197,7 @@ static void on_sock(mastra__io *io, uint32_t revents) {
     release_proc(s); /* the client left while its stdin waited: the command
                      ** goes, and reading resumes to finish the close */
   if (!s->failed && !s->ended) {
-    if ((revents & (EPOLLHUP | EPOLLERR)) && !wslay_event_want_read(s->ctx))
+    if ((revents & (EPOLLHUP | EPOLLERR)) && !s->reading)
       fail(s); /* nothing more can reach the client */
     else
       pump(s, (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0);
@@ -1189,7 +1252,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls,
                        const char *extra_in, size_t extra_in_size,
                        MHD_socket sock, struct MHD_UpgradeResponseHandle *urh) {
   static const struct wslay_event_callbacks cbs = {
-      ws_recv, ws_send, NULL, on_frame_start, NULL, NULL, on_msg};
+      ws_recv, ws_send, NULL, NULL, NULL, NULL, NULL};
   mp_sandbox *sb = cls;
   mp_server *srv = sb->srv;
   ws_session *s;
@@ -1208,7 +1271,8 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls,
     s->ctx = NULL;
     goto refuse;
   }
-  wslay_event_config_set_max_recv_msg_length(s->ctx, WS_MAX_RECV_MSG);
+  if (mp_wsr_init(&s->rd, WS_MAX_RECV_MSG) < 0) goto refuse;
+  s->reading = 1;
   fl = fcntl(sock, F_GETFL);
   if (fl < 0 || fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0) goto refuse;
   setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -1237,6 +1301,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls,
 refuse:
   if (s != NULL) {
     if (s->ctx != NULL) wslay_event_context_free(s->ctx);
+    mp_wsr_free(&s->rd);
     free(s->extra);
     free(s);
   }
