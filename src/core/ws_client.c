@@ -105,6 +105,9 @@ static void teardown(mastra__ws *ws) {
   free(ws->ahead);
   ws->ahead = NULL;
   ws->ahead_len = ws->ahead_off = 0;
+  free(ws->out);
+  ws->out = NULL;
+  ws->out_len = ws->out_off = 0;
   ws->phase = PH_DONE;
   ws->state = MASTRA__WS_CLOSED;
 }
@@ -239,25 +242,66 @@ static ssize_t on_wslay_recv(wslay_event_context_ptr ctx, uint8_t *buf,
   return (ssize_t)n;
 }
 
+/* Write what ws->out holds: 0 (all of it went, or the socket is full:
+** out_blocked, and the same bytes go at its next EPOLLOUT, as TLS wants),
+** -1 on a failure (set_error). */
+static int flush_out(mastra__ws *ws) {
+  while (ws->out_off < ws->out_len) {
+    size_t n = 0;
+    CURLcode rc = curl_easy_send(ws->xfer.easy, ws->out + ws->out_off,
+                                 ws->out_len - ws->out_off, &n);
+    if (rc == CURLE_AGAIN) {
+      ws->out_blocked = 1;
+      return 0;
+    }
+    if (rc != CURLE_OK) {
+      set_error(ws, mastra__curl_code_name(rc), "cannot send to %s: %s",
+                ws->target, curl_easy_strerror(rc));
+      return -1;
+    }
+    ws->out_off += n;
+    ws->changed = 1;
+  }
+  ws->out_off = ws->out_len = 0;
+  ws->out_blocked = 0;
+  return 0;
+}
+
+/* wslay's frames (a header, then the payload masked in 4 KiB pieces) are
+** gathered in ws->out and written MASTRA__WS_OUT_BUF at a time: one
+** send(2) where there were sixteen and a header alone. Nothing is added
+** while bytes that the socket refused wait: they go again unchanged. */
 static ssize_t on_wslay_send(wslay_event_context_ptr ctx, const uint8_t *data,
                              size_t len, int flags, void *ud) {
   mastra__ws *ws = ud;
-  size_t n = 0;
-  CURLcode rc;
+  size_t room;
   (void)flags;
-  rc = curl_easy_send(ws->xfer.easy, data, len, &n);
-  if (rc == CURLE_AGAIN) {
-    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-    return -1;
+  if (ws->out == NULL) {
+    ws->out = malloc(MASTRA__WS_OUT_BUF);
+    if (ws->out == NULL) {
+      ws->oom = 1;
+      wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+      return -1;
+    }
   }
-  if (rc != CURLE_OK) {
-    set_error(ws, mastra__curl_code_name(rc), "cannot send to %s: %s",
-              ws->target, curl_easy_strerror(rc));
+  if (!ws->out_blocked && ws->out_len == MASTRA__WS_OUT_BUF
+      && flush_out(ws) < 0) {
     wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
     return -1;
   }
-  ws->changed = 1;
-  return (ssize_t)n;
+  if (ws->out_blocked) {
+    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+    return -1;
+  }
+  room = MASTRA__WS_OUT_BUF - ws->out_len;
+  if (len > room) len = room;
+  memcpy(ws->out + ws->out_len, data, len);
+  ws->out_len += len;
+  return (ssize_t)len;
+}
+
+static int out_pending(const mastra__ws *ws) {
+  return ws->out_off < ws->out_len;
 }
 
 static int on_wslay_genmask(wslay_event_context_ptr ctx, uint8_t *buf,
@@ -440,7 +484,7 @@ static int set_interest(mastra__ws *ws) {
   uint32_t ev = 0;
   int rc;
   if (wslay_event_want_read(ws->ctx) && !ws->paused) ev |= EPOLLIN;
-  if (wslay_event_want_write(ws->ctx)) ev |= EPOLLOUT;
+  if (wslay_event_want_write(ws->ctx) || out_pending(ws)) ev |= EPOLLOUT;
   if (ev == 0) {
     /* an empty interest still reports hang-ups: do not spin on them */
     mastra__io_stop(&ws->io);
@@ -472,12 +516,20 @@ static void pump(mastra__ws *ws) {
       ws->head_len = ws->head_end = ws->feed_off = 0;
     }
   }
-  if (wslay_event_want_write(ws->ctx)) {
+  if (out_pending(ws) && flush_out(ws) < 0) { /* the bytes refused before */
+    finish(ws); /* flush_out said why */
+    return;
+  }
+  if (wslay_event_want_write(ws->ctx) && !ws->out_blocked) {
     size_t before = wslay_event_get_queued_msg_count(ws->ctx);
     size_t before_len = wslay_event_get_queued_msg_length(ws->ctx);
     rc = wslay_event_send(ws->ctx);
     if (rc != 0) {
       wslay_failed(ws, rc);
+      return;
+    }
+    if (out_pending(ws) && !ws->out_blocked && flush_out(ws) < 0) {
+      finish(ws); /* flush_out said why */
       return;
     }
     if ((before > 0 && wslay_event_get_queued_msg_count(ws->ctx) == 0)
@@ -492,7 +544,8 @@ static void pump(mastra__ws *ws) {
     ws->changed = 1;
     mastra__timer_start(&ws->timer, ws->close_ms);
   }
-  if (!wslay_event_want_read(ws->ctx) && !wslay_event_want_write(ws->ctx)) {
+  if (!wslay_event_want_read(ws->ctx) && !wslay_event_want_write(ws->ctx)
+      && !out_pending(ws)) {
     finish(ws); /* both close frames went: done */
     return;
   }
@@ -1028,7 +1081,9 @@ void mastra__ws_pop(mastra__ws *ws) {
 }
 
 size_t mastra__ws_buffered(const mastra__ws *ws) {
-  return ws->ctx ? wslay_event_get_queued_msg_length(ws->ctx) : 0;
+  return ws->ctx ? wslay_event_get_queued_msg_length(ws->ctx)
+                       + (ws->out_len - ws->out_off)
+                 : 0;
 }
 
 void mastra__ws_close(mastra__ws *ws, int code, const char *reason,

@@ -58,6 +58,8 @@
 /* A send queue that drains below this signals the id (a writer that
 ** waits for room may go on), as does one that empties. */
 #define MASTRA__WS_SEND_LOW ((size_t)256 << 10)
+/* What one write to the socket takes at most (ws->out). */
+#define MASTRA__WS_OUT_BUF ((size_t)64 << 10)
 /* Stop reading while this much received data waits for the owner. */
 #define MASTRA__WS_PENDING_MAX ((size_t)8 << 20)
 /* The largest response head to an Upgrade request, and the most of a
@@ -118,6 +120,11 @@ struct mastra__ws {
   ** reads until wslay would block, so none waits unseen by epoll) */
   unsigned char *ahead;
   size_t ahead_len, ahead_off;
+  /* bytes wslay handed us to send, not sent yet: its frames go out in
+  ** MASTRA__WS_OUT_BUF writes, not a header and 4 KiB pieces each */
+  unsigned char *out;
+  size_t out_len, out_off;
+  unsigned out_blocked : 1;  /* the socket said EAGAIN: the same bytes next */
   char accept[29];
   char **protocols;
   size_t nprotocols;
