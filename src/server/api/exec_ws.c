@@ -530,13 +530,17 @@ static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len,
   return -1;
 }
 
+/* wslay sends a frame's header and its payload in two calls, the header
+** with WSLAY_MSG_MORE: MSG_MORE keeps it for the payload's segment
+** (TCP_NODELAY would otherwise send it alone, and wake the client for
+** a few bytes) */
 static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data,
                        size_t len, int flags, void *user) {
   ws_session *s = user;
+  int how = MSG_NOSIGNAL | ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0);
   ssize_t n;
-  (void)flags;
   do
-    n = send(s->fd, data, len, MSG_NOSIGNAL);
+    n = send(s->fd, data, len, how);
   while (n < 0 && errno == EINTR);
   if (n >= 0) return n;
   wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK
