@@ -242,25 +242,36 @@ static ssize_t on_wslay_recv(wslay_event_context_ptr ctx, uint8_t *buf,
   return (ssize_t)n;
 }
 
-/* Write what ws->out holds: 0 (all of it went, or the socket is full:
-** out_blocked, and the same bytes go at its next EPOLLOUT, as TLS wants),
-** -1 on a failure (set_error). */
-static int flush_out(mastra__ws *ws) {
-  while (ws->out_off < ws->out_len) {
+/* Send buf[*off, len) until it is all out or the socket refuses more:
+** CURLE_OK, CURLE_AGAIN (*off is how far it got: the rest goes again
+** unchanged, as TLS wants) or the failure. */
+static CURLcode send_from(mastra__ws *ws, const void *buf, size_t len,
+                          size_t *off) {
+  while (*off < len) {
     size_t n = 0;
-    CURLcode rc = curl_easy_send(ws->xfer.easy, ws->out + ws->out_off,
-                                 ws->out_len - ws->out_off, &n);
-    if (rc == CURLE_AGAIN) {
-      ws->out_blocked = 1;
-      return 0;
-    }
-    if (rc != CURLE_OK) {
-      set_error(ws, mastra__curl_code_name(rc), "cannot send to %s: %s",
-                ws->target, curl_easy_strerror(rc));
-      return -1;
-    }
-    ws->out_off += n;
-    ws->changed = 1;
+    CURLcode rc = curl_easy_send(ws->xfer.easy, (const char *)buf + *off,
+                                 len - *off, &n);
+    if (rc != CURLE_OK) return rc;
+    *off += n;
+  }
+  return CURLE_OK;
+}
+
+/* Write what ws->out holds: 0 (all of it went, or the socket is full:
+** out_blocked, and the same bytes go at its next EPOLLOUT), -1 on a
+** failure (set_error). */
+static int flush_out(mastra__ws *ws) {
+  size_t from = ws->out_off;
+  CURLcode rc = send_from(ws, ws->out, ws->out_len, &ws->out_off);
+  if (ws->out_off > from) ws->changed = 1;
+  if (rc == CURLE_AGAIN) {
+    ws->out_blocked = 1;
+    return 0;
+  }
+  if (rc != CURLE_OK) {
+    set_error(ws, mastra__curl_code_name(rc), "cannot send to %s: %s",
+              ws->target, curl_easy_strerror(rc));
+    return -1;
   }
   ws->out_off = ws->out_len = 0;
   ws->out_blocked = 0;
@@ -769,22 +780,17 @@ static void read_head(mastra__ws *ws) {
 }
 
 static void send_request(mastra__ws *ws) {
-  while (ws->req_off < ws->req_len) {
-    size_t n = 0;
-    CURLcode rc = curl_easy_send(ws->xfer.easy, ws->request + ws->req_off,
-                                 ws->req_len - ws->req_off, &n);
-    if (rc == CURLE_AGAIN) {
-      int r = mastra__io_start(&ws->io, EPOLLOUT);
-      if (r < 0)
-        fail(ws, "CURLE_SEND_ERROR", "cannot watch the socket of %s: %s",
-             ws->target, strerror(-r));
-      return;
-    }
-    if (rc != CURLE_OK) {
-      fail_curl(ws, rc, "cannot send the WebSocket upgrade to");
-      return;
-    }
-    ws->req_off += n;
+  CURLcode rc = send_from(ws, ws->request, ws->req_len, &ws->req_off);
+  if (rc == CURLE_AGAIN) {
+    int r = mastra__io_start(&ws->io, EPOLLOUT);
+    if (r < 0)
+      fail(ws, "CURLE_SEND_ERROR", "cannot watch the socket of %s: %s",
+           ws->target, strerror(-r));
+    return;
+  }
+  if (rc != CURLE_OK) {
+    fail_curl(ws, rc, "cannot send the WebSocket upgrade to");
+    return;
   }
   free(ws->request);
   ws->request = NULL;

@@ -135,7 +135,7 @@ struct mp_ws_session {
   uint64_t sent[2];          /* its next offset to send, each stream */
   int depth;                 /* entry points on the stack */
   unsigned started : 1;      /* init_exec was handled */
-  unsigned closing : 1;      /* a close frame is queued (ours or wslay's) */
+  unsigned closing : 1;      /* a close frame is queued (ours or an answer) */
   unsigned failed : 1;       /* wslay or the socket failed: wslay no more */
   unsigned ending : 1;       /* tear down when the stack unwinds */
   unsigned ended : 1;
@@ -326,7 +326,8 @@ static void flush_close(ws_session *s) {
   r = wslay_event_queue_close(s->ctx, s->close_code,
                               (const uint8_t *)s->close_reason,
                               strlen(s->close_reason));
-  /* NO_MORE_MSG: wslay queued one already (the client closed first) */
+  /* NO_MORE_MSG: a close is queued already (the client closed first:
+  ** answer_close) */
   if (r != 0 && r != WSLAY_ERR_NO_MORE_MSG) fail(s);
 }
 
@@ -993,8 +994,9 @@ static void on_text(ws_session *s, const char *msg, size_t len) {
   cJSON_Delete(j);
 }
 
-/* the client's close (code 0: it gave none): wslay answers with the same
-** code and reason, ahead of queued output, unless our close is out */
+/* Answer the client's close (code 0: it gave none) with the same code and
+** reason, ahead of queued output (wslay sends control frames first),
+** unless our own close was handed to wslay already */
 static void answer_close(ws_session *s, uint16_t code, const void *reason,
                          size_t len) {
   int r;
