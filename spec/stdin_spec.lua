@@ -6,6 +6,9 @@
 local mastra = require "mastra"
 local platform = require "spec.support.platform"
 local util = require "spec.support.util"
+local common = require "mastra.common"
+local direct_exec = require "mastra.direct_exec"
+local platform_exec = require "mastra.platform_exec"
 
 local function pattern(n)
   local unit = {}
@@ -47,6 +50,33 @@ local function assert_gone(sb, pid)
   assert.is_true(platform.waitUntil(function()
     return sb:executeCommand("kill", { "-0", pid }).exitCode ~= 0
   end, 15000), "the command is still running")
+end
+
+-- Run run(feed) with a source of FEED_CHUNKS chunks of 1 MiB that always
+-- has one, beside a task that notes each chunk count it sees (it gives the
+-- loop a turn whenever it runs). Returns run's result and how many counts
+-- between the first chunk and the last that task saw.
+local FEED_CHUNKS = 64
+local function feeds_beside_a_task(run)
+  local chunk, fed, finished = ("f"):rep(1048576), 0, false
+  local seen = {}
+  local watcher = mastra.spawn(function()
+    while not finished do
+      if fed > 0 and fed < FEED_CHUNKS then seen[fed] = true end
+      mastra.sleep(0)
+    end
+  end)
+  local ok, r = pcall(run, function()
+    if fed == FEED_CHUNKS then return nil end
+    fed = fed + 1
+    return chunk
+  end)
+  finished = true
+  watcher:wait()
+  assert(ok, r)
+  local turns = 0
+  for _ in pairs(seen) do turns = turns + 1 end
+  return r, turns
 end
 
 describe("stdin on the local platform", function()
@@ -155,6 +185,60 @@ describe("stdin on the local platform", function()
     assert.is_true(r.timedOut)
     local pid = sb:executeCommand("cat", { "pid3" }).stdout:match("%d+")
     assert.is_truthy(pid)
+    assert_gone(sb, pid)
+  end)
+
+  -- a source that always has a chunk, for a command that reads at once: the
+  -- socket always has room, so the exec never has to wait; it gives the
+  -- loop a turn every TURN_BYTES all the same
+  it("lets other tasks run while a source that never waits feeds a fast reader", function()
+    local sb <close> = new_platform_sandbox(srv)
+    sb:start()
+    local r, turns = feeds_beside_a_task(function(feed)
+      return sb:executeCommand("wc", { "-c" }, { stdin = feed })
+    end)
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal(tostring(FEED_CHUNKS * 1048576), (r.stdout:gsub("%s", "")))
+    assert.is_true(turns >= FEED_CHUNKS // 4, ("the other task ran at %d points of %d"
+      .. " chunks"):format(turns, FEED_CHUNKS))
+  end)
+
+  it("does so on upstream's exec WebSocket too (a lease without exec-resume/1)", function()
+    local sb <close> = new_platform_sandbox(srv)
+    sb:start()
+    local lease = platform_exec.ensureLease(sb, "wc", 1, sb.sandboxId)
+    local r, turns = feeds_beside_a_task(function(feed)
+      return direct_exec.run{ url = lease.wsEndpoint, subprotocol = lease.subprotocol,
+        jwt = lease.jwt, command = "wc -c", stdin = common.stdinSource(feed) }
+    end)
+    assert.are.equal(0, r.exitCode)
+    assert.are.equal(tostring(FEED_CHUNKS * 1048576), (r.stdout:gsub("%s", "")))
+    assert.is_true(turns >= FEED_CHUNKS // 4, ("the other task ran at %d points of %d"
+      .. " chunks"):format(turns, FEED_CHUNKS))
+  end)
+
+  it("and a cancel stops such a feed and its command", function()
+    local sb <close> = new_platform_sandbox(srv)
+    sb:start()
+    local chunk, fed = ("c"):rep(1048576), 0
+    local t = mastra.spawn(function()
+      sb:executeCommand("sh", { "-c", "echo $$ > pid4; exec cat > /dev/null" },
+        { stdin = function()
+          fed = fed + 1
+          return chunk -- never the end
+        end })
+    end)
+    local pid = written_pid(sb, "pid4")
+    local before = fed
+    mastra.sleep(100)
+    assert.is_true(fed > before, "the feed does not go on")
+    t:cancel()
+    local ok, err = pcall(t.wait, t)
+    assert.is_false(ok)
+    assert.is_true(mastra.errors.CancelledError:is(err), tostring(err))
+    local after = fed
+    mastra.sleep(100)
+    assert.are.equal(after, fed) -- nothing fed after the cancel
     assert_gone(sb, pid)
   end)
 

@@ -25,6 +25,12 @@ local HANDSHAKE_MS = 30000
 local EXEC_FIELDS = { "command", "cwd", "env" }
 direct_exec.EXEC_FIELDS = EXEC_FIELDS
 local STDIN_HIGH = 1048576
+-- what one exec moves over its socket (stdin sent, output taken) before it
+-- gives the loop a turn: a stdin source that always has a chunk for a
+-- socket that always has room would otherwise hold the thread until its
+-- end, and other tasks, a cancel and a SIGTERM would wait for it
+local TURN_BYTES = 1048576
+direct_exec.TURN_BYTES = TURN_BYTES
 
 local function ordered(t, keys)
   return setmetatable(t, { __jsonorder = keys })
@@ -110,6 +116,7 @@ function direct_exec.run(spec)
   local sent, exited = false, false
   local feed = spec.stdin
   local control, asked = spec.control, false
+  local spent = 0 -- bytes moved since the loop last had a turn
   while true do
     local stdin_key -- the source has nothing now: it wakes this key
     local state = ws:state()
@@ -127,7 +134,8 @@ function direct_exec.run(spec)
       ws:send('{"type":"keep_running"}', "text")
       asked = true
     end
-    while feed and state == "open" and ws:bufferedAmount() < STDIN_HIGH do
+    while feed and state == "open" and spent < TURN_BYTES
+        and ws:bufferedAmount() < STDIN_HIGH do
       res.stdinStarted = true
       local chunk, key = feed()
       if chunk == nil then
@@ -138,6 +146,7 @@ function direct_exec.run(spec)
         break
       else
         ws:send("\2" .. chunk, "binary")
+        spent = spent + #chunk
       end
     end
     local took = false
@@ -145,6 +154,7 @@ function direct_exec.run(spec)
       local msg, kind = ws:receive()
       if msg == nil then break end
       took = true
+      spent = spent + #msg
       if kind == "binary" then
         if #msg > 1 then
           local tag = msg:byte(1)
@@ -194,7 +204,11 @@ function direct_exec.run(spec)
     -- that did may have yielded, and what woke meanwhile (room for stdin
     -- in the send queue, the stdin source's key, a detach's control) went
     -- by while this task waited elsewhere; the next turn looks at all of it
-    if not took then
+    if spent >= TURN_BYTES then
+      spent = 0
+      task.sleep(0) -- the loop's turn (TURN_BYTES)
+    elseif not took then
+      spent = 0
       if stdin_key then
         task.wait(ws:id(), timer:id(), stdin_key, control or timer:id())
       else

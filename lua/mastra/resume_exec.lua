@@ -40,6 +40,7 @@ local PREOPEN_ATTEMPTS = 2
 -- timeout would only delay the error
 local UNREACHABLE_MS = 10000
 local STDIN_HIGH = 1048576
+local TURN_BYTES = direct_exec.TURN_BYTES
 -- a socket that hears nothing this long (not even a pong, or the
 -- platform's own pings: --exec-ping, 10 s) is dead: reattach (docs/net.md)
 local KEEPALIVE_MS = 30000
@@ -226,6 +227,7 @@ function resume_exec.run(spec)
     timers.main = core.timer(math.ceil(math.min(limit, deadline - core.now())))
     local last_ack = core.now()
     local sent, exit = false, nil
+    local spent = 0 -- bytes moved since the loop last had a turn (TURN_BYTES)
     while true do
       local stdin_key
       local state = ws:state()
@@ -249,7 +251,8 @@ function resume_exec.run(spec)
         ws:send('{"type":"keep_running"}', "text")
         asked = true
       end
-      while feed and sent and state == "open" and ws:bufferedAmount() < STDIN_HIGH do
+      while feed and sent and state == "open" and spent < TURN_BYTES
+          and ws:bufferedAmount() < STDIN_HIGH do
         local chunk, key = feed()
         res.stdinStarted = true
         if chunk == nil then
@@ -264,6 +267,7 @@ function resume_exec.run(spec)
           stdin.last = stdin.last + 1
           stdin.pending[stdin.last] = chunk
           ws:send("\2" .. chunk, "binary")
+          spent = spent + #chunk
         end
       end
       local took = false
@@ -271,6 +275,7 @@ function resume_exec.run(spec)
         local msg, kind = ws:receive()
         if msg == nil then break end
         took = true
+        spent = spent + #msg
         if kind == "binary" then
           local s = #msg >= 9 and streams[TAG[msg:byte(1)]]
           if s then
@@ -389,7 +394,11 @@ function resume_exec.run(spec)
       elseif unacked > 0 and timers.ack == nil then
         timers.ack = core.timer(math.max(1, math.ceil(ACK_MS - (now - last_ack))))
       end
-      if not took then
+      if spent >= TURN_BYTES then
+        spent = 0
+        task.sleep(0) -- the loop's turn
+      elseif not took then
+        spent = 0
         local main = timers.main:id()
         task.wait(ws:id(), main, timers.ack and timers.ack:id() or main, stdin_key or main,
           control or main)
