@@ -19,6 +19,7 @@ static const luaL_Reg areas[] = {
   {"net", mastra__open_net},     /* http, websocket: lnet.c */
   {"json", mastra__open_json},   /* jsonDecode, jsonEncode: ljson.c */
   {"regex", mastra__open_regex}, /* regexCompile, regexMatch: lregex.c */
+  {"retained", mastra__open_retained}, /* retained output: lretained.c */
   {NULL, NULL}
 };
 

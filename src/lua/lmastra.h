@@ -25,6 +25,7 @@ int mastra__open_fs(lua_State *L);    /* lfs.c: the fs* primitives */
 int mastra__open_net(lua_State *L);   /* lnet.c: http, websocket */
 int mastra__open_json(lua_State *L);  /* ljson.c: jsonDecode, ... */
 int mastra__open_regex(lua_State *L); /* lregex.c: regexCompile, ... */
+int mastra__open_retained(lua_State *L); /* lretained.c: retained output */
 
 /* }====== */
 
