@@ -54,7 +54,7 @@ describe("mastra.output", function()
     assert.are.equal(9, b.dropped)
   end)
 
-  it("stays right over many small chunks (the dropped slots are reclaimed)", function()
+  it("stays right over many small chunks, in a block that stays small", function()
     local b = output.new(1000)
     local n = 20000
     for i = 1, n do b:append(("%05d\n"):format(i)) end
@@ -65,7 +65,37 @@ describe("mastra.output", function()
     assert.are.equal(("%05d\n"):format(n - 166):sub(3) .. ("%05d\n"):format(n - 165),
       text:sub(1, 10))
     assert.are.equal(("%05d\n"):format(n), text:sub(-6))
-    assert.is_true(#b.chunks < 400, "the chunk list grew to " .. #b.chunks)
+    assert.is_true(b.buf:capacity() <= 4096, "the block grew to " .. b.buf:capacity())
+  end)
+
+  it("keeps megabytes whole, past the block of its own (a mapping of 2 MiB and more)",
+    function()
+    local parts = {}
+    for i = 1, 300 do parts[i] = string.char(i % 251) .. ("%06d"):format(i):rep(5000) end
+    local all = table.concat(parts)
+    local b = fill(nil, parts)
+    assert.are.equal(#all, #b:text())
+    assert.is_true(b:text() == all, "the kept bytes differ")
+    assert.is_true(b.buf:capacity() >= 2 * 1048576)
+    b = fill(3 * 1048576, parts) -- the newest 3 MiB, the block moved to its start
+    assert.is_true(b:text() == all:sub(-3 * 1048576), "the kept tail differs")
+    assert.are.equal(#all - 3 * 1048576, b.dropped)
+  end)
+
+  it("frees its block at release, keeps the text, and refuses more", function()
+    local b = fill(nil, { "abc", "def" })
+    b:release()
+    assert.are.equal("abcdef", b:text())
+    assert.is_nil(b.buf)
+    assert.has_error(function() b:append("g") end, "mastra.output: append after release")
+    assert.are.equal("abcdef", b:text())
+  end)
+
+  it("checks core.retained's limit", function()
+    local core = require "mastra.core"
+    assert.has_error(function() core.retained(-1) end)
+    assert.has_error(function() core.retained(1.5) end)
+    assert.are.equal(0, core.retained(math.huge):size())
   end)
 
   it("checks a maxRetainedBytes as an options checker", function()
@@ -79,17 +109,9 @@ describe("mastra.output", function()
     end
   end)
 
-  it("joins its chunks with core.concat, in batches past 100000 of them", function()
-    local core = require "mastra.core"
+  it("joins many small chunks in order", function()
     local many = {}
     for i = 1, 100000 * 2 + 7 do many[i] = tostring(i % 10) .. (i % 3 == 0 and "" or "x") end
-    assert.are.equal(table.concat(many), core.concat(many))
-    assert.are.equal(table.concat(many, "", 4000), core.concat(many, 4000))
-    assert.are.equal("", core.concat(many, #many + 1))
-    assert.are.equal("", core.concat({}))
-    local ok, err = pcall(core.concat, { "a", 2 })
-    assert.is_false(ok)
-    assert.matches("list%[2%] is not a string", err)
     assert.are.equal(table.concat(many), fill(nil, many):text())
   end)
 end)

@@ -17,76 +17,53 @@ function output.checkMax(v)
     "an integer >= 0 (bytes), or math.huge (keep everything)"
 end
 
---- A buffer that keeps the newest max bytes (default: everything).
+--- A buffer that keeps the newest max bytes (default: everything). The
+-- bytes are kept in one block of C memory (core.retained,
+-- src/core/retained.h), not as the list of their chunks: the chunks can
+-- then be collected and their memory reused, and a big block takes huge
+-- pages where the kernel has them, so 256 MB kept no longer touches
+-- 512 MB of fresh pages.
 function output.new(max)
+  max = max or math.huge
   return setmetatable({
-    max = max or math.huge,
-    chunks = {},  -- chunks[head..#chunks]: the retained bytes, oldest first
-    head = 1,
-    bytes = 0,    -- retained
-    dropped = 0,  -- dropped, oldest first
+    max = max,
+    buf = max > 0 and core.retained(max) or nil,
+    dropped = 0,  -- bytes dropped, oldest first
+    joined = nil, -- text(), until the next append
   }, Retained)
 end
 
--- Drop the oldest bytes down to max. A cut chunk keeps its tail, which
--- does not start inside a UTF-8 sequence (up to 3 continuation bytes more
--- are dropped): text stays text.
-local function trim(b)
-  local chunks = b.chunks
-  while b.bytes > b.max do
-    local c = chunks[b.head]
-    local over = b.bytes - b.max
-    if #c <= over then
-      chunks[b.head] = false
-      b.head = b.head + 1
-      b.bytes, b.dropped = b.bytes - #c, b.dropped + #c
-    else
-      local cut, stop = over, math.min(#c, over + 3)
-      while cut < stop and c:byte(cut + 1) & 0xC0 == 0x80 do cut = cut + 1 end
-      chunks[b.head] = c:sub(cut + 1)
-      b.bytes, b.dropped = b.bytes - cut, b.dropped + cut
-      if cut == #c then
-        chunks[b.head] = false
-        b.head = b.head + 1
-      end
-    end
-  end
-  -- move the live chunks down once the dropped slots are the majority
-  if b.head > 32 and b.head * 2 > #chunks then
-    local n = 0
-    for i = b.head, #chunks do
-      n = n + 1
-      chunks[n] = chunks[i]
-    end
-    for i = #chunks, n + 1, -1 do chunks[i] = nil end
-    b.head = 1
-  end
-end
-
---- Keep s (the newest bytes), dropping the oldest beyond max.
+--- Keep s (the newest bytes), dropping the oldest beyond max. A cut keeps
+-- a tail that does not start inside a UTF-8 sequence (up to 3 continuation
+-- bytes more are dropped): text stays text.
 function Retained:append(s)
   local n = #s
   if n == 0 then return end
-  if self.max == 0 then
+  local buf = self.buf
+  if buf == nil then
+    if self.released then error("mastra.output: append after release", 2) end
     self.dropped = self.dropped + n
     return
   end
-  self.chunks[#self.chunks + 1] = s
-  self.bytes = self.bytes + n
-  if self.bytes > self.max then trim(self) end
+  self.dropped = buf:append(s)
+  self.joined = nil
 end
 
---- The retained bytes as one string (joined once, then kept joined).
+--- The retained bytes as one string (made once until the next append).
 function Retained:text()
-  local chunks, head = self.chunks, self.head
-  local n = #chunks - head + 1
-  if n <= 0 then return "" end
-  if n > 1 then
-    local s = core.concat(chunks, head) -- one allocation of its size
-    for i = #chunks, 1, -1 do chunks[i] = nil end
-    chunks[1], self.head = s, 1
+  local s = self.joined
+  if s == nil then
+    s = self.buf and self.buf:text() or ""
+    self.joined = s
   end
-  return chunks[self.head]
+  return s
+end
+
+--- Keep only text() and free the block: nothing may be appended after.
+function Retained:release()
+  self:text()
+  if self.buf then self.buf:free() end
+  self.buf, self.released = nil, true
 end
 
 --- Whether older bytes were dropped.
@@ -110,8 +87,11 @@ end
 
 --- Put the retained text of out and err, and what they dropped, in the
 -- result r (stdout, stderr, stdoutTruncated, stderrTruncated,
--- stdoutDroppedBytes, stderrDroppedBytes). Returns r.
+-- stdoutDroppedBytes, stderrDroppedBytes), and release both (their blocks
+-- are freed: the result holds the strings). Returns r.
 function output.fill(r, out, err)
+  out:release()
+  err:release()
   r.stdout, r.stderr = out:text(), err:text()
   r.stdoutTruncated, r.stderrTruncated = out:truncated(), err:truncated()
   r.stdoutDroppedBytes, r.stderrDroppedBytes = out.dropped, err.dropped

@@ -10,8 +10,6 @@
 **   core.setenv(name, value) -> true: sets a variable of the process's
 **                          environment (os.getenv and child processes see
 **                          it); the .env loader (dotenv.lua) uses it
-**   core.concat(list, i) -> list[i] .. ... .. list[#list] (strings), made
-**                          in one allocation of its final size
 **
 ** Failures return nil, message, NAME (docs/core.md).
 */
@@ -103,40 +101,6 @@ static int core_setenv(lua_State *L) {
   return 1;
 }
 
-/* How many values one lua_concat joins: a tenth of LUAI_MAXSTACK (a
-** million), so that a list of chunks of 16 KiB or more, up to 1.6 GB, is
-** joined in one go; a longer list is joined in batches and then the
-** batches (every byte copied twice) */
-#define CONCAT_BATCH 100000
-
-/* table.concat grows a buffer by doubling, then copies it into the
-** string: for 256 MB of kept output, 512 MB of fresh pages and two
-** copies. lua_concat of many strings at once sizes the result first and
-** copies each piece once into it (luaV_concat). */
-static int core_concat(lua_State *L) {
-  lua_Integer i = luaL_optinteger(L, 2, 1), n, parts = 0;
-  luaL_checktype(L, 1, LUA_TTABLE);
-  n = (lua_Integer)lua_rawlen(L, 1);
-  if (i < 1) luaL_argerror(L, 2, "must be 1 or more");
-  lua_settop(L, 1);
-  while (i <= n) {
-    lua_Integer k = 0, want = n - i + 1 < CONCAT_BATCH ? n - i + 1 : CONCAT_BATCH;
-    luaL_checkstack(L, (int)want + 2, "concat");
-    for (; k < want; k++, i++) {
-      if (lua_rawgeti(L, 1, i) != LUA_TSTRING)
-        return luaL_error(L, "concat: list[%d] is not a string", (int)i);
-    }
-    lua_concat(L, (int)k);
-    parts++;
-    if (parts == CONCAT_BATCH) { /* many batches: join what is there */
-      lua_concat(L, (int)parts);
-      parts = 1;
-    }
-  }
-  lua_concat(L, (int)parts); /* 0 parts: "" */
-  return 1;
-}
-
 int mastra__open_sys(lua_State *L) {
   static const luaL_Reg funcs[] = {
     {"time", core_time},
@@ -145,7 +109,6 @@ int mastra__open_sys(lua_State *L) {
     {"lock", core_lock},
     {"pidAlive", core_pid_alive},
     {"setenv", core_setenv},
-    {"concat", core_concat},
     {NULL, NULL}
   };
   static const luaL_Reg lock_meth[] = {
