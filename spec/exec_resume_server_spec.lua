@@ -395,6 +395,38 @@ describe("exec-resume/1 on the server", function()
     assert.matches("resume_from_last_read", bad.frames.byType.error.data.message, 1, true)
   end)
 
+  -- each ended exec is retained (--exec-retain, 15 min) with its spools;
+  -- it used to keep their two files open all that time, and every
+  -- command's vforked child closes every descriptor of the server
+  it("an ended exec that nobody follows holds no descriptor of the server", function()
+    local function fds()
+      local p = assert(io.popen("ls /proc/" .. srv.pid .. "/fd | wc -l"))
+      local n = tonumber(p:read("a"):match("%d+"))
+      p:close()
+      return n
+    end
+    sb:executeCommand("true") -- the lease and the kept-alive connections
+    local before = fds()
+    local list = {}
+    for i = 1, 200 do list[i] = i end
+    mastra.map(list, function(i)
+      local r = sb:executeCommand("echo out " .. i .. "; echo err " .. i .. " >&2")
+      assert.are.equal("out " .. i .. "\n", r.stdout)
+      assert.is_truthy(r.execId)
+    end, { concurrency = 20 })
+    local after = fds()
+    assert.is_true(after - before < 40, ("200 ended execs hold %d descriptors more"):format(
+      after - before))
+    -- a parked one still replays its output to a reattach, and is parked again
+    local a = run("echo parked-out; echo parked-err >&2", { id = "parked-1" })
+    assert.are.equal(0, a.exitCode)
+    local again = run(":", { attach = "parked-1" })
+    assert.are.equal(0, again.exitCode)
+    assert.are.equal("parked-out\n", again.stdout)
+    assert.are.equal("parked-err\n", again.stderr)
+    assert.is_true(fds() - before < 40)
+  end)
+
   it("a timeout_ms is the process's deadline, whatever the socket does", function()
     local a = run("sleep 30",
       { id = "deadline-1", initJson = { timeout_ms = 500 }, closeAfterMs = 100 })

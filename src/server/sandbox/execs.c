@@ -289,6 +289,31 @@ static void retain(mp_exec *e, int64_t from_ms) {
 
 /* a record's stream: its map of slots (none: an older server's spool,
 ** whose offsets are file positions) */
+/* An ended exec that no socket follows holds no descriptor: its spools'
+** files are closed (their maps stay) and opened again to be read or
+** acknowledged. Without this, each ended exec kept its two files open
+** for as long as it was retained (--exec-retain, 15 min): 2,000 short
+** execs held 3,300 descriptors of the server, and every command's vforked
+** child then closed them all while the loop thread waited in vfork. */
+static void park(mp_exec *e) {
+  int i;
+  if (e->proc != NULL || e->attached) return;
+  for (i = 0; i < 2; i++) mp_spool_close(&e->spool[i]);
+}
+
+/* the spool of stream open again, if it holds bytes: 0, or -1 */
+static int unpark(mp_exec *e, int stream) {
+  mp_spool *sp = &e->spool[stream];
+  char path[4096];
+  int fd;
+  if (sp->fd >= 0 || sp->end <= sp->start) return 0;
+  file_path(e->sb, e->id, stream_ext[stream], path, sizeof path);
+  fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return -1;
+  mp_spool_reopen(sp, fd);
+  return 0;
+}
+
 static int load_spool(mp_spool *sp, int fd, uint64_t start, uint64_t end,
                       const cJSON *m) {
   uint32_t *slots = NULL;
@@ -385,6 +410,7 @@ static mp_exec *load(mp_sandbox *sb, const char *id) {
   }
   sb->srv->exec_spooled += retained(e);
   retain(e, e->ended_ms);
+  park(e);
   return e;
 }
 
@@ -456,8 +482,10 @@ void mp_execs_release_polls(mp_server *srv) {
 static void forget_below(mp_exec *e, int stream, uint64_t to) {
   mp_spool *sp = &e->spool[stream];
   if (to <= sp->start) return;
+  (void)unpark(e, stream); /* the slots are punched through its file */
   e->sb->srv->exec_spooled -= to - sp->start;
   mp_spool_forget(sp, to);
+  park(e);
 }
 
 /* the ended exec (not keep) that ended first, among those that retain
@@ -559,6 +587,7 @@ static void finish(mp_exec *e) {
   ** loop thread for a journal commit at each exec's end */
   save(e);
   retain(e, e->ended_ms);
+  park(e);
 }
 
 static void pump(mp_exec *e) {
@@ -668,6 +697,7 @@ void mp_exec_detach(mp_exec *e, void *data) {
     mastra__timer_stop(&e->detach_timer);
     mastra__timer_start(&e->detach_timer, e->detach_ms);
   }
+  park(e);
 }
 
 void mp_exec_unattended(mp_exec *e) {
@@ -684,7 +714,11 @@ void mp_exec_delete(mp_exec *e) {
 
 ssize_t mp_exec_read(mp_exec *e, int stream, uint64_t off, void *buf,
                      size_t n) {
-  return mp_spool_read(&e->spool[stream], off, buf, n);
+  ssize_t got;
+  if (unpark(e, stream) < 0) return -1;
+  got = mp_spool_read(&e->spool[stream], off, buf, n);
+  park(e); /* a read of GET .../output: nobody follows it */
+  return got;
 }
 
 void mp_exec_ack(mp_exec *e, uint64_t out, uint64_t err) {
@@ -694,7 +728,7 @@ void mp_exec_ack(mp_exec *e, uint64_t out, uint64_t err) {
   acks[1] = err;
   for (i = 0; i < 2; i++) {
     uint64_t to = acks[i] < e->spool[i].end ? acks[i] : e->spool[i].end;
-    if (to <= e->spool[i].start || e->spool[i].fd < 0) continue;
+    if (to <= e->spool[i].start) continue;
     forget_below(e, i, to);
     moved = 1;
   }

@@ -26,6 +26,16 @@ void mp_spool_free(mp_spool *s) {
   mp_spool_init(s);
 }
 
+void mp_spool_close(mp_spool *s) {
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+}
+
+void mp_spool_reopen(mp_spool *s, int fd) {
+  mp_spool_close(s);
+  s->fd = fd;
+}
+
 static int grow(uint32_t **a, size_t *cap, size_t need) {
   size_t n = *cap != 0 ? *cap : 4;
   uint32_t *p;

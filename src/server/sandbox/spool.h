@@ -40,6 +40,11 @@ typedef struct mp_spool {
 void mp_spool_init(mp_spool *s);
 /* the map and the file descriptor go (the file stays) */
 void mp_spool_free(mp_spool *s);
+/* the file descriptor goes, the map stays: reads fail until
+** mp_spool_reopen gives it the file again */
+void mp_spool_close(mp_spool *s);
+/* the spool's file, opened again (fd: the spool owns it) */
+void mp_spool_reopen(mp_spool *s, int fd);
 /* n bytes at s->end, which moves past what was written: 0, or -1 and
 ** errno when not all of them could be */
 int mp_spool_append(mp_spool *s, const void *data, size_t n);
