@@ -72,33 +72,23 @@ static int resize(mastra__retained *r, size_t newcap) {
 }
 
 /* Room for n more bytes after the retained ones. The retained bytes move
-** to the block's start only when they fill at most half of it, and the
-** block at least doubles when it grows, so each byte is moved O(1) times
-** on average. */
+** to the block's start only when they then fill at most half of it, and a
+** block that grows becomes twice what it must hold: each byte is moved
+** O(1) times on average, and a buffer of a bounded max holds at most
+** 2 * (max + n) bytes. */
 static int reserve(mastra__retained *r, size_t n) {
-  size_t need = r->len + n, newcap;
+  size_t need = r->len + n;
   if (r->start + need <= r->cap) return 0;
   if (r->start > 0) {
     memmove(r->data, r->data + r->start, r->len);
     r->start = 0;
     if (need <= r->cap / 2) return 0;
   }
-  newcap = r->cap > 0 ? r->cap : FIRST_CAP;
-  while (newcap < need) {
-    if (newcap > ((size_t)-1) / 2) {
-      errno = ENOMEM;
-      return -1;
-    }
-    newcap *= 2;
+  if (need > ((size_t)-1) / 2) {
+    errno = ENOMEM;
+    return -1;
   }
-  if (newcap == r->cap) {
-    if (newcap > ((size_t)-1) / 2) {
-      errno = ENOMEM;
-      return -1;
-    }
-    newcap *= 2;
-  }
-  return resize(r, newcap);
+  return resize(r, need * 2 > FIRST_CAP ? need * 2 : FIRST_CAP);
 }
 
 void mastra__retained_init(mastra__retained *r, size_t max) {

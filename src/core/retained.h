@@ -13,7 +13,9 @@
 ** fault per 2 MiB where the kernel has them) and grown with mremap (its
 ** bytes are never copied again).
 **
-** Dropping follows the rule of output.lua: the oldest bytes beyond `max`
+** A buffer with a bound holds a block of at most twice the bound plus
+** the last append (its bytes move to the block's start when they fill at
+** most half of it). Dropping follows the rule of output.lua: the oldest bytes beyond `max`
 ** go, and then up to 3 more if they are UTF-8 continuation bytes, so that
 ** text keeps no tail of a cut character.
 */

@@ -79,6 +79,9 @@ static void run(size_t max, size_t biggest, int appends) {
     model_append(&m, s, n);
     ok = ok && CHECK(same(&r, &m));
     ok = ok && CHECK(max == SIZE_MAX || r.len <= max);
+    /* a bounded buffer's block stays within twice what it holds */
+    ok = ok && CHECK(max == SIZE_MAX || r.cap <= 1024
+                     || r.cap <= 2 * (max + biggest) + 4096);
   }
   if (!ok) fprintf(stderr, "  max %zu, append %d\n", max, i);
   mastra__retained_free(&r);
