@@ -60,7 +60,7 @@ struct mp_exec_poll {
 };
 
 struct mp_exec {
-  mp_exec *next;               /* sb->execs */
+  mp_exec *next, **pprev;      /* sb->execs; pprev: what points at it */
   mp_sandbox *sb;
   char id[MP_EXEC_ID_MAX + 1];
   char fingerprint[65];        /* sha256 of the canonical request */

@@ -208,6 +208,7 @@ struct mp_sandbox {
   unsigned nleases;
   unsigned refs;                  /* exec sessions and legacy runs holding it */
   struct mp_exec *execs;          /* execs.c: its resumable execs */
+  mp_index exec_index;            /* the same by exec id */
   /* template.c: the template whose layer is under its own ("": none), its
   ** folder's name under DATA/templates; and for a build sandbox, where its
   ** teardown moves its layer (NULL: removed with its tree) */
