@@ -292,8 +292,6 @@ static void retain(mp_exec *e, int64_t from_ms) {
   mastra__timer_start(&e->retain_timer, due > 0 ? (uint64_t)due : 0);
 }
 
-/* a record's stream: its map of slots (none: an older server's spool,
-** whose offsets are file positions) */
 /* An ended exec that no socket follows holds no descriptor: its spools'
 ** files are closed (their maps stay) and opened again to be read or
 ** acknowledged. Without this, each ended exec kept its two files open
@@ -319,6 +317,8 @@ static int unpark(mp_exec *e, int stream) {
   return 0;
 }
 
+/* a record's stream: its map of slots (none: an older server's spool,
+** whose offsets are file positions) */
 static int load_spool(mp_spool *sp, int fd, uint64_t start, uint64_t end,
                       const cJSON *m) {
   uint32_t *slots = NULL;
