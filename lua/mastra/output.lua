@@ -26,8 +26,7 @@ end
 function output.new(max)
   max = max or math.huge
   return setmetatable({
-    max = max,
-    buf = max > 0 and core.retained(max) or nil,
+    buf = max > 0 and core.retained(max) or nil, -- nil: nothing is kept
     dropped = 0,  -- bytes dropped, oldest first
     joined = nil, -- text(), until the next append
   }, Retained)
