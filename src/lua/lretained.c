@@ -31,8 +31,7 @@ static mastra__retained *checkbuf(lua_State *L) {
 static int core_retained(lua_State *L) {
   mastra__retained *r;
   size_t max = SIZE_MAX;
-  if (!(lua_type(L, 1) == LUA_TNUMBER && !lua_isinteger(L, 1)
-        && lua_tonumber(L, 1) == HUGE_VAL)) {
+  if (!(lua_type(L, 1) == LUA_TNUMBER && lua_tonumber(L, 1) == HUGE_VAL)) {
     lua_Integer n = luaL_checkinteger(L, 1);
     luaL_argcheck(L, n >= 0, 1, "must be 0 or more, or math.huge");
     if ((lua_Unsigned)n < SIZE_MAX) max = (size_t)n;
