@@ -615,6 +615,24 @@ describe("mastra tasks", function()
       assert.is_true(mastra.now() - t0 >= 50)
     end)
 
+    -- under load a task can lose the CPU for a millisecond or more between
+    -- two reads of the clock (spec_destroy_storm met it): a clock that moves
+    -- 5 ms at each read puts the deadline behind every later read
+    it("ends when its deadline passed between two reads of the clock", function()
+      local core = require "mastra.core"
+      local real, skew = core.now, 0
+      core.now = function()
+        skew = skew + 5
+        return real() + skew
+      end
+      local ok, err = pcall(mastra.sleep, 3)
+      local inside = mastra.spawn(function() return pcall(mastra.sleep, 3) end)
+      local ok2, err2 = inside:wait()
+      core.now = real
+      assert(ok, err)
+      assert(ok2, err2)
+    end)
+
     -- direct_exec waits on one timer for its deadline: a timer that fired
     -- before it (the loop counted its due time from the truncated clock)
     -- left it waiting again on a timer that would never fire again

@@ -224,7 +224,8 @@ function resume_exec.run(spec)
     local timers <close> = setmetatable({}, { __close = function(t)
       for _, x in pairs(t) do x:close() end
     end })
-    timers.main = core.timer(math.ceil(math.min(limit, deadline - core.now())))
+    -- (the handshake may have used the call's last millisecond and more)
+    timers.main = core.timer(math.max(0, math.ceil(math.min(limit, deadline - core.now()))))
     local last_ack = core.now()
     local sent, exit = false, nil
     local spent = 0 -- bytes moved since the loop last had a turn (TURN_BYTES)

@@ -564,10 +564,12 @@ function scheduler.sleep(ms)
   current("mastra.sleep")
   -- a loop timer never fires before its delay as mastra.now() measures it
   -- (loop.c counts it on the untruncated clock); the loop waits again for
-  -- what is left all the same: a sleep never ends early
+  -- what is left all the same: a sleep never ends early. A task that the
+  -- machine kept from running between two reads of the clock may find the
+  -- deadline passed at the second: a timer of 0, one turn, then the end
   local deadline = core.now() + ms
   repeat
-    local timer <close> = core.timer(math.ceil(deadline - core.now()))
+    local timer <close> = core.timer(math.max(0, math.ceil(deadline - core.now())))
     wait_as("mastra.sleep", timer:id())
   until core.now() >= deadline
 end
