@@ -218,7 +218,7 @@ int mp_ns_exec_main(int argc, char **argv) {
   /* the group's signals are the child's to act on */
   for (i = 0; i < (int)(sizeof quiet / sizeof quiet[0]); i++)
     signal(quiet[i], SIG_IGN);
-  close_range(0, ~0u, 0);
+  mp_ns_close_all();
   relay(g);
   return MP_NS_EXIT_FAILED;
 }

@@ -541,7 +541,7 @@ static void run_init(const char *merged, int to_keeper, int from_keeper,
   /* nor the server's environment (/proc/1/environ of a dumpable init) */
   for (i = 0; environ[i] != NULL; i++)
     memset(environ[i], 0, strlen(environ[i]));
-  close_range(0, ~0u, 0);
+  mp_ns_close_all();
   reap_forever();
 }
 
@@ -641,7 +641,7 @@ int mp_ns_init_main(int argc, char **argv) {
   }
   snprintf(msg, sizeof msg, "%c %d\n", MP_NS_SAY_READY, (int)init);
   if (write(ready_fd, msg, strlen(msg)) < 0) _exit(1);
-  close_range(0, ~0u, 0);
+  mp_ns_close_all();
   while (waitpid(init, &status, 0) < 0 && errno == EINTR)
     ;
   return 0;

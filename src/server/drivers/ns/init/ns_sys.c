@@ -2,6 +2,14 @@
 ** Namespace primitives of the `namespaces` driver that need libc alone
 ** (ns_sys.h): the server and mastra-ns-init (the keeper, the init and the
 ** commands' __ns-exec, which link no more than libc) share them.
+**
+** Two libcs build these sources: glibc (the server's copy, and
+** mastra-ns-init where musl-gcc is missing) and musl (mastra-ns-init where
+** it is there: CMakeLists.txt says why). musl 1.2.3 has no wrapper for
+** close_range, open_tree, mount_setattr or move_mount, so both builds
+** make those calls through syscall(2); the mount API's structure and flags
+** come from glibc's <sys/mount.h>, or from the kernel's <linux/mount.h>
+** (which clashes with glibc's header, so it is musl's alone).
 */
 #define _GNU_SOURCE
 #include "drivers/ns/init/ns_sys.h"
@@ -17,6 +25,10 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#ifndef __GLIBC__
+#include <linux/mount.h>
+#endif
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -73,7 +85,7 @@ int mp_ns_userns_of(const char *map) {
     if (unshare(CLONE_NEWUSER) < 0) _exit(1);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent) _exit(1);
     if (write(p[1], "u", 1) != 1) _exit(1);
-    close_range(0, ~0u, 0);
+    mp_ns_close_all();
     pause();
     _exit(0);
   }
@@ -110,16 +122,20 @@ int mp_ns_map_self(unsigned uid, unsigned gid) {
   return mp_ns_write_text("/proc/self/gid_map", map);
 }
 
+void mp_ns_close_all(void) { syscall(SYS_close_range, 0u, ~0u, 0); }
+
 int mp_ns_idmap_mount(int userns_fd, const char *src, const char *dst) {
   struct mount_attr attr;
-  int t = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  int t = (int)syscall(SYS_open_tree, AT_FDCWD, src,
+                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   int rc, e;
   if (t < 0) return -1;
   memset(&attr, 0, sizeof attr);
   attr.attr_set = MOUNT_ATTR_IDMAP;
   attr.userns_fd = (unsigned long long)userns_fd;
-  rc = mount_setattr(t, "", AT_EMPTY_PATH, &attr, sizeof attr);
-  if (rc == 0) rc = move_mount(t, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+  rc = (int)syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &attr, sizeof attr);
+  if (rc == 0)
+    rc = (int)syscall(SYS_move_mount, t, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
   e = errno;
   close(t);
   errno = e;

@@ -27,6 +27,9 @@ int mp_ns_userns_of(const char *map);
 ** each, with setgroups denied. 0, or -1 with errno. */
 int mp_ns_map_self(unsigned uid, unsigned gid);
 
+/* Close every descriptor of the process (close_range). */
+void mp_ns_close_all(void);
+
 /* Mount src on dst with the id map of the user namespace userns_fd (in
 ** this process's mount namespace). 0, or -1 with errno. */
 int mp_ns_idmap_mount(int userns_fd, const char *src, const char *dst);
