@@ -79,6 +79,20 @@ end
 
 local DETACHED = "setsid sleep 300 >/dev/null 2>&1 < /dev/null &"
 
+-- host_pids of a sandbox that ran DETACHED: its keeper, its init and the
+-- detached sleep, waited for (the command answers once sh exits, and the
+-- sleep may still be inside its execve, whose new image has no environment
+-- to read yet)
+local function detached_pids(srv, id)
+  local pids
+  util.wait_until(function()
+    pids = host_pids(srv, id)
+    return #pids >= 3
+  end, 5000)
+  assert.is_true(#pids >= 3, "pids of " .. id .. ": " .. #pids)
+  return pids
+end
+
 -- the first 12 hex of the SHA-256 of dir: its cgroup's name
 local function hex_of(dir)
   local p = io.popen("printf %s " .. mastra.quote(dir) .. " | sha256sum | cut -c1-12")
@@ -129,9 +143,7 @@ describe("the namespaces driver's cleanup", function()
       assert.are.equal(0, a:executeCommand(DETACHED).exitCode)
       assert.are.equal(0, b:executeCommand(DETACHED).exitCode)
       local aid, bid = a.sandboxId, b.sandboxId
-      local apids, bpids = host_pids(srv, aid), host_pids(srv, bid)
-      assert.is_true(#apids >= 3, "pids of A: " .. #apids)
-      assert.is_true(#bpids >= 3, "pids of B: " .. #bpids)
+      local apids, bpids = detached_pids(srv, aid), detached_pids(srv, bid)
       assert.are_not.equal("", cgroups(aid))
       a:destroy()
       -- the setsid'd child is a stray, killed before the checkpoint's capture
@@ -168,7 +180,7 @@ describe("the namespaces driver's cleanup", function()
         boxes[i] = srv:startSandbox()
         assert.are.equal(0, boxes[i]:executeCommand(DETACHED).exitCode)
         ids[i] = boxes[i].sandboxId
-        for _, p in ipairs(host_pids(srv, ids[i])) do pids[#pids + 1] = p end
+        for _, p in ipairs(detached_pids(srv, ids[i])) do pids[#pids + 1] = p end
       end
       for i = 1, 4 do boxes[i]:destroy() end
       assert.is_true(util.wait_until(function() return all_gone(pids) end, 5000),
@@ -275,8 +287,7 @@ describe("the namespaces driver's cleanup", function()
     assert.matches("10%.231%.", sb:executeCommand("cat /etc/hosts").stdout)
     local tag = net_tag(srv.dataDir)
     local id = sb.sandboxId
-    local pids = host_pids(srv, id)
-    assert.is_true(#pids >= 3)
+    local pids = detached_pids(srv, id)
     srv:kill9()
     -- the keeper dies with the server, the init with the keeper, the rest
     -- with their pid namespace
