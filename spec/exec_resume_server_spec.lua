@@ -717,6 +717,48 @@ describe("exec-resume/1 server-wide bound", function()
   end)
 end)
 
+-- 30000 bytes of ch under exec id; it ends with all of them retained
+local function fill30k(srv, lease, dir, id, ch)
+  local r = wsrun(srv, lease, dir, ("head -c 30000 /dev/zero | tr '\\0' %s"):format(ch),
+    { id = id })
+  assert.are.equal(0, r.exitCode, table.concat(r.summary.log, "; "))
+  assert.are.equal(string.rep(ch, 30000), r.stdout)
+end
+
+local function status(srv, base, id)
+  return srv:curl("GET", base .. "/" .. id).status
+end
+
+describe("exec-resume/1 eviction order", function()
+  it("--exec-log-total: oldest first; one acknowledged whole is not evicted", function()
+    local args = { "--exec-log-max", "64k", "--exec-log-total", "96k" }
+    with_own_server(args, function(srv, sb, lease, dir)
+      local base = P .. "/sandbox/" .. sb.sandboxId .. "/execs"
+      fill30k(srv, lease, dir, "ev-a", "a")
+      fill30k(srv, lease, dir, "ev-b", "b")
+      fill30k(srv, lease, dir, "ev-c", "c")
+      -- ev-b acknowledged to its end (an attach resumes from what it
+      -- holds) retains nothing: its record stays
+      local b = wsrun(srv, lease, dir, ":",
+        { attach = "ev-b", resume = { stdout = 30000, stderr = 0 } })
+      assert.are.equal(0, b.exitCode)
+      assert.are.equal("", b.stdout)
+      assert.are.equal(30000, srv:curl("GET", base .. "/ev-b").json.stdout.start)
+      fill30k(srv, lease, dir, "ev-d", "d") -- 90000 retained: a, c, d
+      fill30k(srv, lease, dir, "ev-e", "e") -- past 96k: a goes
+      assert.are.equal(404, status(srv, base, "ev-a"))
+      assert.are.equal(200, status(srv, base, "ev-c"))
+      fill30k(srv, lease, dir, "ev-f", "f") -- then c, the next to have ended
+      assert.are.equal(404, status(srv, base, "ev-c"))
+      for _, id in ipairs({ "ev-b", "ev-d", "ev-e", "ev-f" }) do
+        assert.are.equal(200, status(srv, base, id), id)
+      end
+      local d = wsrun(srv, lease, dir, ":", { attach = "ev-d" })
+      assert.are.equal(string.rep("d", 30000), d.stdout)
+    end)
+  end)
+end)
+
 describe("exec-resume/1 retention", function()
   it("--exec-retain: an ended exec's record and spools go; DELETE removes them at once",
     function()
@@ -781,12 +823,13 @@ describe("exec-resume/1 long polls and shutdown", function()
 end)
 
 -- fn(srv, id, lease, data, restart) with a server on a data directory of
--- its own and a sandbox the handle forgot; restart() kills the server with
--- -9 and returns a new one on the same data, which destroys the sandbox
--- at the end. Both servers and the data go, whatever fn raised.
-local function across_restart(fn)
+-- its own (started with args) and a sandbox the handle forgot; restart()
+-- kills the server with -9 and returns a new one on the same data and
+-- args, which destroys the sandbox at the end. Both servers and the data
+-- go, whatever fn raised.
+local function across_restart(fn, args)
   local data = platform.tmpdir()
-  local srv = platform.start{ dataDir = data .. "/d" }
+  local srv = platform.start{ dataDir = data .. "/d", args = args }
   local srv2, id
   local ok, err = pcall(function()
     local sb = srv:startSandbox{}
@@ -794,7 +837,7 @@ local function across_restart(fn)
     sb:detach()
     fn(srv, id, srv:lease(P, id), data, function()
       srv:kill9()
-      srv2 = platform.start{ dataDir = data .. "/d" }
+      srv2 = platform.start{ dataDir = data .. "/d", args = args }
       return srv2
     end)
   end)
@@ -886,6 +929,30 @@ describe("exec-resume/1 across a server's death", function()
       assert.are.equal(#want, #a.stdout + #b.stdout)
       assert.is_true(a.stdout .. b.stdout == want, "the replay is not the stream")
     end)
+  end)
+
+  it("--exec-log-total: the records of an earlier server go first, in the order they ended",
+    function()
+    across_restart(function(srv, id, lease, data, restart)
+      fill30k(srv, lease, data, "old-1", "1")
+      fill30k(srv, lease, data, "old-2", "2")
+      local srv2 = restart()
+      local lease2 = srv2:lease(P, id)
+      local base = P .. "/sandbox/" .. id .. "/execs"
+      -- a record is read when asked for: old-1, then one of this server,
+      -- then old-2, which ended before it
+      assert.are.equal(200, status(srv2, base, "old-1"))
+      fill30k(srv2, lease2, data, "new-1", "n")
+      assert.are.equal(200, status(srv2, base, "old-2"))
+      fill30k(srv2, lease2, data, "new-2", "m") -- past 96k: old-1 goes
+      assert.are.equal(404, status(srv2, base, "old-1"))
+      assert.are.equal(200, status(srv2, base, "old-2"))
+      fill30k(srv2, lease2, data, "new-3", "o") -- then old-2, not new-1
+      assert.are.equal(404, status(srv2, base, "old-2"))
+      for _, e in ipairs({ "new-1", "new-2", "new-3" }) do
+        assert.are.equal(200, status(srv2, base, e), e)
+      end
+    end, { "--exec-log-max", "64k", "--exec-log-total", "96k" })
   end)
 end)
 

@@ -26,6 +26,7 @@ struct mp_httpd;
 struct mp_lease;
 struct mp_ws_session;
 struct mp_trash_run;
+struct mp_exec;
 
 typedef struct mp_server mp_server;
 typedef struct mp_sandbox mp_sandbox;
@@ -76,6 +77,10 @@ struct mp_server {
   uint64_t exec_ping_ms;      /* exec_ws.c: pings a resumable exec's socket (--exec-ping) */
   uint64_t exec_log_total;    /* execs.c: ... of all execs (--exec-log-total) */
   uint64_t exec_spooled;      /* execs.c: what all execs retain now */
+  /* execs.c: the execs whose command runs; the ended ones that retain
+  ** output, the first to end first (the order of eviction) */
+  struct mp_exec *execs_running;
+  struct mp_exec *execs_ended_first, *execs_ended_last;
   uint64_t exec_retain_ms;    /* execs.c: an ended exec is kept (--exec-retain) */
   /* execs.c's mp_execs_drop, set by main.c: sandbox.c lets go of a
   ** sandbox's execs through it (execs.c starts commands through

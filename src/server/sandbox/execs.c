@@ -211,17 +211,78 @@ static uint64_t retained(const mp_exec *e) {
          + (e->spool[1].end - e->spool[1].start);
 }
 
+/* {------ the server's lists ------ */
+
+/* The walks of room made and of eviction see only the execs they act
+** on, not every retained one (20,000 ended execs made each ack of a
+** stream walk 20,000 records). */
+
+static void running_add(mp_exec *e) {
+  mp_server *srv = e->sb->srv;
+  e->run_next = srv->execs_running;
+  if (e->run_next != NULL) e->run_next->run_pprev = &e->run_next;
+  e->run_pprev = &srv->execs_running;
+  srv->execs_running = e;
+}
+
+static void running_del(mp_exec *e) {
+  if (e->run_pprev == NULL) return;
+  *e->run_pprev = e->run_next;
+  if (e->run_next != NULL) e->run_next->run_pprev = e->run_pprev;
+  e->run_next = NULL;
+  e->run_pprev = NULL;
+}
+
+/* e ended and retains output: into the list by ended_ms. An exec that
+** ends now goes last (the walk from the end takes no step unless the
+** clock went back); a record of an earlier server ended before any of
+** this one's, so the walk for it goes from the start (from_start). */
+static void ended_add(mp_exec *e, int from_start) {
+  mp_server *srv = e->sb->srv;
+  mp_exec *after;
+  if (e->in_ended || retained(e) == 0) return;
+  if (from_start) {
+    mp_exec *before = srv->execs_ended_first;
+    while (before != NULL && before->ended_ms <= e->ended_ms)
+      before = before->ended_next;
+    after = before != NULL ? before->ended_prev : srv->execs_ended_last;
+  } else {
+    after = srv->execs_ended_last;
+    while (after != NULL && after->ended_ms > e->ended_ms)
+      after = after->ended_prev;
+  }
+  e->ended_prev = after;
+  e->ended_next = after != NULL ? after->ended_next : srv->execs_ended_first;
+  if (e->ended_next != NULL) e->ended_next->ended_prev = e;
+  else srv->execs_ended_last = e;
+  if (after != NULL) after->ended_next = e;
+  else srv->execs_ended_first = e;
+  e->in_ended = 1;
+}
+
+static void ended_del(mp_exec *e) {
+  mp_server *srv = e->sb->srv;
+  if (!e->in_ended) return;
+  if (e->ended_prev != NULL) e->ended_prev->ended_next = e->ended_next;
+  else srv->execs_ended_first = e->ended_next;
+  if (e->ended_next != NULL) e->ended_next->ended_prev = e->ended_prev;
+  else srv->execs_ended_last = e->ended_prev;
+  e->ended_next = NULL;
+  e->ended_prev = NULL;
+  e->in_ended = 0;
+}
+
 /* room was made: every exec whose command waits with output is pumped
 ** from the loop (on_wake), not from under the caller */
 static void wake_blocked(mp_server *srv) {
-  mp_sandbox *sb;
   mp_exec *e;
   if (srv->stopping) return;
-  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
-    for (e = sb->execs; e != NULL; e = e->next)
-      if (e->proc != NULL && (e->proc->out.len > 0 || e->proc->err.len > 0))
-        mastra__timer_start(&e->wake_timer, 0);
+  for (e = srv->execs_running; e != NULL; e = e->run_next)
+    if (e->proc->out.len > 0 || e->proc->err.len > 0)
+      mastra__timer_start(&e->wake_timer, 0);
 }
+
+/* }------ */
 
 static mp_exec *exec_new(mp_sandbox *sb, const char *id) {
   mp_exec *e = calloc(1, sizeof *e);
@@ -261,6 +322,8 @@ static void exec_free(mp_exec *e, int files) {
   *e->pprev = e->next;
   if (e->next != NULL) e->next->pprev = e->pprev;
   mp_index_del(&e->sb->exec_index, e->id, e);
+  running_del(e);
+  ended_del(e);
   take_watcher(e, 1011, "the exec was deleted");
   fire_polls(e, 1);
   mastra__timer_stop(&e->detach_timer);
@@ -414,6 +477,7 @@ static mp_exec *load(mp_sandbox *sb, const char *id) {
            sb->id);
   }
   sb->srv->exec_spooled += retained(e);
+  ended_add(e, 1);
   retain(e, e->ended_ms);
   park(e);
   return e;
@@ -489,20 +553,16 @@ static void forget_below(mp_exec *e, int stream, uint64_t to) {
   (void)unpark(e, stream); /* the slots are punched through its file */
   e->sb->srv->exec_spooled -= to - sp->start;
   mp_spool_forget(sp, to);
+  if (retained(e) == 0) ended_del(e); /* nothing of it to evict */
   park(e);
 }
 
 /* the ended exec (not keep) that ended first, among those that retain
 ** output; or NULL */
 static mp_exec *oldest_ended(mp_server *srv, const mp_exec *keep) {
-  mp_sandbox *sb;
-  mp_exec *e, *best = NULL;
-  for (sb = srv->sandboxes; sb != NULL; sb = sb->next)
-    for (e = sb->execs; e != NULL; e = e->next)
-      if (e != keep && e->state != MP_EXEC_RUNNING && retained(e) > 0
-          && (best == NULL || e->ended_ms < best->ended_ms))
-        best = e;
-  return best;
+  mp_exec *e = srv->execs_ended_first;
+  while (e != NULL && e == keep) e = e->ended_next;
+  return e;
 }
 
 /* room for n more bytes of e: its own bound, then the server's, for
@@ -576,6 +636,7 @@ static void finish(mp_exec *e) {
   mastra__proc *p = e->proc;
   mp_server *srv = e->sb->srv;
   e->proc = NULL;
+  running_del(e);
   e->exit_code = p->exit_code;
   e->reason = e->abandoned ? "abandoned"
               : e->output_errno != 0 ? "output_lost"
@@ -584,6 +645,7 @@ static void finish(mp_exec *e) {
   e->ended_ms = mastra__wall_ms();
   /* a server that is stopping killed it: it died with the server */
   e->state = srv->stopping && !e->abandoned ? MP_EXEC_LOST : MP_EXEC_EXITED;
+  ended_add(e, 0);
   mastra__timer_stop(&e->detach_timer);
   mp_sandbox_exec_done(srv, e->sb, p);
   /* no fdatasync of the spools: like the record, they are for a server
@@ -678,6 +740,7 @@ int mp_exec_start(mp_sandbox *sb, const char *id, const char *fingerprint,
     return -1;
   }
   e->proc = p;
+  running_add(e);
   *out = e;
   return 0;
 }

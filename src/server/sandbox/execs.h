@@ -61,6 +61,11 @@ struct mp_exec_poll {
 
 struct mp_exec {
   mp_exec *next, **pprev;      /* sb->execs; pprev: what points at it */
+  /* the server's execs_running while proc is set (run_pprev NULL
+  ** otherwise), or its execs_ended_* while it ended and retains output
+  ** (in_ended): the walks of room made and of eviction see only these */
+  mp_exec *run_next, **run_pprev;
+  mp_exec *ended_next, *ended_prev;
   mp_sandbox *sb;
   char id[MP_EXEC_ID_MAX + 1];
   char fingerprint[65];        /* sha256 of the canonical request */
@@ -85,6 +90,7 @@ struct mp_exec {
   unsigned abandoned : 1;      /* the detach timeout ran out */
   unsigned truncate_head : 1;  /* past its bound the oldest output goes */
   unsigned attached : 1;       /* watcher is set */
+  unsigned in_ended : 1;       /* on the server's execs_ended_* list */
   mp_exec_watcher watcher;
   mp_exec_poll *polls;         /* the long polls waiting on it */
 };
