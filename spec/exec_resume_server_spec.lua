@@ -770,7 +770,8 @@ describe("exec-resume/1 retention", function()
       end
       local a = wsrun(srv, lease, dir, "echo run >> count-ret; echo hi", { id = "ret-1" })
       assert.are.equal("hi\n", a.stdout)
-      assert.are.equal("e-ret-1.json e-ret-1.stderr e-ret-1.stdout ", ls())
+      -- a stream's spool is made with its first bytes: no stderr here
+      assert.are.equal("e-ret-1.json e-ret-1.stdout ", ls())
       assert.is_true(platform.waitUntil(function()
         return srv:curl("GET", base .. "/ret-1").status == 404
       end, 10000, 100), "the exec outlived --exec-retain")
@@ -857,6 +858,9 @@ describe("exec-resume/1 across a server's death", function()
       local done = srv:wsExec(lease, "echo kept; echo oops >&2; exit 3",
         { initJson = { exec_id = "kept-1" } })
       assert.are.equal(3, done.exitCode)
+      -- and one that wrote nothing, whose streams have no spool file
+      local quiet = srv:wsExec(lease, "exit 4", { initJson = { exec_id = "quiet-1" } })
+      assert.are.equal(4, quiet.exitCode)
       local h = srv:wsExecSpawn(lease, "echo run >> count-lost; sleep 60",
         { initJson = { exec_id = "lost-1" }, closeAfterMs = 500 })
       h:wait()
@@ -883,6 +887,13 @@ describe("exec-resume/1 across a server's death", function()
       assert.are.equal("oops\n", r.stderr)
       assert.are.equal("exited", f.byType.exit.data.reason)
       assert.are.equal(5, f.byType.exit.data.stdout_total)
+      os.remove(frames)
+      r = srv2:wsExec(lease2, ":",
+        { initJson = { durable_session_name = "quiet-1" }, frames = frames })
+      f = read_frames(frames)
+      assert.are.equal(4, r.exitCode, table.concat(r.summary.log, "; "))
+      assert.are.equal("", r.stdout .. r.stderr)
+      assert.are.equal("exited", f.byType.exit.data.reason)
       local c = srv2:wsExec(lease2, "wc -l < count-lost")
       assert.are.equal("1", c.stdout:match("%d+"))
     end)

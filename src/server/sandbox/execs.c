@@ -4,9 +4,10 @@
 ** Files, in SANDBOX_ROOT/execs/ (beside the working tree, never in it or
 ** in its checkpoints): e-<exec_id>.json, the record (written before the
 ** spawn and at the end, atomically), and e-<exec_id>.stdout / .stderr,
-** the spools. A spool keeps its stream's bytes in reused 1 MiB slots
-** (spool.h); what an ack let go of frees its slots, and an ended exec's
-** record carries the map of the rest. The server reads a command's pipes
+** the spools, each made with its stream's first bytes. A spool keeps its
+** stream's bytes in reused 1 MiB slots (spool.h); what an ack let go of
+** frees its slots, and an ended exec's record carries the map of the
+** rest. The server reads a command's pipes
 ** only while the exec's retained bytes (both streams) are below
 ** srv->exec_log_max: past that the pipes fill and the command blocks on
 ** its writes ("block"; nothing is lost). All the execs of the server
@@ -355,6 +356,9 @@ static mp_exec *load(mp_sandbox *sb, const char *id) {
       const cJSON *b = cJSON_GetObjectItemCaseSensitive(s, "end");
       const cJSON *m = cJSON_GetObjectItemCaseSensitive(s, "slots");
       int fd;
+      if (cJSON_IsNumber(b) && b->valuedouble == 0
+          && cJSON_IsNumber(a) && a->valuedouble == 0)
+        continue; /* the stream wrote nothing: it has no file */
       file_path(sb, id, stream_ext[i], path, sizeof path);
       fd = open(path, O_RDWR | O_CLOEXEC);
       if (fd < 0 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b)
@@ -488,6 +492,19 @@ static uint64_t room(mp_exec *e) {
   return mine < all ? mine : all;
 }
 
+/* A stream's spool file is made with its first bytes: most commands
+** write nothing to stderr, and many nothing at all, and the file's make
+** and unlink cost the loop thread more than the rest of its record. */
+static int create_spool(mp_exec *e, int stream) {
+  char path[4096];
+  int fd;
+  file_path(e->sb, e->id, stream_ext[stream], path, sizeof path);
+  fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  mp_spool_reopen(&e->spool[stream], fd);
+  return 0;
+}
+
 /* Move what the command wrote into the spools, as far as the bound
 ** lets; 0, or -1 when a spool cannot be written. A stream's buffer can
 ** hold more than the bound (the reads of a loaded loop add up): with
@@ -519,6 +536,7 @@ static int drain(mp_exec *e) {
       }
       if (free_bytes == 0) break; /* block: the pipe fills, the command waits */
       if (n > free_bytes) n = (size_t)free_bytes;
+      if (e->spool[i].fd < 0 && create_spool(e, i) < 0) return -1;
       {
         uint64_t was = e->spool[i].end;
         int rc = mp_spool_append(&e->spool[i], b->data, n);
@@ -613,7 +631,6 @@ int mp_exec_start(mp_sandbox *sb, const char *id, const char *fingerprint,
   char path[4096];
   mp_exec *e;
   mastra__proc *p = NULL;
-  int i;
   *out = NULL;
   snprintf(path, sizeof path, "%s/execs", sb->root);
   if (mastra__mkdirs(path, 0700, NULL) < 0) {
@@ -628,16 +645,6 @@ int mp_exec_start(mp_sandbox *sb, const char *id, const char *fingerprint,
   snprintf(e->fingerprint, sizeof e->fingerprint, "%s", fingerprint);
   e->detach_ms = detach_ms;
   e->started_ms = mastra__wall_ms();
-  for (i = 0; i < 2; i++) {
-    file_path(sb, id, stream_ext[i], path, sizeof path);
-    e->spool[i].fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
-                    0600);
-    if (e->spool[i].fd < 0) {
-      snprintf(err, errlen, "cannot make %s: %s", path, strerror(errno));
-      exec_free(e, 1);
-      return -1;
-    }
-  }
   save(e); /* recorded before the spawn: a restart finds it */
   if (mp_sandbox_exec(srv, sb, spec, on_proc, e, &p, err, errlen) != 0
       || p == NULL) {
